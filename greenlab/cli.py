@@ -1,0 +1,76 @@
+"""The ``greenlab`` command: ``doctor``, ``measure``, ``run`` and ``lab``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    return int(args.handler(args) or 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="greenlab", description=__doc__)
+    sub = p.add_subparsers(dest="command")
+
+    d = sub.add_parser("doctor", help="what this machine can measure, and how")
+    d.add_argument("--json", action="store_true", help="print JSON for scripts")
+    d.set_defaults(handler=_doctor)
+
+    m = sub.add_parser("measure", help="run a command and report its energy (energy's `time`)")
+    m.add_argument("--region", default="WORLD", help="grid region code for CO2e (default WORLD)")
+    m.add_argument("--pue", type=float, default=None, help="power usage effectiveness (default 1.0)")
+    m.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    m.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
+    m.set_defaults(handler=_measure)
+
+    r = sub.add_parser("run", help="train headless and print a results table")
+    _add_run_arguments(r)
+    r.set_defaults(handler=_run)
+
+    lab = sub.add_parser("lab", help="start JupyterLab on the lessons (localhost, token auth)")
+    lab.set_defaults(handler=_lab)
+    return p
+
+
+def _doctor(args) -> int:
+    from greenlab.hardware import doctor_main
+
+    return doctor_main(args)
+
+
+def _measure(args) -> int:
+    from greenlab.energy import measure_main
+
+    return measure_main(args)
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    from greenlab.experiments import add_run_arguments
+
+    add_run_arguments(parser)
+
+
+def _run(args) -> int:
+    from greenlab.experiments import run_main
+
+    return run_main(args)
+
+
+def _lab(args) -> int:
+    import subprocess
+    from greenlab.config import lessons_dir
+
+    cmd = [sys.executable, "-m", "jupyterlab", str(lessons_dir()), "--ServerApp.ip=127.0.0.1"]
+    return subprocess.call(cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
