@@ -1,0 +1,121 @@
+"""CPU and DRAM energy from Intel RAPL counters under ``/sys/class/powercap``.
+
+Layout (Linux powercap): ``intel-rapl:N`` is a top-level domain whose ``name`` is
+``package-N`` (or ``psys``, the whole platform, which greenlab skips); ``intel-rapl:N:M``
+are its subdomains ``core``, ``uncore`` and ``dram``. Domains nest: core and uncore are
+already inside package, so they are never added to it. ``dram`` is outside package and is
+reported as its own component. Each ``energy_uj`` counter wraps to zero after
+``max_energy_range_uj``. Modern kernels make ``energy_uj`` readable by root only.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from greenlab.energy.sources import EnergySource
+
+RAPL_ROOT = "/sys/class/powercap"
+# Relative uncertainty assumed for RAPL; package counters are a model inside the CPU,
+# not a meter at the wall, so greenlab states 10 % as an assumption.
+RAPL_REL_UNCERTAINTY = 0.10
+_TOP = re.compile(r"^intel-rapl:\d+$")
+_SUB = re.compile(r"^intel-rapl:\d+:\d+$")
+
+
+class RaplSource(EnergySource):
+    """Sum of one or more RAPL domains (all packages -> ``cpu``, all dram -> ``dram``)."""
+
+    name = "rapl"
+    rel_uncertainty = RAPL_REL_UNCERTAINTY
+    update_period_s = 0.001  # RAPL counters refresh about every millisecond
+    poll_interval_s = 1.0  # read at least this often so no wrap-around is missed
+
+    def __init__(self, component: str, domains: list[Path], note: str = ""):
+        super().__init__(component, note)
+        self.domains = [Path(d) for d in domains]
+        self._lock = threading.Lock()
+        self._max_uj = [_read_int(d / "max_energy_range_uj") for d in self.domains]
+        self._last_uj = [_read_int(d / "energy_uj") for d in self.domains]
+        self._total_uj = 0
+
+    def read_joules(self) -> float:
+        with self._lock:
+            for i, domain in enumerate(self.domains):
+                now = _read_int(domain / "energy_uj")
+                self._total_uj += unwrap_delta(self._last_uj[i], now, self._max_uj[i])
+                self._last_uj[i] = now
+            return self._total_uj / 1e6
+
+    def poll(self) -> None:
+        self.read_joules()
+
+
+def unwrap_delta(before_uj: int, after_uj: int, max_range_uj: int) -> int:
+    """Microjoules between two counter reads, allowing for one wrap past ``max_range_uj``."""
+    if after_uj >= before_uj:
+        return after_uj - before_uj
+    return max_range_uj - before_uj + after_uj
+
+
+@dataclass
+class RaplProbe:
+    """Result of looking for RAPL: ``status`` is absent, permission denied, readable or unusable."""
+
+    status: str
+    reason: str
+    packages: list[Path] = field(default_factory=list)
+    drams: list[Path] = field(default_factory=list)
+
+    def sources(self) -> list[RaplSource]:
+        found = [RaplSource("cpu", self.packages)]
+        if self.drams:
+            found.append(RaplSource("dram", self.drams))
+        return found
+
+    def fallback_note(self) -> str:
+        if self.status == "permission denied":
+            return (f"RAPL present but not readable (permission denied): {self.reason}; "
+                    "using the CPU estimate")
+        if self.status == "absent":
+            return f"RAPL absent ({self.reason}); using the CPU estimate"
+        return f"RAPL unusable ({self.reason}); using the CPU estimate"
+
+
+def probe_rapl(root=RAPL_ROOT) -> RaplProbe:
+    """Find package and dram domains under ``root`` and check that they can be read."""
+    root = Path(root)
+    if not root.is_dir():
+        return RaplProbe("absent", f"no {root}")
+    packages, drams = [], []
+    for entry in sorted(root.iterdir()):
+        if not (_TOP.match(entry.name) or _SUB.match(entry.name)):
+            continue
+        try:
+            kind = (entry / "name").read_text().strip()
+        except OSError:
+            continue
+        if _TOP.match(entry.name) and kind.startswith("package"):
+            packages.append(entry)
+        elif kind == "dram":
+            drams.append(entry)
+        # psys (whole platform) and core/uncore (inside package) are deliberately skipped
+    if not packages:
+        return RaplProbe("absent", f"no intel-rapl package domain under {root}")
+    for domain in packages + drams:
+        try:
+            _read_int(domain / "energy_uj")
+            _read_int(domain / "max_energy_range_uj")
+        except PermissionError:
+            return RaplProbe("permission denied",
+                             f"{domain / 'energy_uj'} is readable by root only")
+        except (OSError, ValueError) as exc:
+            return RaplProbe("unusable", f"{domain}: {exc}")
+    return RaplProbe("readable", f"{len(packages)} package, {len(drams)} dram domain(s)",
+                     packages, drams)
+
+
+def _read_int(path: Path) -> int:
+    return int(Path(path).read_text().strip())

@@ -1,0 +1,40 @@
+"""Unit conversions for energy (J, Wh, kWh) and mass (g, kg).
+
+1 Wh = 3600 J and 1 kWh = 3.6e6 J by definition of the watt-hour; 1 kg = 1000 g.
+"""
+
+from __future__ import annotations
+
+JOULES_PER_WH = 3600.0
+JOULES_PER_KWH = 3.6e6
+GRAMS_PER_KG = 1000.0
+
+
+def joules_to_kwh(joules: float) -> float:
+    """Joules -> kilowatt-hours."""
+    return float(joules) / JOULES_PER_KWH
+
+
+def kwh_to_joules(kwh: float) -> float:
+    """Kilowatt-hours -> joules."""
+    return float(kwh) * JOULES_PER_KWH
+
+
+def joules_to_wh(joules: float) -> float:
+    """Joules -> watt-hours."""
+    return float(joules) / JOULES_PER_WH
+
+
+def wh_to_joules(wh: float) -> float:
+    """Watt-hours -> joules."""
+    return float(wh) * JOULES_PER_WH
+
+
+def g_to_kg(grams: float) -> float:
+    """Grams -> kilograms."""
+    return float(grams) / GRAMS_PER_KG
+
+
+def kg_to_g(kilograms: float) -> float:
+    """Kilograms -> grams."""
+    return float(kilograms) * GRAMS_PER_KG

@@ -1,0 +1,190 @@
+"""Measurement windows: nesting, idle subtraction, short windows, decorator, threads, CUDA sync."""
+
+import json
+import sys
+import threading
+import time
+import types
+
+import pytest
+
+from greenlab.energy import IdlePower, ShortWindowWarning, measure, measure_idle
+from greenlab.energy.sources import EnergySource
+
+
+class ManualCounter(EnergySource):
+    """A counter the test sets by hand (joules)."""
+
+    name = "rapl"
+
+    def __init__(self, component="cpu", period_s=0.0):
+        super().__init__(component)
+        self.value = 0.0
+        self.update_period_s = period_s
+
+    def read_joules(self):
+        return self.value
+
+
+class ConstantPower(EnergySource):
+    """Energy rising at a fixed wattage with the real clock; polled like a sampler."""
+
+    name = "nvml-power"
+    poll_interval_s = 0.01
+
+    def __init__(self, watts, component="gpu:0"):
+        super().__init__(component)
+        self.watts, self.polls = watts, 0
+
+    def read_joules(self):
+        return self.watts * time.monotonic()
+
+    def poll(self):
+        self.polls += 1
+
+
+def poller_threads():
+    return [t for t in threading.enumerate() if t.name == "greenlab-window-poller"]
+
+
+def test_nested_windows_attach_children():
+    c = ManualCounter()
+    with measure("outer", sources=[c], sync=False) as outer:
+        c.value = 10.0
+        with measure("inner-1", sources=[c], sync=False) as inner1:
+            c.value = 15.0
+        with measure("inner-2", sources=[c], sync=False):
+            c.value = 18.0
+        c.value = 20.0
+    r = outer.result
+    assert r.joules == 20.0
+    assert [k.label for k in r.children] == ["inner-1", "inner-2"]
+    assert [k.joules for k in r.children] == [5.0, 3.0]
+    assert inner1.result.children == []
+    assert r.to_dict()["children"][0]["label"] == "inner-1"
+
+
+def test_window_after_nesting_is_not_a_child():
+    c = ManualCounter()
+    with measure("a", sources=[c], sync=False):
+        pass
+    with measure("b", sources=[c], sync=False) as b:
+        pass
+    assert b.result.children == []
+
+
+def test_short_window_warns_and_records():
+    c = ManualCounter(period_s=0.5)
+    with pytest.warns(ShortWindowWarning, match="Repeat"):
+        with measure("blink", sources=[c], sync=False) as m:
+            c.value = 1.0
+    assert any("shorter than" in w for w in m.result.warnings)
+
+
+def test_long_enough_window_does_not_warn(recwarn):
+    c = ManualCounter(period_s=0.01)
+    with measure("ok", sources=[c], sync=False) as m:
+        time.sleep(0.03)
+    assert m.result.warnings == []
+    assert not [w for w in recwarn if issubclass(w.category, ShortWindowWarning)]
+
+
+def test_idle_subtraction_shows_both_figures():
+    c = ManualCounter()
+    idle = IdlePower({"cpu": 2.0, "gpu:0": 50.0}, seconds=1.0)
+    with measure("work", idle=idle, sources=[c], sync=False) as m:
+        c.value = 10.0
+        time.sleep(0.05)
+    r = m.result
+    assert r.joules == 10.0
+    assert r.idle_watts == 2.0  # only components in this window count
+    assert r.joules_above_idle == pytest.approx(10.0 - 2.0 * r.seconds)
+    assert "above idle" in r.summary()
+    assert measure("plain", sources=[c]).start().stop().joules_above_idle is None
+
+
+def test_measure_idle_reports_mean_watts():
+    idle = measure_idle(0.1, sources=[ConstantPower(40.0)])
+    assert idle.watts_by_component["gpu:0"] == pytest.approx(40.0, rel=0.05)
+    assert idle.seconds >= 0.1 and idle.sources == {"gpu:0": "nvml-power"}
+    with pytest.raises(ValueError):
+        measure_idle(0)
+    with pytest.raises(ValueError):
+        measure("x", idle={"cpu": 1.0})
+
+
+def test_decorator_keeps_every_call():
+    c = ManualCounter()
+    m = measure("step", sources=[c], sync=False)
+
+    @m
+    def step(x):
+        c.value += x
+        return x * 2
+
+    assert [step(1.0), step(2.0), step(3.0)] == [2.0, 4.0, 6.0]
+    assert [r.joules for r in m.results] == [1.0, 2.0, 3.0]
+    assert m.result is m.results[-1]
+
+
+def test_start_stop_and_misuse():
+    c = ManualCounter()
+    m = measure("manual", sources=[c], sync=False)
+    m.start()
+    with pytest.raises(RuntimeError):
+        m.start()
+    c.value = 4.0
+    r = m.stop()
+    assert r.joules == 4.0 and m.result is r
+    with pytest.raises(RuntimeError):
+        m.stop()
+
+
+def test_result_fields_and_provenance():
+    cpu = ManualCounter("cpu")
+    gpu = ManualCounter("gpu:0")
+    gpu.name, gpu.estimated, gpu.rel_uncertainty = "estimate", True, 0.5
+    with measure("two", sources=[cpu, gpu], sync=False) as m:
+        cpu.value, gpu.value = 3.0, 4.0
+        time.sleep(0.01)
+    r = m.result
+    assert r.sources == {"cpu": "rapl", "gpu:0": "estimate"}
+    assert r.estimated and r.joules == 7.0
+    assert r.watts == pytest.approx(7.0 / r.seconds)
+    json.dumps(r.to_dict())
+    assert "estimate" in r.summary()
+
+
+def test_sampling_threads_stopped_after_window_and_after_error():
+    source = ConstantPower(10.0)
+    with measure("poll", sources=[source], sync=False):
+        time.sleep(0.05)
+        assert len(poller_threads()) == 1
+    assert poller_threads() == []
+    assert source.polls > 0
+    with pytest.raises(KeyError):
+        with measure("boom", sources=[ConstantPower(10.0)], sync=False) as m:
+            raise KeyError("inside the window")
+    assert poller_threads() == []
+    assert m.result is not None and m.result.joules > 0
+
+
+def test_default_window_on_this_machine_measures_cpu():
+    with measure("default") as m:
+        sum(i * i for i in range(300_000))
+    assert "cpu" in m.result.components
+    assert m.result.components["cpu"].joules > 0
+
+
+def test_cuda_synchronised_at_both_edges(monkeypatch):
+    calls = []
+    cuda = types.SimpleNamespace(is_initialized=lambda: True, device_count=lambda: 2,
+                                 synchronize=lambda i: calls.append(i))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    with measure("sync", sources=[ManualCounter()]):
+        assert calls == [0, 1]
+    assert calls == [0, 1, 0, 1]
+    calls.clear()
+    with measure("nosync", sources=[ManualCounter()], sync=False):
+        pass
+    assert calls == []
