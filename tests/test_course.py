@@ -1,0 +1,210 @@
+"""Instructor -> learner notebook generation (greenlab.course): markers, outputs, determinism."""
+
+import json
+
+import nbformat
+import pytest
+
+from greenlab import course
+
+
+def _saved_by_jupyter(cells):
+    """A notebook dict as Jupyter saves it: random ids, counts, outputs, extra metadata."""
+    out = []
+    for i, c in enumerate(cells):
+        c = dict(c)
+        c["id"] = f"random{i}abc"
+        if c["cell_type"] == "code":
+            c.setdefault("execution_count", i + 7)
+            c.setdefault("outputs", [{"output_type": "stream", "name": "stdout", "text": ["noise\n"]}])
+        out.append(c)
+    return {
+        "cells": out,
+        "metadata": {
+            "kernelspec": {"display_name": "greenlab (venv)", "language": "python", "name": "gl-venv"},
+            "language_info": {"name": "python", "version": "3.11.7", "mimetype": "text/x-python"},
+            "widgets": {"state": {}},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 4,
+    }
+
+
+def _code(src, **kw):
+    return {"cell_type": "code", "metadata": kw.pop("metadata", {}), "source": src, **kw}
+
+
+def _md(src, **kw):
+    return {"cell_type": "markdown", "metadata": kw.pop("metadata", {}), "source": src}
+
+
+def _sources(nb):
+    return [c["source"] for c in nb["cells"]]
+
+
+def test_solution_block_replaced_by_learner_part_and_uncommented():
+    src = (
+        "def joules_per_gflop(j, f):\n"
+        "    # BEGIN SOLUTION\n"
+        "    return j / (f / 1e9)\n"
+        "    # LEARNER:\n"
+        "    # return None  # replace with your formula\n"
+        "    #\n"
+        "    # # a comment for the learner\n"
+        "    # END SOLUTION\n"
+        "print('after')"
+    )
+    assert course.strip_solutions(src) == (
+        "def joules_per_gflop(j, f):\n"
+        "    return None  # replace with your formula\n"
+        "\n"
+        "    # a comment for the learner\n"
+        "print('after')"
+    )
+
+
+def test_solution_block_without_learner_part_gets_default_stub_at_its_indentation():
+    src = "x = 1\n# BEGIN SOLUTION\ny = x + 1\nz = y * 2\n# END SOLUTION\nprint(x)"
+    assert course.strip_solutions(src) == f"x = 1\n{course.DEFAULT_STUB}\nprint(x)"
+    nested = "for i in range(2):\n    # BEGIN SOLUTION\n    pass\n    # END SOLUTION"
+    assert course.strip_solutions(nested) == f"for i in range(2):\n    {course.DEFAULT_STUB}"
+
+
+def test_several_solution_blocks_in_one_cell():
+    src = "# BEGIN SOLUTION\na = 1\n# LEARNER:\n# a = None\n# END SOLUTION\nb = 2\n# BEGIN SOLUTION\nc = 3\n# END SOLUTION"
+    assert course.strip_solutions(src) == f"a = None\nb = 2\n{course.DEFAULT_STUB}"
+
+
+@pytest.mark.parametrize(
+    "src, message",
+    [
+        ("# BEGIN SOLUTION\nx = 1", "never closed"),
+        ("x = 1\n# END SOLUTION", "without"),
+        ("# BEGIN SOLUTION\n# BEGIN SOLUTION\n# END SOLUTION", "inside another"),
+        ("# LEARNER:\n# END SOLUTION", "must be inside"),
+        ("# BEGIN SOLUTION\nx = 1\n# LEARNER:\nx = None\n# END SOLUTION", "commented out"),
+    ],
+)
+def test_broken_solution_markers_raise_clear_errors(src, message):
+    with pytest.raises(course.LessonError, match=message):
+        course.strip_solutions(src, "demo.ipynb cell 3")
+
+
+def test_instructor_notes_stripped_from_markdown_and_unbalanced_notes_rejected():
+    text = "Intro.\n\n<!-- BEGIN INSTRUCTOR -->\nSecret tip.\n<!-- END INSTRUCTOR -->\n\nMore. <!-- BEGIN INSTRUCTOR -->inline<!-- END INSTRUCTOR -->end"
+    assert course.strip_instructor_notes(text) == "Intro.\n\nMore. end"
+    with pytest.raises(course.LessonError, match="unbalanced"):
+        course.strip_instructor_notes("a <!-- BEGIN INSTRUCTOR --> b")
+
+
+def test_learner_notebook_drops_instructor_only_cells_and_empty_note_cells():
+    nb = _saved_by_jupyter([
+        _md("# Title"),
+        _md("<!-- BEGIN INSTRUCTOR -->only for you<!-- END INSTRUCTOR -->"),
+        _code("answer = 42", metadata={"tags": ["instructor-only"]}),
+        _code("print(1)"),
+    ])
+    learner = course.learner_notebook(nb, "05_demo")
+    assert _sources(learner) == ["# Title", "print(1)"]
+    # learner cells keep the id of the instructor cell they come from
+    assert [c["id"] for c in learner["cells"]] == ["05_demo-000", "05_demo-003"]
+
+
+def test_outputs_kept_only_in_checked_cells_and_counts_cleared():
+    checked_output = {"output_type": "execute_result", "execution_count": 9, "metadata": {},
+                      "data": {"text/plain": ["3"]}}
+    nb = _saved_by_jupyter([
+        _code("# NBVAL_CHECK_OUTPUT\n1 + 2", outputs=[checked_output]),
+        _code("print('timing 1.234 s')"),
+        _code("2 + 2", metadata={"tags": ["nbval-check-output"]}, outputs=[checked_output]),
+    ])
+    for result in (course.normalise(nb, "01_x"), course.learner_notebook(nb, "01_x")):
+        cells = result["cells"]
+        # nbval compares only cells with a count: checked cells get their position among code cells
+        assert [c["execution_count"] for c in cells] == [1, None, 3]
+        assert cells[0]["outputs"] == [{**checked_output, "execution_count": 1, "data": {"text/plain": "3"}}]
+        assert cells[1]["outputs"] == []
+        assert cells[2]["outputs"] != []
+
+
+def test_normalised_metadata_is_minimal_and_valid_nbformat_45():
+    nb = course.normalise(_saved_by_jupyter([_md("hi"), _code("x = 1")]), "02_mixed_precision")
+    assert nb["metadata"] == course.NOTEBOOK_METADATA
+    assert (nb["nbformat"], nb["nbformat_minor"]) == (4, 5)
+    assert [c["id"] for c in nb["cells"]] == ["02_mixed_precision-000", "02_mixed_precision-001"]
+    nbformat.validate(nbformat.reads(course.dumps(nb), as_version=4))
+
+
+def test_dumps_matches_jupyters_own_writer_byte_for_byte():
+    nb = course.notebook([course.md("# T\n\ntext"), course.code("print('a')\nprint('b')", check_output=True)])
+    nb["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"}]
+    text = course.dumps(nb)
+    assert nbformat.writes(nbformat.reads(text, as_version=4)) + "\n" == text
+
+
+def test_build_is_deterministic_and_idempotent():
+    raw = _saved_by_jupyter([_md("# A"), _code("# BEGIN SOLUTION\nx = 1\n# LEARNER:\n# x = None\n# END SOLUTION")])
+    first = course.dumps(course.learner_notebook(raw, "04_a"))
+    again = course.dumps(course.learner_notebook(json.loads(json.dumps(raw)), "04_a"))
+    assert first == again
+    # building from an already-normalised instructor copy gives the same learner copy
+    normalised = json.loads(course.dumps(course.normalise(raw, "04_a")))
+    assert course.dumps(course.learner_notebook(normalised, "04_a")) == first
+    assert course.dumps(course.normalise(normalised, "04_a")) == course.dumps(course.normalise(raw, "04_a"))
+
+
+def test_learner_cell_that_is_not_valid_python_is_rejected():
+    raw = _saved_by_jupyter([_code("def f(x):\n    # BEGIN SOLUTION\n    return x\n    # END SOLUTION")])
+    with pytest.raises(course.LessonError, match="not valid Python.*LEARNER"):
+        course.learner_notebook(raw, "04_a")
+
+
+def test_magics_do_not_count_as_invalid_python():
+    raw = _saved_by_jupyter([_code("%timeit 1 + 1\n!echo hi\nx = 1")])
+    assert _sources(course.learner_notebook(raw, "04_a")) == ["%timeit 1 + 1\n!echo hi\nx = 1"]
+
+
+def test_solution_block_in_a_checked_cell_is_rejected():
+    raw = _saved_by_jupyter([_code("# NBVAL_CHECK_OUTPUT\n# BEGIN SOLUTION\nprint(1)\n# END SOLUTION")])
+    with pytest.raises(course.LessonError, match="cannot also be"):
+        course.learner_notebook(raw, "04_a")
+
+
+def test_authoring_helpers_build_a_notebook_and_write_it(tmp_path):
+    path = tmp_path / "07_compression.ipynb"
+    nb = course.notebook(
+        [course.md("""
+            # Title
+
+            Text.
+        """), course.code("x = 1", check_output=True), course.code("y = 2", tags=["instructor-only"])],
+        path,
+    )
+    assert _sources(nb) == ["# Title\n\nText.", "# NBVAL_CHECK_OUTPUT\nx = 1", "y = 2"]
+    assert nb["cells"][2]["metadata"] == {"tags": ["instructor-only"]}
+    assert nb["cells"][0]["id"] == "07_compression-000"
+    assert path.read_text(encoding="utf-8") == course.dumps(nb)
+    assert course.write(nb, path) is False  # unchanged: not rewritten
+
+
+def test_new_lesson_scaffold_has_the_course_shape_and_refuses_to_overwrite(tmp_path):
+    lessons = tmp_path / "lessons"
+    path = course.new_lesson(3, "gradient_accumulation", "Gradient accumulation", lessons)
+    assert path == lessons / "instructor" / "03_gradient_accumulation.ipynb"
+    learner = json.loads((lessons / "03_gradient_accumulation.ipynb").read_text())
+    text = "\n".join("".join(c["source"]) for c in learner["cells"])
+    for heading in ("Why it matters", "measured baseline", "One change at a time", "real GPU",
+                    "Exercise", "non-technical stakeholder", "Knowledge check", "Summary", "References"):
+        assert heading in text
+    assert "import greenlab as gl" in "".join(learner["cells"][1]["source"])
+    assert 'gl.reference.show("gradient_accumulation")' in text
+    assert "BEGIN SOLUTION" not in text and "Instructor notes" not in text
+    assert course.check(lessons) == []
+    with pytest.raises(FileExistsError):
+        course.new_lesson(3, "gradient_accumulation", "Again", lessons)
+
+
+@pytest.mark.parametrize("number, slug", [(100, "x"), (1, "Bad-Slug"), (1, "")])
+def test_new_lesson_rejects_bad_names(tmp_path, number, slug):
+    with pytest.raises(ValueError, match="slug"):
+        course.new_lesson(number, slug, "T", tmp_path)
