@@ -1,0 +1,655 @@
+"""Compression: pruning, quantisation, distillation and transfer learning (lesson 07).
+
+Every function returns a new model and leaves the one passed in untouched.
+
+- ``prune_unstructured``: zero the smallest weights (global L1 magnitude, through
+  ``torch.nn.utils.prune.global_unstructured``). The tensors keep their shape, so dense
+  kernels do the same arithmetic: smaller when compressed on disk, not faster.
+- ``prune_channels``: remove whole output channels of convolutions (chosen by L2 norm with
+  ``torch.nn.utils.prune.ln_structured``) and rebuild smaller dense layers, so every later
+  layer does less arithmetic. Works on greenlab's ``"cnn"`` models and plain ``nn.Sequential``
+  conv nets (no residual connections).
+- ``quantize_dynamic`` / ``quantize_static``: int8 through ``torch.ao.quantization`` (eager dynamic
+  quantisation of ``nn.Linear``; FX graph mode static quantisation with calibration). Quantised
+  models run on the CPU. PyTorch marks ``torch.ao.quantization`` as deprecated in favour of the
+  separate ``torchao`` package; it still works in the PyTorch versions greenlab supports, and its
+  deprecation warnings are silenced inside these two functions only.
+- ``distill``: knowledge distillation (Hinton, Vinyals and Dean, 2015, "Distilling the Knowledge
+  in a Neural Network", arXiv:1503.02531), measured with ``greenlab.energy.measure``.
+- ``energy_per_inference`` and ``break_even_inferences``: when does compression pay back?
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils import prune
+
+PRUNABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+
+
+# --- pruning -----------------------------------------------------------------------------
+
+def prune_unstructured(model: nn.Module, amount: float, permanent: bool = True) -> nn.Module:
+    """A copy of ``model`` with the fraction ``amount`` of all conv/linear weights set to zero,
+    chosen by global L1 magnitude (smallest absolute values across all layers together).
+
+    ``permanent=True`` bakes the zeros into ``weight`` (``prune.remove``); ``False`` keeps torch's
+    ``weight_orig`` + ``weight_mask`` so that fine-tuning keeps pruned weights at zero.
+    """
+    amount = _check_amount(amount)
+    pruned = copy.deepcopy(model)
+    targets = [(m, "weight") for m in pruned.modules() if isinstance(m, PRUNABLE)]
+    if not targets:
+        raise ValueError("the model has no Conv/Linear layers to prune")
+    prune.global_unstructured(targets, pruning_method=prune.L1Unstructured, amount=amount)
+    if permanent:
+        for module, name in targets:
+            prune.remove(module, name)
+    return pruned
+
+
+def sparsity(model: nn.Module) -> float:
+    """Fraction (0..1) of conv/linear weight entries that are exactly zero."""
+    zeros = total = 0
+    for m in model.modules():
+        if isinstance(m, PRUNABLE):
+            w = m.weight.detach()
+            zeros += int((w == 0).sum())
+            total += w.numel()
+    if total == 0:
+        raise ValueError("the model has no Conv/Linear weights")
+    return zeros / total
+
+
+def prune_channels(model: nn.Module, amount: float) -> nn.Module:
+    """A smaller dense copy of ``model`` with the fraction ``amount`` of output channels removed
+    from every Conv2d whose output feeds another conv or linear layer.
+
+    Channels are chosen per layer by the L2 norm of their filters (``prune.ln_structured``); the
+    conv, its normalisation layer and the next layer's inputs are rebuilt with fewer channels.
+    At least one channel stays; with GroupNorm the kept count is a multiple of its groups.
+    Supports greenlab's ``"cnn"`` models (``features`` + ``head``) and plain ``nn.Sequential``
+    nets of Conv2d, BatchNorm2d/GroupNorm, pooling, activations, Flatten and Linear layers.
+    """
+    amount = _check_amount(amount)
+    pruned = copy.deepcopy(model)
+    leaves = _chain_leaves(pruned)
+    pending = None  # indices of the channels kept so far, or None when unchanged
+    channels = None  # channel count reaching the current layer before pruning
+    for i, (parent, name, module) in enumerate(leaves):
+        if isinstance(module, nn.Conv2d):
+            if _is_depthwise(module):
+                if pending is not None:
+                    module = _slice_depthwise(module, pending)
+            else:
+                if pending is not None:
+                    module = _slice_conv(module, inputs=pending)
+                    pending = None
+                channels = module.out_channels
+                groups = _lookahead(leaves, i) if module.groups == 1 else None
+                if groups is not None and amount > 0:
+                    keep = _choose_channels(module, amount, groups)
+                    module = _slice_conv(module, outputs=keep)
+                    pending = keep
+        elif isinstance(module, nn.BatchNorm2d) and pending is not None:
+            module = _slice_batchnorm(module, pending)
+        elif isinstance(module, nn.GroupNorm) and pending is not None:
+            module = _slice_groupnorm(module, pending)
+        elif isinstance(module, nn.Linear):
+            if pending is not None:
+                module = _slice_linear_inputs(module, pending, channels)
+                pending = None
+        setattr(parent, name, module)
+        leaves[i] = (parent, name, module)
+    return pruned
+
+
+# --- quantisation ------------------------------------------------------------------------
+
+def quantize_dynamic(model: nn.Module, dtype=torch.qint8) -> nn.Module:
+    """A copy of ``model`` (on the CPU, eval mode) with every ``nn.Linear`` replaced by an int8
+    dynamically quantised one: weights stored as int8, activations quantised on the fly.
+    Convolutions stay float (dynamic quantisation covers Linear/RNN layers only)."""
+    from torch.ao import quantization as tq
+
+    if not any(isinstance(m, nn.Linear) for m in model.modules()):
+        raise ValueError("quantize_dynamic needs at least one nn.Linear layer; for conv nets use "
+                         "quantize_static(model, calibration_batches)")
+    work = copy.deepcopy(model).cpu().eval()
+    with _quiet_quantization():
+        return tq.quantize_dynamic(work, {nn.Linear}, dtype=dtype)
+
+
+def quantize_static(model: nn.Module, calibration_batches, backend: str | None = None,
+                    max_batches: int = 10) -> nn.Module:
+    """A copy of ``model`` (CPU, eval) with weights and activations in int8, by FX graph mode
+    post-training quantisation: trace, insert observers, run up to ``max_batches`` calibration
+    batches (tensors or (x, y) pairs) to record activation ranges, convert.
+
+    ``backend``: a quantised engine from ``torch.backends.quantized.supported_engines`` ("x86",
+    "fbgemm", "qnnpack", "onednn"); None uses the current engine. Models that torch.fx cannot
+    trace (data-dependent control flow) raise ValueError.
+    """
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    engines = [e for e in torch.backends.quantized.supported_engines if e != "none"]
+    backend = backend or torch.backends.quantized.engine
+    if backend not in engines:
+        raise ValueError(f"backend must be one of {engines}, got {backend!r}")
+    if not isinstance(max_batches, int) or max_batches < 1:
+        raise ValueError(f"max_batches must be a positive integer, got {max_batches!r}")
+    batches = []
+    for batch in calibration_batches:
+        x = batch[0] if isinstance(batch, (tuple, list)) else batch
+        if not isinstance(x, torch.Tensor):
+            raise ValueError("calibration_batches must yield tensors or (x, y) pairs")
+        batches.append(x.detach().cpu().float())
+        if len(batches) >= max_batches:
+            break
+    if not batches:
+        raise ValueError("calibration_batches is empty; give at least one batch of inputs")
+    work = copy.deepcopy(model).cpu().eval()
+    with _quiet_quantization():
+        try:
+            prepared = prepare_fx(work, get_default_qconfig_mapping(backend), (batches[0],))
+        except Exception as exc:  # torch.fx raises several error types when tracing fails
+            raise ValueError(f"quantize_static could not trace {type(model).__name__} with torch.fx "
+                             f"({type(exc).__name__}: {exc}); use quantize_dynamic instead") from exc
+        with torch.no_grad():
+            for x in batches:
+                prepared(x)
+        return convert_fx(prepared)
+
+
+def model_size_bytes(model: nn.Module) -> int:
+    """Size in bytes of the model's serialised ``state_dict`` (``torch.save`` to memory)."""
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    return buffer.getbuffer().nbytes
+
+
+# --- distillation and transfer learning ---------------------------------------------------
+
+def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
+                      targets: torch.Tensor, temperature: float = 4.0, alpha: float = 0.5) -> torch.Tensor:
+    """Hinton et al. (2015) loss: ``alpha * T^2 * KL(softmax(t/T) || softmax(s/T))
+    + (1 - alpha) * cross_entropy(s, targets)``. The T^2 keeps the soft term's gradients on the
+    same scale as the hard term's when T changes."""
+    soft = F.kl_div(F.log_softmax(student_logits / temperature, dim=1),
+                    F.log_softmax(teacher_logits / temperature, dim=1),
+                    reduction="batchmean", log_target=True)
+    hard = F.cross_entropy(student_logits, targets)
+    return alpha * temperature ** 2 * soft + (1.0 - alpha) * hard
+
+
+@dataclass
+class DistillResult:
+    """A distillation run: the trained student, time (s), energy (J) and per-step history."""
+
+    student: nn.Module
+    steps: int
+    samples: int
+    seconds: float
+    joules: float
+    accuracy: float | None
+    teacher_accuracy: float | None
+    energy: object  # greenlab.energy Measurement (with sources and whether it is an estimate)
+    history: list = field(default_factory=list)
+    config: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"steps": self.steps, "samples": self.samples, "seconds": self.seconds,
+                "joules": self.joules, "accuracy": self.accuracy,
+                "teacher_accuracy": self.teacher_accuracy, "energy": self.energy.to_dict(),
+                "history": list(self.history), "config": dict(self.config)}
+
+
+def distill(teacher: nn.Module, student: nn.Module, data, config=None, temperature: float = 4.0,
+            alpha: float = 0.5, device=None) -> DistillResult:
+    """Train a copy of ``student`` to match ``teacher``'s softened outputs and the labels.
+
+    ``data``: a greenlab ``Dataset`` (``train_x``/``train_y``, tested on ``test_x``/``test_y``).
+    ``config``: a ``TrainConfig`` (uses ``batch_size``, ``lr``, ``epochs``, ``max_steps``, ``seed``)
+    or None for defaults. The teacher runs in eval mode without gradients; the whole loop,
+    teacher forward passes included, is one ``greenlab.energy.measure`` window.
+    """
+    from greenlab.data import DeviceLoader
+
+    if not 0.0 <= float(alpha) <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
+    if not float(temperature) > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    opts = _loop_options(config)
+    dev = torch.device(device) if device is not None else _model_device(teacher)
+    teacher_was_training = teacher.training
+    teacher = teacher.to(dev).eval()
+    student = copy.deepcopy(student).to(dev).train()
+    torch.manual_seed(opts["seed"])
+    optimizer = torch.optim.SGD(student.parameters(), lr=opts["lr"], momentum=0.9)
+    loader = DeviceLoader(data.train_x, data.train_y, opts["batch_size"], shuffle=True,
+                          device=dev, seed=opts["seed"])
+    history, step, samples = [], 0, 0
+    window = _measure("distill")
+    with window:
+        for _epoch in range(opts["epochs"]):
+            for xb, yb in loader:
+                with torch.no_grad():
+                    teacher_logits = teacher(xb)
+                loss = distillation_loss(student(xb), teacher_logits, yb, float(temperature), float(alpha))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                step += 1
+                samples += xb.shape[0]
+                history.append({"step": step, "samples": samples, "loss": float(loss.detach())})
+                if opts["max_steps"] is not None and step >= opts["max_steps"]:
+                    break
+            if opts["max_steps"] is not None and step >= opts["max_steps"]:
+                break
+    result = window.result
+    student.eval()
+    teacher_accuracy = _accuracy(teacher, data, dev)
+    teacher.train(teacher_was_training)
+    return DistillResult(student=student, steps=step, samples=samples, seconds=result.seconds,
+                         joules=result.joules, accuracy=_accuracy(student, data, dev),
+                         teacher_accuracy=teacher_accuracy, energy=result, history=history,
+                         config={**opts, "temperature": float(temperature), "alpha": float(alpha)})
+
+
+def fine_tune(model: nn.Module, new_num_classes: int, freeze_features: bool = True) -> nn.Module:
+    """A copy of ``model`` with a fresh classification head for ``new_num_classes`` classes
+    (the last ``nn.Linear`` is replaced). ``freeze_features=True`` sets ``requires_grad=False``
+    on every other parameter, so only the head trains (normalisation statistics still update
+    in train mode; call ``.eval()`` on the features to freeze those too)."""
+    if isinstance(new_num_classes, bool) or not isinstance(new_num_classes, int) or new_num_classes < 2:
+        raise ValueError(f"new_num_classes must be an integer >= 2, got {new_num_classes!r}")
+    adapted = copy.deepcopy(model)
+    last = None
+    for name, module in adapted.named_modules():
+        if isinstance(module, nn.Linear):
+            last = name
+    if last is None:
+        raise ValueError(f"{type(model).__name__} has no nn.Linear head to replace")
+    parent, attr = _parent_of(adapted, last)
+    old = getattr(parent, attr)
+    head = nn.Linear(old.in_features, new_num_classes, bias=old.bias is not None)
+    head.to(device=old.weight.device, dtype=old.weight.dtype)
+    setattr(parent, attr, head)
+    if freeze_features:
+        for p in adapted.parameters():
+            p.requires_grad = False
+        for p in head.parameters():
+            p.requires_grad = True
+    return adapted
+
+
+# --- does it pay back? ---------------------------------------------------------------------
+
+@dataclass
+class InferenceCost:
+    """Cost of inference per sample: seconds and joules (from one ``measure`` window over all
+    repeats), the median seconds per batch over the repeats, and the window's provenance."""
+
+    seconds_per_sample: float
+    joules_per_sample: float
+    median_seconds_per_batch: float
+    batch_size: int
+    repeats: int
+    energy: object  # greenlab.energy Measurement
+    estimated: bool
+    sources: dict
+
+    def to_dict(self) -> dict:
+        return {"seconds_per_sample": self.seconds_per_sample,
+                "joules_per_sample": self.joules_per_sample,
+                "median_seconds_per_batch": self.median_seconds_per_batch,
+                "batch_size": self.batch_size, "repeats": self.repeats,
+                "estimated": self.estimated, "sources": dict(self.sources),
+                "energy": self.energy.to_dict()}
+
+
+def energy_per_inference(model: nn.Module, x: torch.Tensor, repeats: int = 20,
+                         warmup: int = 2) -> InferenceCost:
+    """Run ``model(x)`` ``repeats`` times (after ``warmup`` untimed runs) in eval mode without
+    gradients inside one energy window; report seconds and joules per sample."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[0] < 1:
+        raise ValueError("x must be a batch tensor with at least one sample")
+    was_training = model.training
+    model.eval()
+    times = []
+    try:
+        with torch.inference_mode():
+            for _ in range(warmup):
+                model(x)
+            window = _measure("inference")
+            with window:
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    model(x)
+                    _sync(x)
+                    times.append(time.perf_counter() - t0)
+    finally:
+        model.train(was_training)
+    r = window.result
+    n = repeats * x.shape[0]
+    return InferenceCost(seconds_per_sample=r.seconds / n, joules_per_sample=r.joules / n,
+                         median_seconds_per_batch=statistics.median(times), batch_size=x.shape[0],
+                         repeats=repeats, energy=r, estimated=r.estimated, sources=r.sources)
+
+
+@dataclass
+class SpeedComparison:
+    """Inference timings of several models on the same batch, measured in interleaved rounds
+    (one forward pass of each model per round), so background load hits all of them alike.
+    ``median_seconds``: per model, median seconds per batch; ``ratios``: per model, median over
+    rounds of (its time / the baseline's time in the same round)."""
+
+    median_seconds: dict
+    ratios: dict
+    baseline: str
+    rounds: int
+    batch_size: int
+
+    def table(self) -> str:
+        lines = [f"{'model':<20} {'median ms/batch':>16} {'x ' + self.baseline:>14}"]
+        for name, seconds in self.median_seconds.items():
+            lines.append(f"{name:<20} {seconds * 1000:>16.2f} {self.ratios[name]:>14.2f}")
+        lines.append(f"(median of {self.rounds} interleaved rounds, batch of {self.batch_size}; "
+                     "time.perf_counter)")
+        return "\n".join(lines)
+
+
+def compare_inference_speed(variants: dict, x: torch.Tensor, rounds: int = 25, warmup: int = 3,
+                            baseline: str | None = None) -> SpeedComparison:
+    """Time ``model(x)`` for each model in ``variants`` (name -> model) in eval mode without
+    gradients, over ``rounds`` interleaved rounds after ``warmup`` untimed passes each.
+    ``baseline``: the name the ratios are relative to (default: the first)."""
+    if not isinstance(variants, dict) or not variants:
+        raise ValueError("variants must be a non-empty dict of name -> model")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    baseline = baseline if baseline is not None else next(iter(variants))
+    if baseline not in variants:
+        raise ValueError(f"baseline must be one of {list(variants)}, got {baseline!r}")
+    modes = {name: m.training for name, m in variants.items()}
+    times = {name: [] for name in variants}
+    try:
+        with torch.inference_mode():
+            for m in variants.values():
+                m.eval()
+                for _ in range(warmup):
+                    m(x)
+            for _ in range(rounds):
+                for name, m in variants.items():
+                    t0 = time.perf_counter()
+                    m(x)
+                    _sync(x)
+                    times[name].append(time.perf_counter() - t0)
+    finally:
+        for name, m in variants.items():
+            m.train(modes[name])
+    base = times[baseline]
+    ratios = {name: statistics.median(t / b for t, b in zip(ts, base)) for name, ts in times.items()}
+    return SpeedComparison(median_seconds={n: statistics.median(ts) for n, ts in times.items()},
+                           ratios=ratios, baseline=baseline, rounds=rounds, batch_size=x.shape[0])
+
+
+def break_even_inferences(compression_joules: float, joules_per_inference_before: float,
+                          joules_per_inference_after: float) -> float:
+    """How many inferences the compressed model must serve before the energy spent compressing
+    it (pruning, fine-tuning, distilling; joules) is paid back: the smallest whole n with
+    ``n * (before - after) >= compression_joules``. ``math.inf`` when it never pays back
+    (the compressed model does not use less energy per inference)."""
+    values = {"compression_joules": compression_joules,
+              "joules_per_inference_before": joules_per_inference_before,
+              "joules_per_inference_after": joules_per_inference_after}
+    for label, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < 0:
+            raise ValueError(f"{label} must be a finite number >= 0 (joules), got {value!r}")
+    saving = joules_per_inference_before - joules_per_inference_after
+    if compression_joules == 0:
+        return 0
+    if saving <= 0:
+        return math.inf
+    n = compression_joules / saving
+    return math.ceil(n - 1e-9 * n)  # 1e-9: so 1.0 / (0.3 - 0.1) counts 5, not 6
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+def _check_amount(amount) -> float:
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0.0 <= amount < 1.0:
+        raise ValueError(f"amount must be a fraction in [0, 1) (e.g. 0.5 removes half), got {amount!r}")
+    return float(amount)
+
+
+_PASS_THROUGH = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.GELU, nn.SiLU, nn.Hardswish, nn.Tanh,
+                 nn.Sigmoid, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d,
+                 nn.Dropout, nn.Dropout2d, nn.Identity, nn.Flatten)
+_CHANNEL_LAYERS = (nn.Conv2d, nn.BatchNorm2d, nn.GroupNorm, nn.Linear)
+
+
+def _chain_leaves(model: nn.Module) -> list:
+    """(parent, attribute, module) for each layer in forward order, for chain-shaped models."""
+    if isinstance(model, nn.Sequential):
+        containers = [model]
+    elif isinstance(getattr(model, "features", None), nn.Sequential) and isinstance(
+            getattr(model, "head", None), nn.Linear) and set(dict(model.named_children())) == {"features", "head"}:
+        containers = [model.features, (model, "head")]  # greenlab SmallCNN: features, pool, head
+    else:
+        raise ValueError(f"prune_channels supports greenlab 'cnn' models and plain nn.Sequential "
+                         f"conv nets, not {type(model).__name__} (residual or branching models need "
+                         "their channels pruned together)")
+    leaves = []
+    for c in containers:
+        if isinstance(c, tuple):
+            leaves.append((c[0], c[1], getattr(*c)))
+        else:
+            _flatten_sequential(c, leaves)
+    return leaves
+
+
+def _flatten_sequential(seq: nn.Sequential, out: list) -> None:
+    for name, child in seq.named_children():
+        if isinstance(child, nn.Sequential):
+            _flatten_sequential(child, out)
+        elif isinstance(child, _CHANNEL_LAYERS) or isinstance(child, _PASS_THROUGH):
+            out.append((seq, name, child))
+        else:
+            raise ValueError(f"prune_channels cannot rebuild layer {type(child).__name__}; supported: "
+                             "Conv2d, BatchNorm2d, GroupNorm, Linear, pooling, activations, Flatten, Dropout")
+
+
+def _is_depthwise(conv: nn.Conv2d) -> bool:
+    return conv.groups > 1 and conv.groups == conv.in_channels == conv.out_channels
+
+
+def _lookahead(leaves: list, i: int):
+    """If the output channels of conv ``i`` may be pruned, the group count they must be a multiple
+    of (1 without GroupNorm); None when no conv/linear layer consumes them."""
+    groups = 1
+    for _parent, _name, m in leaves[i + 1:]:
+        if isinstance(m, nn.GroupNorm):
+            groups = math.lcm(groups, m.num_groups)
+        elif isinstance(m, nn.Conv2d):
+            if _is_depthwise(m):
+                continue
+            return groups if m.groups == 1 else None
+        elif isinstance(m, nn.Linear):
+            return groups
+    return None
+
+
+def _choose_channels(conv: nn.Conv2d, amount: float, groups: int) -> torch.Tensor:
+    """Sorted indices of the output channels to keep, by the L2 norm of each filter."""
+    n = conv.out_channels
+    keep = n - int(round(amount * n))
+    keep = max(groups, keep // groups * groups) if groups > 1 else max(1, keep)
+    if keep >= n:
+        return torch.arange(n)
+    probe = nn.Conv2d(conv.in_channels, n, conv.kernel_size, bias=False)
+    probe.weight.data.copy_(conv.weight.detach().cpu())
+    prune.ln_structured(probe, "weight", amount=n - keep, n=2, dim=0)
+    mask = probe.weight_mask.flatten(1).amax(dim=1)
+    return torch.nonzero(mask, as_tuple=False).flatten()
+
+
+def _slice_conv(conv: nn.Conv2d, inputs=None, outputs=None) -> nn.Conv2d:
+    w = conv.weight.detach()
+    b = conv.bias.detach() if conv.bias is not None else None
+    if inputs is not None:
+        w = w[:, inputs.to(w.device)]
+    if outputs is not None:
+        w = w[outputs.to(w.device)]
+        b = b[outputs.to(w.device)] if b is not None else None
+    new = nn.Conv2d(w.shape[1], w.shape[0], conv.kernel_size, stride=conv.stride, padding=conv.padding,
+                    dilation=conv.dilation, groups=1, bias=b is not None, padding_mode=conv.padding_mode)
+    return _fill(new, conv, w, b)
+
+
+def _slice_depthwise(conv: nn.Conv2d, keep: torch.Tensor) -> nn.Conv2d:
+    idx = keep.to(conv.weight.device)
+    w = conv.weight.detach()[idx]
+    b = conv.bias.detach()[idx] if conv.bias is not None else None
+    k = len(keep)
+    new = nn.Conv2d(k, k, conv.kernel_size, stride=conv.stride, padding=conv.padding,
+                    dilation=conv.dilation, groups=k, bias=b is not None, padding_mode=conv.padding_mode)
+    return _fill(new, conv, w, b)
+
+
+def _slice_batchnorm(bn: nn.BatchNorm2d, keep: torch.Tensor) -> nn.BatchNorm2d:
+    new = nn.BatchNorm2d(len(keep), eps=bn.eps, momentum=bn.momentum, affine=bn.affine,
+                         track_running_stats=bn.track_running_stats)
+    new = new.to(device=_any_tensor(bn).device)
+    with torch.no_grad():
+        idx = keep.to(_any_tensor(bn).device)
+        if bn.affine:
+            new.weight.copy_(bn.weight[idx])
+            new.bias.copy_(bn.bias[idx])
+        if bn.track_running_stats:
+            new.running_mean.copy_(bn.running_mean[idx])
+            new.running_var.copy_(bn.running_var[idx])
+            new.num_batches_tracked.copy_(bn.num_batches_tracked)
+    new.train(bn.training)
+    return new
+
+
+def _slice_groupnorm(gn: nn.GroupNorm, keep: torch.Tensor) -> nn.GroupNorm:
+    new = nn.GroupNorm(gn.num_groups, len(keep), eps=gn.eps, affine=gn.affine)
+    if gn.affine:
+        new = new.to(device=gn.weight.device, dtype=gn.weight.dtype)
+        with torch.no_grad():
+            idx = keep.to(gn.weight.device)
+            new.weight.copy_(gn.weight[idx])
+            new.bias.copy_(gn.bias[idx])
+    new.train(gn.training)
+    return new
+
+
+def _slice_linear_inputs(linear: nn.Linear, keep: torch.Tensor, channels_before: int) -> nn.Linear:
+    """Keep the input features that come from the kept channels (channel-major flattening)."""
+    if linear.in_features % channels_before != 0:
+        raise ValueError(f"cannot match Linear in_features={linear.in_features} to {channels_before} "
+                         "channels before it")
+    spatial = linear.in_features // channels_before
+    idx = (keep[:, None] * spatial + torch.arange(spatial)[None, :]).flatten().to(linear.weight.device)
+    w = linear.weight.detach()[:, idx]
+    new = nn.Linear(w.shape[1], linear.out_features, bias=linear.bias is not None)
+    return _fill(new, linear, w, linear.bias.detach() if linear.bias is not None else None)
+
+
+def _fill(new: nn.Module, old: nn.Module, w: torch.Tensor, b) -> nn.Module:
+    new = new.to(device=w.device, dtype=w.dtype)
+    with torch.no_grad():
+        new.weight.copy_(w)
+        if b is not None:
+            new.bias.copy_(b)
+    new.weight.requires_grad_(old.weight.requires_grad)
+    new.train(old.training)
+    return new
+
+
+def _any_tensor(module: nn.Module) -> torch.Tensor:
+    for t in list(module.parameters()) + list(module.buffers()):
+        return t
+    return torch.empty(0)
+
+
+def _parent_of(model: nn.Module, dotted: str):
+    *path, attr = dotted.split(".")
+    parent = model
+    for part in path:
+        parent = getattr(parent, part)
+    return parent, attr
+
+
+class _quiet_quantization(warnings.catch_warnings):
+    """Silence torch.ao.quantization's deprecation and observer warnings inside a block."""
+
+    def __enter__(self):
+        result = super().__enter__()
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*torch.ao.quantization.*")
+        warnings.filterwarnings("ignore", category=UserWarning, message=".*reduce_range will be deprecated.*")
+        warnings.filterwarnings("ignore", category=UserWarning, message=".*quantize_per_tensor.*")
+        return result
+
+
+def _measure(label: str):
+    """A greenlab.energy measurement window (imported late: energy is a sibling module)."""
+    from greenlab.energy import measure
+
+    return measure(label)
+
+
+def _sync(x: torch.Tensor) -> None:
+    if x.is_cuda:
+        torch.cuda.synchronize(x.device)
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _loop_options(config) -> dict:
+    defaults = {"batch_size": 128, "lr": 0.05, "epochs": 1, "max_steps": None, "seed": 0}
+    if config is None:
+        return defaults
+    opts = {k: getattr(config, k, v) for k, v in defaults.items()}
+    if opts["lr"] is None:
+        opts["lr"] = defaults["lr"]
+    return opts
+
+
+def _accuracy(model: nn.Module, data, device, batch_size: int = 512) -> float | None:
+    x, y = getattr(data, "test_x", None), getattr(data, "test_y", None)
+    if x is None or y is None or len(y) == 0:
+        return None
+    was_training = model.training
+    model.eval()
+    correct = 0
+    with torch.inference_mode():
+        for start in range(0, len(y), batch_size):
+            xb = x[start:start + batch_size].to(device)
+            yb = y[start:start + batch_size].to(device)
+            correct += int((model(xb).argmax(dim=1) == yb).sum())
+    model.train(was_training)
+    return correct / len(y)

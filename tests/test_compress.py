@@ -1,0 +1,273 @@
+"""greenlab.compress: pruning, quantisation, distillation, fine-tuning, break-even."""
+
+import copy
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+from greenlab import compress, models
+from greenlab.data import generate
+from greenlab.train import TrainConfig
+
+
+def _tiny_mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def _tiny_cnn(**kw):
+    torch.manual_seed(0)
+    return models.build("cnn", width=8, **kw)
+
+
+# --- unstructured pruning ---
+
+@pytest.mark.parametrize("amount", [0.0, 0.3, 0.7])
+def test_prune_unstructured_reaches_the_amount_and_leaves_the_original(amount):
+    model = _tiny_cnn()
+    pruned = compress.prune_unstructured(model, amount)
+    total = sum(m.weight.numel() for m in pruned.modules() if isinstance(m, compress.PRUNABLE))
+    assert abs(compress.sparsity(pruned) - amount) <= 1 / total
+    assert compress.sparsity(model) == 0.0
+    assert not any(name.endswith("weight_orig") for name, _ in pruned.named_parameters())
+
+
+def test_prune_unstructured_is_global_by_magnitude():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 10), nn.Linear(10, 10))
+    with torch.no_grad():
+        model[0].weight.mul_(0.001)  # far smaller than every weight of layer 1
+    pruned = compress.prune_unstructured(model, 0.5)
+    assert int((pruned[0].weight == 0).sum()) == 100
+    assert int((pruned[1].weight == 0).sum()) == 0
+
+
+def test_prune_unstructured_not_permanent_keeps_masks():
+    pruned = compress.prune_unstructured(_tiny_mlp(), 0.5, permanent=False)
+    assert hasattr(pruned[1], "weight_mask") and hasattr(pruned[1], "weight_orig")
+    assert abs(compress.sparsity(pruned) - 0.5) < 0.01
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, 1.5, True, "0.5", None])
+def test_amount_outside_unit_interval_is_rejected(bad):
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        compress.prune_unstructured(_tiny_mlp(), bad)
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        compress.prune_channels(_tiny_cnn(), bad)
+
+
+# --- structured pruning ---
+
+def test_prune_channels_builds_a_smaller_cnn_that_runs():
+    model = _tiny_cnn(depth=2).eval()
+    pruned = compress.prune_channels(model, 0.5).eval()
+    convs = [m for m in pruned.modules() if isinstance(m, nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [4, 8]
+    assert convs[1].in_channels == 4
+    bns = [m for m in pruned.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert [b.num_features for b in bns] == [4, 8]
+    assert pruned.head.in_features == 8
+    assert pruned(torch.randn(3, 1, 28, 28)).shape == (3, 10)
+    assert models.count_params(pruned) < models.count_params(model) / 2
+    assert [m.out_channels for m in model.modules() if isinstance(m, nn.Conv2d)] == [8, 16]
+
+
+@pytest.mark.parametrize("kw", [{"separable": True}, {"norm": "group"}, {"norm": "none", "depth": 3}])
+def test_prune_channels_variants_of_the_cnn_family(kw):
+    model = _tiny_cnn(**kw).eval()
+    pruned = compress.prune_channels(model, 0.5).eval()
+    assert pruned(torch.randn(2, 1, 28, 28)).shape == (2, 10)
+    assert models.count_params(pruned) < models.count_params(model)
+    for gn in (m for m in pruned.modules() if isinstance(m, nn.GroupNorm)):
+        assert gn.num_channels % gn.num_groups == 0
+
+
+def test_prune_channels_keeps_the_largest_filters_and_matches_masked_outputs():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 6, 3, padding=1, bias=False), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(6, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 2 * 2, 3))
+    scale = torch.tensor([1.0, 5.0, 0.1, 4.0, 0.2, 3.0])  # keep 1, 3, 5 (largest norms)
+    with torch.no_grad():
+        model[0].weight.copy_(torch.randn(6, 2, 3, 3).sign() * scale[:, None, None, None])
+    pruned = compress.prune_channels(model, 0.5)
+    assert pruned[0].out_channels == 3 and pruned[3].out_channels == 2
+    assert torch.equal(pruned[0].weight, model[0].weight[[1, 3, 5]])
+    # which filters of the second conv survived (matched by their bias)
+    kept2 = [i for i, b in enumerate(model[3].bias) if bool(torch.isin(b, pruned[3].bias))]
+    assert len(kept2) == 2
+    # the pruned net computes exactly what the original computes with dropped channels zeroed
+    masked = copy.deepcopy(model)
+    dropped2 = [i for i in range(4) if i not in kept2]
+    with torch.no_grad():
+        masked[0].weight[[0, 2, 4]] = 0
+        masked[3].weight[dropped2] = 0
+        masked[3].bias[dropped2] = 0
+    x = torch.randn(5, 2, 4, 4)
+    assert torch.allclose(pruned(x), masked(x), atol=1e-5)
+
+
+def test_prune_channels_leaves_grouped_convolutions_whole():
+    model = nn.Sequential(nn.Conv2d(2, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3, groups=2), nn.ReLU(),
+                          nn.Conv2d(8, 4, 1), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+    pruned = compress.prune_channels(model, 0.5)
+    assert [pruned[i].out_channels for i in (0, 2, 4)] == [8, 8, 2]
+    assert pruned(torch.randn(1, 2, 8, 8)).shape == (1, 2)
+
+
+def test_prune_channels_rejects_residual_models():
+    with pytest.raises(ValueError, match="residual"):
+        compress.prune_channels(models.build("resnet", width=4), 0.5)
+
+
+def test_prune_channels_zero_amount_is_an_exact_copy():
+    model = _tiny_cnn().eval()
+    x = torch.randn(2, 1, 28, 28)
+    assert torch.equal(compress.prune_channels(model, 0.0).eval()(x), model(x))
+
+
+# --- quantisation ---
+
+def test_quantize_dynamic_shrinks_the_model_and_stays_close():
+    model = _tiny_mlp().eval()
+    quantized = compress.quantize_dynamic(model)
+    assert compress.model_size_bytes(quantized) < 0.4 * compress.model_size_bytes(model)
+    assert isinstance(quantized[1], torch.ao.nn.quantized.dynamic.Linear)
+    x = torch.randn(16, 64)
+    ref = model(x)
+    assert (quantized(x) - ref).abs().max() < 0.05 * ref.abs().max() + 0.02
+    assert isinstance(model[1], nn.Linear)  # original untouched
+
+
+def test_quantize_dynamic_needs_linear_layers():
+    with pytest.raises(ValueError, match="quantize_static"):
+        compress.quantize_dynamic(nn.Sequential(nn.Conv2d(1, 2, 3)))
+
+
+def test_quantize_static_cnn():
+    torch.manual_seed(0)
+    model = models.build("cnn", width=32).eval()  # big enough that weights outweigh file overhead
+    x = torch.randn(8, 1, 28, 28)
+    quantized = compress.quantize_static(model, [(x, None)])
+    assert compress.model_size_bytes(quantized) < 0.6 * compress.model_size_bytes(model)
+    ref = model(x)
+    assert (quantized(x) - ref).abs().max() < 0.1 * ref.abs().max() + 0.05
+
+
+def test_quantize_static_errors():
+    model = _tiny_cnn().eval()
+    with pytest.raises(ValueError, match="empty"):
+        compress.quantize_static(model, [])
+    with pytest.raises(ValueError, match="backend"):
+        compress.quantize_static(model, [torch.randn(2, 1, 28, 28)], backend="tpu")
+
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc(x) if x.sum() > 0 else -self.fc(x)
+
+    with pytest.raises(ValueError, match="trace"):
+        compress.quantize_static(Branchy(), [torch.randn(2, 4)])
+
+
+def test_model_size_bytes_counts_the_weights():
+    size = compress.model_size_bytes(nn.Linear(100, 100))
+    assert 4 * (100 * 100 + 100) < size < 4 * (100 * 100 + 100) + 4096
+
+
+# --- break-even ---
+
+@pytest.mark.parametrize("args, expected", [
+    ((100.0, 0.5, 0.3), 500),
+    ((100.0, 0.5, 0.25), 400),
+    ((1.0, 0.3, 0.1), 5),
+    ((1.0, 0.3, 0.0999), 5),
+    ((1.0, 0.3, 0.1001), 6),
+    ((0.0, 0.5, 0.5), 0),
+    ((10, 2, 0), 5),
+])
+def test_break_even_golden_values(args, expected):
+    assert compress.break_even_inferences(*args) == expected
+
+
+def test_break_even_never_when_no_saving():
+    assert compress.break_even_inferences(10.0, 0.3, 0.3) == math.inf
+    assert compress.break_even_inferences(10.0, 0.3, 0.4) == math.inf
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, "1", None])
+def test_break_even_rejects_bad_input(bad):
+    with pytest.raises(ValueError, match="joules"):
+        compress.break_even_inferences(bad, 0.5, 0.3)
+
+
+# --- distillation, fine-tuning, inference cost ---
+
+def test_distillation_loss_reduces_to_its_parts():
+    torch.manual_seed(0)
+    s, t = torch.randn(8, 5), torch.randn(8, 5)
+    y = torch.randint(0, 5, (8,))
+    assert compress.distillation_loss(s, s, y, alpha=1.0).abs() < 1e-6
+    assert torch.isclose(compress.distillation_loss(s, t, y, alpha=0.0), nn.functional.cross_entropy(s, y))
+    assert compress.distillation_loss(s, t, y, temperature=2.0, alpha=1.0) > 0
+
+
+def test_distill_trains_a_copy_of_the_student_and_measures_it():
+    data = generate("synthetic", n_train=128, n_test=64, seed=0)
+    teacher = _tiny_cnn()
+    student = models.build("cnn", width=4, depth=1)
+    before = [p.clone() for p in student.parameters()]
+    result = compress.distill(teacher, student, data, TrainConfig(batch_size=32, max_steps=3),
+                              device="cpu")
+    assert result.steps == 3 and result.samples == 96 and len(result.history) == 3
+    assert result.seconds > 0 and result.joules >= 0 and result.energy.sources
+    assert 0.0 <= result.accuracy <= 1.0 and 0.0 <= result.teacher_accuracy <= 1.0
+    assert all(torch.equal(a, b) for a, b in zip(before, student.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(before, result.student.parameters()))
+    with pytest.raises(ValueError, match="alpha"):
+        compress.distill(teacher, student, data, alpha=1.5)
+
+
+@pytest.mark.parametrize("name", ["cnn", "resnet", "mlp"])
+def test_fine_tune_replaces_the_head_and_freezes_the_rest(name):
+    model = models.build(name, width=4) if name != "mlp" else models.build("mlp", hidden=(16,))
+    adapted = compress.fine_tune(model, 3)
+    trainable = [n for n, p in adapted.named_parameters() if p.requires_grad]
+    assert trainable and all(n.rsplit(".", 1)[0] == trainable[0].rsplit(".", 1)[0] for n in trainable)
+    shape = (2, 3, 32, 32) if name == "resnet" else (2, 1, 28, 28)
+    assert adapted(torch.randn(shape)).shape == (2, 3)
+    assert model(torch.randn(shape)).shape == (2, 10)
+    assert compress.fine_tune(model, 3, freeze_features=False) is not None
+    with pytest.raises(ValueError, match="new_num_classes"):
+        compress.fine_tune(model, 1)
+
+
+def test_energy_per_inference_reports_per_sample_figures_with_provenance():
+    model = _tiny_mlp()
+    model.train()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cost = compress.energy_per_inference(model, torch.randn(8, 64), repeats=3, warmup=1)
+    assert cost.batch_size == 8 and cost.repeats == 3
+    assert cost.seconds_per_sample > 0 and cost.joules_per_sample >= 0
+    assert cost.median_seconds_per_batch > 0 and cost.sources
+    assert cost.to_dict()["energy"]["label"] == "inference"
+    assert model.training  # mode restored
+    with pytest.raises(ValueError, match="repeats"):
+        compress.energy_per_inference(model, torch.randn(8, 64), repeats=0)
+
+
+def test_compare_inference_speed_structure():
+    dense = _tiny_cnn()
+    variants = {"dense": dense, "channels": compress.prune_channels(dense, 0.5)}
+    result = compress.compare_inference_speed(variants, torch.randn(4, 1, 28, 28), rounds=3, warmup=1)
+    assert result.ratios["dense"] == 1.0 and result.baseline == "dense" and result.rounds == 3
+    assert all(s > 0 for s in result.median_seconds.values())
+    assert "channels" in result.table() and dense.training
+    with pytest.raises(ValueError, match="baseline"):
+        compress.compare_inference_speed(variants, torch.randn(4, 1, 28, 28), baseline="sparse")
