@@ -1,0 +1,317 @@
+"""Knowledge checks as data, graded in plain Python.
+
+A quiz is a list of questions, each a dict (or a :class:`Question`):
+
+* single choice -- exactly one option is correct::
+
+    {"kind": "single", "prompt": "Which counter ...?",
+     "options": [{"text": "NVML total energy", "correct": True, "feedback": "Yes: ..."},
+                 {"text": "nvidia-smi power", "feedback": "No: ..."}]}
+
+* multiple choice -- any number of options (at least one) are correct; an answer
+  is right when it selects exactly the correct set;
+* numeric -- ``answer`` and ``tolerance`` (absolute, >= 0, same unit as the answer)
+  with feedback for a right answer and for a wrong one::
+
+    {"kind": "numeric", "prompt": "How many joules is 1 Wh?", "answer": 3600,
+     "tolerance": 1, "unit": "J",
+     "feedback": {"correct": "Right: 1 W for 3600 s.", "incorrect": "1 Wh = 1 W x 3600 s."}}
+
+  ``"too_low"`` and ``"too_high"`` may replace ``"incorrect"``.
+
+Every option carries its own feedback. :meth:`Quiz.grade` returns the score and
+per-question feedback, so tests need no browser. :func:`quiz` shows the quiz with
+ipywidgets in a notebook front end and prints it as text otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+KINDS = ("single", "multiple", "numeric")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One answer option of a choice question, with the feedback shown when it is picked."""
+
+    text: str
+    feedback: str
+    correct: bool = False
+
+
+@dataclass(frozen=True)
+class Question:
+    """One validated question. Build it with :func:`make_question` (checks the data)."""
+
+    kind: str
+    prompt: str
+    options: tuple[Option, ...] = ()
+    answer: float | None = None
+    tolerance: float | None = None
+    unit: str = ""
+    feedback: dict = field(default_factory=dict)
+    explanation: str = ""
+
+    @property
+    def correct_indices(self) -> tuple[int, ...]:
+        """Indices of the correct options (empty for numeric questions)."""
+        return tuple(i for i, o in enumerate(self.options) if o.correct)
+
+
+@dataclass(frozen=True)
+class QuestionResult:
+    """The grade of one question: ``correct`` and the feedback lines to show."""
+
+    index: int
+    correct: bool
+    answered: bool
+    feedback: list[str]
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """A graded quiz: ``score`` right answers out of ``total``, with per-question results."""
+
+    score: int
+    total: int
+    results: list[QuestionResult]
+
+    @property
+    def fraction(self) -> float:
+        """Share of questions answered correctly, 0..1."""
+        return self.score / self.total if self.total else 0.0
+
+    def summary(self) -> str:
+        """One line per question plus the score, as plain text."""
+        lines = []
+        for r in self.results:
+            mark = "correct" if r.correct else ("not answered" if not r.answered else "incorrect")
+            lines.append(f"Q{r.index + 1}: {mark}. " + " ".join(r.feedback))
+        lines.append(f"Score: {self.score}/{self.total}")
+        return "\n".join(lines)
+
+
+class Quiz:
+    """A validated list of questions with a title; grading needs no widgets."""
+
+    def __init__(self, questions, title: str | None = None):
+        if isinstance(questions, (str, bytes)) or not hasattr(questions, "__iter__"):
+            raise ValueError("questions must be a list of question dicts or Question objects")
+        built = []
+        for i, q in enumerate(questions):
+            try:
+                built.append(q if isinstance(q, Question) else make_question(q))
+            except ValueError as err:
+                raise ValueError(f"question {i + 1}: {err}") from None
+        if not built:
+            raise ValueError("a quiz needs at least one question")
+        self.questions: list[Question] = built
+        self.title = title
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def __repr__(self) -> str:
+        name = f"{self.title!r}" if self.title else "untitled"
+        return f"<Quiz {name}: {len(self)} questions>"
+
+    def grade(self, answers) -> GradeResult:
+        """Grade ``answers`` and return a :class:`GradeResult`.
+
+        ``answers`` is a list in question order, or a dict keyed by question index
+        (0-based). Single choice: an option index or the option's text. Multiple
+        choice: a list/set of indices or texts. Numeric: a number. ``None`` or a
+        missing entry counts as not answered.
+        """
+        if isinstance(answers, dict):
+            bad = [k for k in answers if not isinstance(k, int) or not 0 <= k < len(self)]
+            if bad:
+                raise ValueError(f"answer keys must be question indices 0..{len(self) - 1}; got {bad}")
+            by_index = answers
+        elif isinstance(answers, (list, tuple)):
+            if len(answers) > len(self):
+                raise ValueError(f"got {len(answers)} answers for {len(self)} questions")
+            by_index = dict(enumerate(answers))
+        else:
+            raise ValueError("answers must be a list (in question order) or a dict {index: answer}")
+        results = [grade_question(q, by_index.get(i), index=i) for i, q in enumerate(self.questions)]
+        return GradeResult(sum(r.correct for r in results), len(results), results)
+
+    def text(self, show_answers: bool = False) -> str:
+        """The quiz as plain text; ``show_answers=True`` adds answers and feedback (instructors)."""
+        lines = [self.title] if self.title else []
+        for i, q in enumerate(self.questions):
+            hint = {"single": "choose one", "multiple": "choose all that apply",
+                    "numeric": f"a number{' in ' + q.unit if q.unit else ''}"}[q.kind]
+            lines.append(f"Q{i + 1}. {q.prompt} ({hint})")
+            for j, o in enumerate(q.options):
+                mark = ""
+                if show_answers:
+                    mark = " [correct]" if o.correct else ""
+                lines.append(f"   {_letter(j)}) {o.text}{mark}")
+                if show_answers:
+                    lines.append(f"      feedback: {o.feedback}")
+            if q.kind == "numeric" and show_answers:
+                lines.append(f"   answer: {q.answer:g} {q.unit} (+/- {q.tolerance:g})".rstrip())
+                for key, text in q.feedback.items():
+                    lines.append(f"      feedback ({key}): {text}")
+            if show_answers and q.explanation:
+                lines.append(f"   why: {q.explanation}")
+        return "\n".join(lines)
+
+
+def quiz(questions, title: str | None = None, display: str = "auto",
+         show_answers: bool = False) -> Quiz:
+    """Show a knowledge check and return its :class:`Quiz`.
+
+    ``display="auto"`` renders ipywidgets when a notebook front end is attached
+    and prints the questions as text otherwise; ``"widget"`` or ``"text"`` force one.
+    ``show_answers=True`` (text mode) prints the answers and feedback, for instructors.
+    Assign the result (``check = gl.quiz(...)``) to keep the cell output to the quiz itself.
+    """
+    q = questions if isinstance(questions, Quiz) else Quiz(questions, title=title)
+    if title is not None:
+        q.title = title
+    from greenlab.widgets.common import resolve_display  # late: keeps grading free of ipywidgets
+
+    if resolve_display(display) == "widget":
+        from IPython.display import display as ipy_display
+
+        from greenlab.widgets.quiz_widget import QuizWidget
+
+        ipy_display(QuizWidget(q).widget)
+    else:
+        print(q.text(show_answers=show_answers))
+    return q
+
+
+def make_question(data: dict) -> Question:
+    """Validate one question dict and return a :class:`Question`; ValueError says what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a question must be a dict, got {type(data).__name__}")
+    kind = data.get("kind", data.get("type"))
+    if kind not in KINDS:
+        raise ValueError(f"'kind' must be one of {', '.join(KINDS)}; got {kind!r}")
+    prompt = data.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("'prompt' must be a non-empty string")
+    explanation = str(data.get("explanation", ""))
+    if kind == "numeric":
+        return _make_numeric(data, prompt, explanation)
+    options = _make_options(data.get("options"))
+    n_correct = sum(o.correct for o in options)
+    if kind == "single" and n_correct != 1:
+        raise ValueError(f"a single-choice question needs exactly one correct option; got {n_correct}")
+    if kind == "multiple" and n_correct < 1:
+        raise ValueError("a multiple-choice question needs at least one correct option")
+    return Question(kind=kind, prompt=prompt, options=options, explanation=explanation)
+
+
+def grade_question(q: Question, answer, index: int = 0) -> QuestionResult:
+    """Grade one answer to ``q``; see :meth:`Quiz.grade` for the accepted answer forms."""
+    if answer is None or (q.kind == "multiple" and _is_empty_selection(answer)):
+        return QuestionResult(index, False, False, ["Not answered."])
+    if q.kind == "numeric":
+        return _grade_numeric(q, answer, index)
+    if q.kind == "single":
+        j = _option_index(q, answer)
+        option = q.options[j]
+        return QuestionResult(index, option.correct, True, [option.feedback])
+    if isinstance(answer, (str, int)):
+        raise ValueError(f"question {index + 1} is multiple choice: answer with a list of options")
+    chosen = sorted({_option_index(q, a) for a in answer})
+    feedback = [q.options[j].feedback for j in chosen]
+    missed = [j for j in q.correct_indices if j not in chosen]
+    if missed:
+        feedback.append(f"Not all correct options were chosen ({len(missed)} missing).")
+    return QuestionResult(index, tuple(chosen) == q.correct_indices, True, feedback)
+
+
+# --- helpers ---------------------------------------------------------------
+
+
+def _make_options(raw) -> tuple[Option, ...]:
+    if not isinstance(raw, (list, tuple)) or len(raw) < 2:
+        raise ValueError("'options' must be a list of at least two option dicts")
+    options = []
+    for j, o in enumerate(raw):
+        if not isinstance(o, dict):
+            raise ValueError(f"option {j + 1} must be a dict with 'text' and 'feedback'")
+        text, feedback = o.get("text"), o.get("feedback")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"option {j + 1} needs a non-empty 'text'")
+        if not isinstance(feedback, str) or not feedback.strip():
+            raise ValueError(f"option {j + 1} ({text!r}) needs its own non-empty 'feedback'")
+        correct = o.get("correct", False)
+        if not isinstance(correct, bool):
+            raise ValueError(f"option {j + 1}: 'correct' must be True or False")
+        options.append(Option(text=text, feedback=feedback, correct=correct))
+    texts = [o.text for o in options]
+    if len(set(texts)) != len(texts):
+        raise ValueError("option texts must be distinct")
+    return tuple(options)
+
+
+def _make_numeric(data: dict, prompt: str, explanation: str) -> Question:
+    answer, tolerance = data.get("answer"), data.get("tolerance")
+    if not _is_number(answer):
+        raise ValueError("a numeric question needs a finite number 'answer'")
+    if not _is_number(tolerance) or tolerance < 0:
+        raise ValueError("a numeric question needs a 'tolerance' >= 0 (absolute, in the answer's unit)")
+    feedback = data.get("feedback")
+    if not isinstance(feedback, dict) or not isinstance(feedback.get("correct"), str):
+        raise ValueError("a numeric question needs 'feedback' with a 'correct' text")
+    has_wrong = isinstance(feedback.get("incorrect"), str) or (
+        isinstance(feedback.get("too_low"), str) and isinstance(feedback.get("too_high"), str))
+    if not has_wrong:
+        raise ValueError("numeric 'feedback' needs 'incorrect', or both 'too_low' and 'too_high'")
+    unknown = set(feedback) - {"correct", "incorrect", "too_low", "too_high"}
+    if unknown:
+        raise ValueError(f"unknown numeric feedback keys {sorted(unknown)}; "
+                         "allowed: correct, incorrect, too_low, too_high")
+    return Question(kind="numeric", prompt=prompt, answer=float(answer), tolerance=float(tolerance),
+                    unit=str(data.get("unit", "")), feedback=dict(feedback), explanation=explanation)
+
+
+def _grade_numeric(q: Question, answer, index: int) -> QuestionResult:
+    if isinstance(answer, str):
+        try:
+            answer = float(answer.strip())
+        except ValueError:
+            raise ValueError(f"question {index + 1} needs a number; got {answer!r}") from None
+    if not _is_number(answer):
+        raise ValueError(f"question {index + 1} needs a finite number; got {answer!r}")
+    if abs(answer - q.answer) <= q.tolerance:
+        return QuestionResult(index, True, True, [q.feedback["correct"]])
+    key = "too_low" if answer < q.answer else "too_high"
+    text = q.feedback.get(key, q.feedback.get("incorrect"))
+    return QuestionResult(index, False, True, [text])
+
+
+def _option_index(q: Question, answer) -> int:
+    if isinstance(answer, bool):
+        raise ValueError("an option is chosen by its index or its text, not True/False")
+    if isinstance(answer, int):
+        if not 0 <= answer < len(q.options):
+            raise ValueError(f"option index {answer} out of range 0..{len(q.options) - 1}")
+        return answer
+    if isinstance(answer, str):
+        for j, o in enumerate(q.options):
+            if o.text == answer:
+                return j
+        raise ValueError(f"{answer!r} is not one of the options: {[o.text for o in q.options]}")
+    raise ValueError(f"an option is chosen by its index (int) or text (str); got {answer!r}")
+
+
+def _is_empty_selection(answer) -> bool:
+    return isinstance(answer, (list, tuple, set, frozenset)) and len(answer) == 0
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _letter(j: int) -> str:
+    return "abcdefghijklmnopqrstuvwxyz"[j] if j < 26 else str(j + 1)

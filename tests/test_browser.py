@@ -1,0 +1,204 @@
+"""A real browser: JupyterLab on localhost, Debian's Chromium driven by Playwright.
+
+Opens tests/browser/live_meter.ipynb, runs it, and checks that
+1. the live meter's energy figure changes at least three times while its cell is still
+   running (the kernel is busy and the cell's end marker has not appeared), and
+2. an ExperimentPanel's Stop button ends a run: Run, wait for progress, Stop, "stopped".
+
+Screenshots go to artifacts/browser/. Skips only when Chromium or Playwright is missing
+(``.ci/install-browser`` installs Chromium). Never downloads a browser.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "tests" / "browser" / "live_meter.ipynb"
+ARTIFACTS = REPO / "artifacts" / "browser"
+CHROMIUM = os.environ.get("GREENLAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A JupyterLab server on a free port with temporary root, config, data and runtime dirs."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"Chromium not found at {CHROMIUM}; run .ci/install-browser (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(FIXTURE, root / FIXTURE.name)
+    env = {k: v for k, v in os.environ.items() if k != "GREENLAB_DISPLAY"}
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR", "IPYTHONDIR",
+                 "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
+        path = tmp_path / name.lower()
+        path.mkdir()
+        env[name] = str(path)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    port, token = _free_port(), secrets.token_hex(16)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob("*.png"):
+        old.unlink()
+    log = open(ARTIFACTS / "jupyterlab.log", "w")
+    # the venv's python serves, so its ipykernel is the default "python3" kernel
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+         f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--ServerApp.allow_root=True", "--LabApp.expose_app_in_browser=True",
+         "--LabApp.extension_manager=readonly",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_server(base, token, server, timeout_s=60)
+        yield base, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=5)
+        log.close()
+
+
+def test_live_meter_updates_while_the_cell_runs_and_panel_stop_works(lab):
+    from playwright.sync_api import sync_playwright
+
+    base, token = lab
+    started = time.perf_counter()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(f"{base}/lab/tree/{FIXTURE.name}?token={token}")
+            page.wait_for_function(
+                "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+                " const k = w && w.sessionContext && w.sessionContext.session"
+                " && w.sessionContext.session.kernel; return k && k.status === 'idle'; }",
+                timeout=60_000)
+            page.screenshot(path=str(ARTIFACTS / "01-opened.png"))
+            # not awaited: the command's promise resolves only when every cell has run
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+            trace = _watch_meter(page, timeout_s=75)
+            page.screenshot(path=str(ARTIFACTS / "02-meter-finished.png"))
+            running = [t for t in trace if t["busy"] and not t["done"]]
+            distinct = []
+            for t in running:
+                if t["joules"] and (not distinct or distinct[-1] != t["joules"]):
+                    distinct.append(t["joules"])
+            assert len(distinct) >= 3, (
+                f"the meter's energy figure changed {len(distinct)} times while the cell ran "
+                f"(need >= 3): {distinct}; {len(running)} polls while running, {len(trace)} in all. "
+                "If it only changed at the end, widget updates from the monitor thread do not reach "
+                "the front end.")
+
+            print(f"meter figure while the cell ran: {len(distinct)} distinct values in "
+                  f"{len(running)} polls: {distinct[:3]} ... {distinct[-1]}")
+            _stop_panel_run(page)
+            page.screenshot(path=str(ARTIFACTS / "03-panel-stopped.png"))
+        except Exception:
+            try:
+                page.screenshot(path=str(ARTIFACTS / "99-failure.png"))
+            except Exception:
+                pass
+            raise
+        finally:
+            browser.close()
+    print(f"browser test body took {time.perf_counter() - started:.1f} s")
+
+
+# --- helpers ---------------------------------------------------------------
+
+_METER_STATE_JS = """() => {
+  const fig = document.querySelector('.greenlab-meter-figures .greenlab-joules');
+  const status = document.querySelector('.greenlab-meter-status');
+  const cells = document.querySelectorAll('.jp-Notebook .jp-CodeCell');
+  const meterCell = cells.length > 1 ? cells[1] : null;
+  const prompt = meterCell ? meterCell.querySelector('.jp-InputPrompt') : null;
+  const outputs = meterCell ? meterCell.querySelector('.jp-OutputArea') : null;
+  const text = outputs ? outputs.innerText : '';  // outputs only: the source holds the marker too
+  return {joules: fig ? fig.innerText : null,
+          status: status ? status.innerText : null,
+          busy: prompt ? prompt.innerText.includes('*') : false,
+          done: text.includes('METER-CELL-DONE'),
+          error: text.includes('Traceback'), output: text};
+}"""
+
+
+def _watch_meter(page, timeout_s: float) -> list:
+    """Poll the meter's DOM every 0.2 s until its cell has finished; returns the polls."""
+    trace, shot = [], False
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        state = page.evaluate(_METER_STATE_JS)
+        state["t"] = time.perf_counter()
+        trace.append(state)
+        if state["error"]:
+            raise AssertionError(f"the meter cell raised an error; see {ARTIFACTS}/99-failure.png")
+        if state["joules"] and state["busy"] and not shot:
+            page.screenshot(path=str(ARTIFACTS / "02-meter-running.png"))
+            shot = True
+        if state["done"]:
+            print(state["output"].strip().splitlines()[-2])  # the meter's overhead line
+            return trace
+        time.sleep(0.2)
+    raise AssertionError(f"the meter cell did not finish within {timeout_s} s; last state {trace[-1:]}")
+
+
+def _stop_panel_run(page) -> None:
+    panel = page.locator(".greenlab-panel")
+    panel.wait_for(state="visible", timeout=60_000)
+    # by text: the icon's glyph is part of the button's accessible name
+    panel.locator("button", has_text="Run").click()
+    progress = page.locator(".greenlab-panel-progress")
+    try:
+        progress.filter(has_text="step").wait_for(timeout=60_000)
+    except Exception as err:
+        raise AssertionError(f"no training progress shown within 60 s of clicking Run; status: "
+                             f"{page.locator('.greenlab-panel-status').inner_text()!r}") from err
+    page.screenshot(path=str(ARTIFACTS / "03-panel-running.png"))
+    panel.locator("button", has_text="Stop").click()
+    status = page.locator(".greenlab-panel-status")
+    try:
+        status.filter(has_text="stopped").wait_for(timeout=60_000)
+    except Exception as err:
+        raise AssertionError(f"Stop did not end the run within 60 s; status: {status.inner_text()!r}") from err
+
+
+def _wait_for_server(base: str, token: str, server: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(f"JupyterLab exited with {server.returncode}; see {ARTIFACTS}/jupyterlab.log")
+        try:
+            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"JupyterLab did not answer within {timeout_s} s; see {ARTIFACTS}/jupyterlab.log")
