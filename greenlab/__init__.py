@@ -7,11 +7,47 @@ The public surface the lessons use. Every energy figure carries its source
 __version__ = "0.1.0"
 
 # --- measurement core (energy, hardware, units) ---
+from greenlab import units
+from greenlab.energy import (
+    ComponentEnergy,
+    IdlePower,
+    Measurement,
+    PowerMonitor,
+    default_sources,
+    measure,
+    measure_idle,
+)
+from greenlab.hardware import doctor
 
 # --- carbon and cost ---
+from greenlab import carbon, scaling
+from greenlab.carbon import co2e_g, compare_regions, equivalents, format_mass, intensity, regions
+from greenlab import report, scheduling  # noqa: E402
 
 # --- harness (setup, data, models, training, experiments) ---
+from greenlab import batching, data, experiments, models, results, search  # noqa: E402
+from greenlab.config import Settings, budget, device, is_quick, setup  # noqa: E402
+from greenlab.experiments import Comparison, compare  # noqa: E402
+from greenlab.models import count_params, flops  # noqa: E402
+from greenlab.train import RunResult, StopTraining, TrainConfig, train  # noqa: E402
+
+# --- lesson topics: compression, profiling and monitoring, leaderboard ---
+from greenlab import compress, profiling  # noqa: E402
+from greenlab.leaderboard import Leaderboard, LeaderboardError  # noqa: E402
 
 # --- widgets and quizzes ---
+from greenlab.quiz import quiz  # noqa: E402  gl.quiz(questions): knowledge checks graded in Python
 
 # --- course machinery (checkers, reference runs) ---
+from greenlab import checks as check  # noqa: E402  gl.check.<exercise>(answer)
+from greenlab import reference  # noqa: E402  gl.reference.show("experiment")
+
+
+def __getattr__(name: str):
+    """``gl.widgets`` is imported on first use: it needs ipywidgets and matplotlib, which a
+    headless machine (a GPU box running benchmarks, a script) may not have or want."""
+    if name == "widgets":
+        import importlib
+
+        return importlib.import_module("greenlab.widgets")
+    raise AttributeError(f"module 'greenlab' has no attribute {name!r}")

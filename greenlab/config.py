@@ -1,0 +1,240 @@
+"""Session set-up: seeds, device choice, quick mode and the folders greenlab uses.
+
+``setup()`` is the first call in every lesson. It seeds Python, NumPy and PyTorch,
+picks CUDA when it is there (CPU otherwise, never an assertion), reads quick mode from
+the environment and prints one line saying what it chose.
+
+Environment variables:
+
+- ``GREENLAB_QUICK=1`` (or ``true``/``yes``/``on``), or ``CI`` set: quick mode (smaller sizes).
+- ``GREENLAB_RESULTS_DIR``: where the results log goes.
+- ``GREENLAB_DATA_DIR``: the data folder (cited tables; cached datasets in its ``cache`` subfolder).
+- ``GREENLAB_CACHE_DIR``: the dataset cache, if it should live elsewhere.
+- ``GREENLAB_LESSONS_DIR``: where ``greenlab lab`` looks for lessons.
+- ``GREENLAB_DOWNLOAD=1``: allow dataset downloads (off by default; see ``greenlab.data``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What ``setup()`` chose: device ("cuda"/"cpu"), quick mode, seed and energy sources."""
+
+    device: str
+    quick: bool
+    seed: int
+    sources: dict = field(default_factory=dict)
+    device_name: str = ""
+    quick_reason: str = ""
+
+    def line(self) -> str:
+        """The one line ``setup()`` prints."""
+        where = f"{self.device} ({self.device_name})" if self.device_name else self.device
+        if self.sources:
+            energy = ", ".join(f"{k}={v}" for k, v in self.sources.items())
+        else:
+            energy = "none available"
+        quick = f"on ({self.quick_reason})" if self.quick else "off"
+        return f"greenlab: device {where} | energy sources: {energy} | quick mode {quick} | seed {self.seed}"
+
+
+_current: Settings | None = None
+
+
+def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
+          verbose: bool = True) -> Settings:
+    """Seed everything, choose the device and quick mode, print one line, return ``Settings``.
+
+    ``device``: "cuda", "cuda:N" or "cpu"; None picks CUDA when available, else CPU.
+    ``quick``: None reads ``GREENLAB_QUICK``/``CI`` from the environment.
+    """
+    global _current
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    chosen = _choose_device(device)
+    seed_everything(seed)
+    if quick is None:
+        quick, reason = _quick_from_env()
+    else:
+        quick, reason = bool(quick), "set by setup(quick=...)"
+    _current = Settings(device=chosen, quick=quick, seed=seed, sources=_energy_sources(),
+                        device_name=_device_name(chosen), quick_reason=reason)
+    if verbose:
+        print(_current.line())
+    return _current
+
+
+def settings() -> Settings | None:
+    """The ``Settings`` from the last ``setup()`` call, or None before it."""
+    return _current
+
+
+def budget(full=None, quick=None):
+    """Pick a size by mode: ``quick`` in quick mode, ``full`` otherwise.
+
+    The single place a lesson chooses sizes, so it never hard-codes two sets of them.
+    Both values are required; numbers must be positive.
+    """
+    if full is None or quick is None:
+        raise ValueError("budget() needs both full=... and quick=..., e.g. budget(full=60000, quick=2000)")
+    for name, value in (("full", full), ("quick", quick)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0:
+            raise ValueError(f"budget({name}=...) must be positive, got {value!r}")
+    return quick if is_quick() else full
+
+
+def is_quick() -> bool:
+    """True in quick mode (set by ``setup(quick=...)``, else ``GREENLAB_QUICK`` or ``CI``)."""
+    if _current is not None:
+        return _current.quick
+    return _quick_from_env()[0]
+
+
+def device() -> str:
+    """The device chosen by ``setup()``; before it, CUDA when available, else CPU."""
+    if _current is not None:
+        return _current.device
+    return _choose_device(None)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's ``random``, NumPy and PyTorch (all devices)."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def repo_root() -> Path:
+    """The folder that holds the ``greenlab`` package (a checkout's root)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def in_checkout() -> bool:
+    """True when greenlab runs from a source checkout (not an installed wheel)."""
+    root = repo_root()
+    return (root / "pyproject.toml").is_file() and (root / "greenlab").is_dir()
+
+
+def results_dir() -> Path:
+    """Where the results log lives: ``GREENLAB_RESULTS_DIR``, else ``<repo>/results`` in a
+    checkout (git-ignored), else ``~/.greenlab/results``. Not created here."""
+    env = os.environ.get("GREENLAB_RESULTS_DIR")
+    if env:
+        return Path(env).expanduser()
+    if in_checkout():
+        return repo_root() / "results"
+    return Path.home() / ".greenlab" / "results"
+
+
+def data_dir() -> Path:
+    """The data folder: ``GREENLAB_DATA_DIR``, else ``<repo>/data`` (package-relative)."""
+    env = os.environ.get("GREENLAB_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    return repo_root() / "data"
+
+
+def cache_dir() -> Path:
+    """Dataset download cache: ``GREENLAB_CACHE_DIR``, else ``<data_dir>/cache`` (git-ignored).
+    Not created here."""
+    env = os.environ.get("GREENLAB_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return data_dir() / "cache"
+
+
+def lessons_dir() -> Path:
+    """The lessons folder: ``GREENLAB_LESSONS_DIR``, else ``<repo>/lessons``."""
+    env = os.environ.get("GREENLAB_LESSONS_DIR")
+    if env:
+        return Path(env).expanduser()
+    return repo_root() / "lessons"
+
+
+def download_allowed() -> bool:
+    """True when ``GREENLAB_DOWNLOAD`` is set to 1/true: datasets may be downloaded."""
+    return os.environ.get("GREENLAB_DOWNLOAD", "").strip().lower() in _TRUE
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+def _quick_from_env() -> tuple[bool, str]:
+    raw = os.environ.get("GREENLAB_QUICK")
+    if raw is not None:
+        value = raw.strip().lower()
+        if value in _TRUE:
+            return True, f"GREENLAB_QUICK={raw}"
+        if value in _FALSE:
+            return False, ""
+        raise ValueError(f"GREENLAB_QUICK must be 1/true or 0/false, got {raw!r}")
+    if os.environ.get("CI", "").strip().lower() not in _FALSE:
+        return True, "CI is set"
+    return False, ""
+
+
+def _choose_device(requested: str | None) -> str:
+    import torch
+
+    if requested is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not isinstance(requested, str):
+        raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {requested!r}")
+    name = requested.strip().lower()
+    if name == "cpu":
+        return "cpu"
+    if name == "cuda" or name.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {requested!r} was asked for but no CUDA GPU is available here; "
+                             "use device='cpu' or leave device=None to pick automatically")
+        if name.startswith("cuda:"):
+            index = name.split(":", 1)[1]
+            if not index.isdigit() or int(index) >= torch.cuda.device_count():
+                raise ValueError(f"device {requested!r}: this machine has "
+                                 f"{torch.cuda.device_count()} CUDA device(s), cuda:0..")
+        return name
+    raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {requested!r}")
+
+
+def _device_name(dev: str) -> str:
+    import torch
+
+    if dev.startswith("cuda"):
+        try:
+            return torch.cuda.get_device_name(torch.device(dev))
+        except Exception:  # noqa: BLE001 - the name is cosmetic
+            return ""
+    return ""
+
+
+def _energy_sources() -> dict:
+    """Component -> source name from ``greenlab.energy.default_sources()``; {} if unavailable."""
+    try:
+        from greenlab.energy import default_sources
+        found = default_sources()
+    except Exception:  # noqa: BLE001 - setup must not fail because a meter cannot load
+        return {}
+    if isinstance(found, dict):
+        return {str(k): _source_name(v) for k, v in found.items()}
+    out = {}
+    for item in found or ():
+        comp = getattr(item, "component", None) or str(item)
+        out[str(comp)] = _source_name(item)
+    return out
+
+
+def _source_name(item) -> str:
+    if isinstance(item, str):
+        return item
+    return str(getattr(item, "name", None) or getattr(item, "source", None) or item)

@@ -1,0 +1,436 @@
+"""Datasets as tensors, and the two ways to feed them to a model.
+
+``load(name)`` returns a ``Dataset`` bundle of normalised float images (N, C, H, W) and long
+labels. FashionMNIST and CIFAR-10 come through torchvision's own dataset classes when they are
+cached under ``greenlab.config.cache_dir()`` (or ``root``), or can be downloaded. Downloads are
+off unless ``download=True`` or ``GREENLAB_DOWNLOAD=1``. Without the files, ``load`` generates a
+deterministic stand-in of the same shape and says so (``.source == "generated"``, ``.note``).
+
+Loaders:
+- ``DeviceLoader``: the whole dataset lives on the device; shuffling and augmentation are tensor
+  operations there (the fast path, no worker processes).
+- ``make_dataloader``: ``torch.utils.data.DataLoader`` with workers and pinned memory, for the
+  data-pipeline lesson.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+import torch.nn.functional as F
+
+# name -> (torchvision class name, input shape, classes, full train size, full test size)
+_SPECS = {
+    "fashion-mnist": ("FashionMNIST", (1, 28, 28), 10, 60000, 10000),
+    "cifar10": ("CIFAR10", (3, 32, 32), 10, 50000, 10000),
+    "synthetic": (None, (1, 28, 28), 10, 10000, 2000),
+}
+_ALIASES = {"fashionmnist": "fashion-mnist", "fashion_mnist": "fashion-mnist", "fmnist": "fashion-mnist",
+            "cifar-10": "cifar10", "cifar_10": "cifar10"}
+DATASETS = tuple(_SPECS)
+
+
+@dataclass
+class Dataset:
+    """A train/test split as tensors. Images: float (N, C, H, W), normalised with the training
+    split's per-channel mean and std (``mean``/``std``, in [0, 1] pixel units); labels: long."""
+
+    name: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int
+    source: str  # "torchvision" or "generated"
+    note: str = ""
+    mean: tuple = ()
+    std: tuple = ()
+    classes: list = field(default_factory=list)
+
+    @property
+    def input_shape(self) -> tuple:
+        """(C, H, W) of one image."""
+        return tuple(self.train_x.shape[1:])
+
+    @property
+    def n_train(self) -> int:
+        return int(self.train_x.shape[0])
+
+    @property
+    def n_test(self) -> int:
+        return int(self.test_x.shape[0])
+
+    def describe(self) -> str:
+        """One line: name, sizes, shape, source."""
+        return (f"{self.name}: {self.n_train} train / {self.n_test} test images of shape "
+                f"{self.input_shape}, {self.num_classes} classes, source {self.source}")
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.describe()})"
+
+
+def load(name: str, n_train: int | None = None, n_test: int | None = None, root=None,
+         download: bool | None = None, seed: int = 0, difficulty: float = 1.0,
+         verbose: bool = True) -> Dataset:
+    """Load ``name`` ("fashion-mnist", "cifar10" or "synthetic") as a ``Dataset``.
+
+    ``n_train``/``n_test``: how many images to keep (a seeded random subset; None = all).
+    ``root``: folder holding torchvision's files (default ``greenlab.config.cache_dir()``).
+    ``download``: None means allowed only when ``GREENLAB_DOWNLOAD=1``.
+    ``difficulty``: noise scale of the generated stand-in (1.0 default; larger is harder).
+    Prints one line saying where the data came from (``verbose=False`` to silence).
+    """
+    from greenlab import config
+
+    key = _canonical(name)
+    tv_name, shape, num_classes, full_train, full_test = _SPECS[key]
+    n_train = _check_size("n_train", n_train, full_train)
+    n_test = _check_size("n_test", n_test, full_test)
+    if not isinstance(difficulty, (int, float)) or not difficulty >= 0:
+        raise ValueError(f"difficulty must be a number >= 0, got {difficulty!r}")
+    if download is None:
+        download = config.download_allowed()
+    root = Path(root) if root is not None else config.cache_dir()
+
+    ds = None
+    reason = "the synthetic dataset is always generated"
+    if tv_name is not None:
+        ds, reason = _load_torchvision(key, tv_name, root, download, n_train, n_test, seed)
+    if ds is None:
+        ds = generate(key, n_train, n_test, seed=seed, difficulty=difficulty)
+        ds.note = (f"generated stand-in with the shape of {key} {shape}: {reason}. "
+                   "Class-dependent patterns plus noise, seeded; numbers from it are not "
+                   f"comparable with published {key} results.")
+    if verbose:
+        if ds.source == "generated":
+            print(f"greenlab.data: {ds.describe()}. NOTE: {ds.note}")
+        else:
+            print(f"greenlab.data: {ds.describe()} ({ds.note})")
+    return ds
+
+
+def generate(name: str = "synthetic", n_train: int = 1000, n_test: int = 200, seed: int = 0,
+             difficulty: float = 1.0, shape: tuple | None = None, num_classes: int | None = None) -> Dataset:
+    """A deterministic image-classification dataset, learnable but not trivial.
+
+    Each class has a smooth random prototype image. A sample is its class prototype, shifted by
+    up to 3 pixels, scaled by a random contrast, blended with a random other class's prototype
+    (up to 45%) and given Gaussian pixel noise (std 0.35 x ``difficulty``). Same seed, same data.
+    """
+    key = _canonical(name)
+    _, default_shape, default_classes, _, _ = _SPECS[key]
+    shape = tuple(shape or default_shape)
+    num_classes = int(num_classes or default_classes)
+    if len(shape) != 3 or min(shape) < 1 or num_classes < 2:
+        raise ValueError(f"shape must be (C, H, W) with positive sizes and num_classes >= 2, "
+                         f"got {shape}, {num_classes}")
+    g = torch.Generator().manual_seed(int(seed))
+    protos = _prototypes(num_classes, shape, g)
+    train_x, train_y = _samples(protos, n_train, difficulty, g)
+    test_x, test_y = _samples(protos, n_test, difficulty, g)
+    ds = _finish(key, train_x, train_y, test_x, test_y, num_classes, "generated", "")
+    ds.classes = [f"pattern {i}" for i in range(num_classes)]
+    return ds
+
+
+class DeviceLoader:
+    """Batches (x, y) from tensors held on ``device``; shuffles with ``torch.randperm`` on the
+    device (seeded generator) and augments on tensors. No worker processes.
+
+    ``augment``: None, True/"standard" (flip + 4-pixel crop), or an ``Augment``.
+    """
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True,
+                 augment=None, device=None, drop_last: bool = False, seed: int = 0):
+        if x.shape[0] != y.shape[0]:
+            raise ValueError(f"x and y differ in length: {x.shape[0]} vs {y.shape[0]}")
+        if x.shape[0] == 0:
+            raise ValueError("DeviceLoader needs at least one sample")
+        dev = torch.device(device) if device is not None else x.device
+        self.device = dev
+        self.x = x.to(dev)
+        self.y = y.to(dev)
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.augment = as_augment(augment)
+        self.generator = torch.Generator(device=dev).manual_seed(int(seed))
+        self.batch_size = 1
+        self.set_batch_size(batch_size)
+
+    def set_batch_size(self, batch_size: int) -> None:
+        """Change the batch size for the next pass (for batch-size schedules)."""
+        self.batch_size = _check_batch_size(batch_size)
+
+    def __len__(self) -> int:
+        n = self.x.shape[0]
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def __iter__(self):
+        n = self.x.shape[0]
+        bs = self.batch_size
+        order = torch.randperm(n, device=self.device, generator=self.generator) if self.shuffle else None
+        stop = (n // bs) * bs if self.drop_last else n
+        for start in range(0, stop, bs):
+            if order is None:
+                xb, yb = self.x[start:start + bs], self.y[start:start + bs]
+            else:
+                idx = order[start:start + bs]
+                xb, yb = self.x[idx], self.y[idx]
+            if self.augment is not None:
+                xb = self.augment.apply(xb, self.generator)
+            yield xb, yb
+
+
+@dataclass(frozen=True)
+class Augment:
+    """Random horizontal flip (probability 0.5) and random crop after zero-padding by
+    ``crop_padding`` pixels, done on a batch tensor."""
+
+    flip: bool = True
+    crop_padding: int = 4
+
+    def apply(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Augment a batch (N, C, H, W); returns a new tensor."""
+        n, _, h, w = x.shape
+        if self.flip:
+            mask = torch.rand(n, device=x.device, generator=generator) < 0.5
+            x = torch.where(mask[:, None, None, None], x.flip(3), x)
+        p = self.crop_padding
+        if p > 0:
+            padded = F.pad(x, (p, p, p, p))
+            oy = torch.randint(0, 2 * p + 1, (n,), device=x.device, generator=generator)
+            ox = torch.randint(0, 2 * p + 1, (n,), device=x.device, generator=generator)
+            rows = (oy[:, None] + torch.arange(h, device=x.device))[:, :, None]  # (n, h, 1)
+            cols = (ox[:, None] + torch.arange(w, device=x.device))[:, None, :]  # (n, 1, w)
+            batch = torch.arange(n, device=x.device)[:, None, None]
+            x = padded.permute(0, 2, 3, 1)[batch, rows, cols].permute(0, 3, 1, 2).contiguous()
+        return x
+
+
+def as_augment(augment) -> Augment | None:
+    """None/False -> None; True/"standard" -> Augment(); an Augment passes through."""
+    if augment is None or augment is False:
+        return None
+    if augment is True or augment == "standard":
+        return Augment()
+    if isinstance(augment, Augment):
+        return augment
+    raise ValueError(f"augment must be None, True, 'standard' or an Augment(...), got {augment!r}")
+
+
+def make_dataloader(ds, batch_size: int, num_workers: int = 0, pin_memory: bool = False,
+                    prefetch_factor: int | None = None, augment=None, shuffle: bool = True,
+                    split: str = "train", drop_last: bool = False, seed: int = 0) -> "TorchLoader":
+    """A ``torch.utils.data.DataLoader`` over a ``Dataset`` split (batches arrive on the CPU).
+
+    Augmentation runs per sample in the loader (in its worker processes when ``num_workers`` > 0).
+    ``ds`` may also be a ``torch.utils.data.Dataset`` yielding (x, y).
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"num_workers must be an integer >= 0, got {num_workers!r}")
+    if prefetch_factor is not None and (num_workers == 0 or prefetch_factor < 1):
+        raise ValueError("prefetch_factor needs num_workers > 0 and must be >= 1")
+    if isinstance(ds, Dataset):
+        x, y = (ds.train_x, ds.train_y) if split == "train" else (ds.test_x, ds.test_y)
+        source = _AugmentedTensors(x.cpu(), y.cpu(), as_augment(augment), seed)
+    else:
+        if augment is not None:
+            raise ValueError("augment is only supported for greenlab Dataset bundles")
+        source = ds
+    return TorchLoader(source, batch_size, num_workers=num_workers, pin_memory=pin_memory,
+                       prefetch_factor=prefetch_factor, shuffle=shuffle, drop_last=drop_last, seed=seed)
+
+
+class TorchLoader:
+    """A DataLoader whose batch size can change between passes (it is rebuilt on change)."""
+
+    def __init__(self, source, batch_size, num_workers=0, pin_memory=False, prefetch_factor=None,
+                 shuffle=True, drop_last=False, seed=0):
+        self.source = source
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.prefetch_factor = prefetch_factor
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.batch_size = _check_batch_size(batch_size)
+        self.loader = self._build()
+
+    def set_batch_size(self, batch_size: int) -> None:
+        """Change the batch size for the next pass."""
+        batch_size = _check_batch_size(batch_size)
+        if batch_size != self.batch_size:
+            self.batch_size = batch_size
+            self.loader = self._build()
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        return iter(self.loader)
+
+    def _build(self):
+        kw = {}
+        if self.num_workers > 0:
+            kw["persistent_workers"] = False
+            if self.prefetch_factor is not None:
+                kw["prefetch_factor"] = self.prefetch_factor
+        return torch.utils.data.DataLoader(self.source, batch_size=self.batch_size, shuffle=self.shuffle,
+                                           num_workers=self.num_workers, pin_memory=self.pin_memory,
+                                           drop_last=self.drop_last, generator=self.generator, **kw)
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+class _AugmentedTensors(torch.utils.data.Dataset):
+    """Tensor pairs with optional per-sample augmentation (runs in loader workers)."""
+
+    def __init__(self, x, y, augment, seed):
+        self.x, self.y, self.augment, self.seed = x, y, augment, seed
+
+    def __len__(self):
+        return self.x.shape[0]
+
+    def __getitem__(self, i):
+        xi = self.x[i]
+        if self.augment is not None:
+            xi = self.augment.apply(xi.unsqueeze(0)).squeeze(0)
+        return xi, self.y[i]
+
+
+def _canonical(name) -> str:
+    if not isinstance(name, str):
+        raise ValueError(f"dataset name must be a string, one of {', '.join(DATASETS)}; got {name!r}")
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in _SPECS:
+        raise ValueError(f"unknown dataset {name!r}; allowed: {', '.join(DATASETS)}")
+    return key
+
+
+def _check_size(label: str, value, full: int) -> int:
+    if value is None:
+        return full
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{label} must be a positive integer or None (all), got {value!r}")
+    return value
+
+
+def _check_batch_size(batch_size) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return batch_size
+
+
+def _load_torchvision(key, tv_name, root: Path, download: bool, n_train, n_test, seed):
+    """(Dataset, "") from torchvision, or (None, reason) when it cannot be had."""
+    try:
+        import torchvision.datasets as tvd
+    except Exception as exc:  # noqa: BLE001
+        return None, f"torchvision could not be imported ({exc})"
+    cls = getattr(tvd, tv_name)
+    url = _first_url(cls)
+    if download and url and not _reachable(url):
+        download = False
+        offline = f"the download host {urlparse(url).hostname} could not be reached"
+    else:
+        offline = "downloads are off (pass download=True or set GREENLAB_DOWNLOAD=1)"
+    try:
+        train = cls(str(root), train=True, download=download)
+        test = cls(str(root), train=False, download=download)
+    except Exception as exc:  # noqa: BLE001 - any failure falls back, with the reason shown
+        if download:
+            return None, f"{tv_name} could not be downloaded to {root} ({type(exc).__name__}: {exc})"
+        return None, f"{tv_name} is not in {root} and {offline}"
+    tx, ty = _tensors(train)
+    vx, vy = _tensors(test)
+    tx, ty = _subset(tx, ty, n_train, seed)
+    vx, vy = _subset(vx, vy, n_test, seed + 1)
+    ds = _finish(key, tx, ty, vx, vy, len(train.classes), "torchvision",
+                 f"torchvision.datasets.{tv_name} from {root}")
+    ds.classes = list(train.classes)
+    return ds, ""
+
+
+def _tensors(tv_ds):
+    data = tv_ds.data
+    if not isinstance(data, torch.Tensor):  # CIFAR: numpy (N, H, W, C) uint8
+        data = torch.from_numpy(data).permute(0, 3, 1, 2)
+    elif data.dim() == 3:  # MNIST family: (N, H, W) uint8
+        data = data.unsqueeze(1)
+    x = data.contiguous().float().div_(255.0)
+    y = torch.as_tensor(tv_ds.targets, dtype=torch.long)
+    return x, y
+
+
+def _subset(x, y, n, seed):
+    if n >= x.shape[0]:
+        return x, y
+    idx = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(int(seed)))[:n]
+    return x[idx], y[idx]
+
+
+def _finish(key, tx, ty, vx, vy, num_classes, source, note) -> Dataset:
+    """Normalise both splits with the training split's per-channel mean and std."""
+    mean = tx.mean(dim=(0, 2, 3))
+    std = tx.std(dim=(0, 2, 3)).clamp_min(1e-6) if tx.shape[0] > 1 else torch.ones_like(mean)
+    tx = (tx - mean[None, :, None, None]) / std[None, :, None, None]
+    vx = (vx - mean[None, :, None, None]) / std[None, :, None, None]
+    return Dataset(name=key, train_x=tx.contiguous(), train_y=ty.long(), test_x=vx.contiguous(),
+                   test_y=vy.long(), num_classes=num_classes, source=source, note=note,
+                   mean=tuple(round(float(m), 6) for m in mean), std=tuple(round(float(s), 6) for s in std))
+
+
+def _prototypes(num_classes, shape, g):
+    c, h, w = shape
+    low = torch.randn(num_classes, c, max(2, h // 4), max(2, w // 4), generator=g)
+    protos = F.interpolate(low, size=(h, w), mode="bilinear", align_corners=False)
+    protos = protos - protos.mean(dim=(1, 2, 3), keepdim=True)
+    return protos / protos.std(dim=(1, 2, 3), keepdim=True).clamp_min(1e-6)
+
+
+def _samples(protos, n, difficulty, g, max_shift=3):
+    num_classes, c, h, w = protos.shape
+    y = torch.arange(n) % num_classes
+    y = y[torch.randperm(n, generator=g)]
+    other = (y + torch.randint(1, num_classes, (n,), generator=g)) % num_classes
+    blend = 0.45 * torch.rand(n, generator=g)
+    contrast = 0.7 + 0.6 * torch.rand(n, generator=g)
+    base = (1 - blend)[:, None, None, None] * protos[y] + blend[:, None, None, None] * protos[other]
+    base = base * contrast[:, None, None, None]
+    # shift each sample by (dy, dx) in [-max_shift, max_shift], one roll per distinct shift
+    dy = torch.randint(-max_shift, max_shift + 1, (n,), generator=g)
+    dx = torch.randint(-max_shift, max_shift + 1, (n,), generator=g)
+    x = torch.empty_like(base)
+    for sy in range(-max_shift, max_shift + 1):
+        for sx in range(-max_shift, max_shift + 1):
+            sel = (dy == sy) & (dx == sx)
+            if sel.any():
+                x[sel] = torch.roll(base[sel], shifts=(sy, sx), dims=(2, 3))
+    x = x + 0.35 * float(difficulty) * torch.randn(x.shape, generator=g)
+    # map to [0, 1] pixel units like an image, then _finish normalises
+    return torch.sigmoid(x), y
+
+
+def _first_url(cls) -> str:
+    mirrors = getattr(cls, "mirrors", None)
+    if mirrors:
+        return mirrors[0]
+    return getattr(cls, "url", "") or ""
+
+
+def _reachable(url: str, timeout_s: float = 3.0) -> bool:
+    """True if a TCP connection to the URL's host opens within ``timeout_s`` seconds."""
+    parsed = urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False

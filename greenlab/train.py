@@ -1,0 +1,721 @@
+"""One training loop with the knobs the lessons turn, measured from start to finish.
+
+    cfg = gl.TrainConfig(precision="bf16", batch_size=128, epochs=2, target_accuracy=0.85)
+    res = gl.train(model, ds, cfg)
+    res.seconds, res.joules, res.joules_to_target, res.status
+
+The whole run is one ``greenlab.energy.measure`` window; each evaluation point in
+``history`` carries the cumulative joules read from the same energy sources.
+
+Precision: "fp32"; "bf16" (autocast, no loss scaling); "fp16" (autocast with a GradScaler, on
+CUDA and on CPU, where ``torch.amp.GradScaler("cpu")`` is used; on CPUs without native fp16
+arithmetic it runs much slower than fp32, which is itself a lesson).
+
+Gradient accumulation: each micro-batch's loss is the *sum* of per-sample losses divided by the
+number of samples in its accumulation window (the last window of an epoch may be shorter). With
+equal micro-batches this is dividing the mean loss by the number of micro-batches actually in the
+window; either way the accumulated gradient equals the gradient of one big batch of the same
+samples (for models without batch-dependent layers such as BatchNorm).
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+import torch
+import torch.nn.functional as F
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+LOADERS = ("device", "dataloader")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+LR_SCHEDULES = ("constant", "step", "cosine", "warmup-linear")
+STATUSES = ("completed", "target-reached", "early-stopped", "stopped", "interrupted", "diverged")
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class StopTraining(Exception):
+    """Raise from a callback to end the run cleanly (status "stopped")."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything that shapes a run. Sizes are in samples, steps are optimizer steps.
+
+    batch_size: micro-batch size; the optimizer sees batch_size x accum_steps samples per step.
+    batch_schedule: callable epoch -> batch size, or a list of (first_epoch, batch_size) steps.
+    lr_schedule: "constant", "step" (x lr_gamma every lr_step_size steps), "cosine" (to 0 over the
+      run), "warmup-linear" (linear warm-up over warmup_steps, then linear decay to 0), or a
+      callable step -> multiplier of lr.
+    eval_every: evaluate every this many steps (None: at each epoch end only; epoch ends always).
+    target_accuracy: in (0, 1]; time and energy to reach it are recorded, and the run stops there
+      when stop_at_target. patience: stop after this many evaluations without a new best.
+    loader: "device" (tensors on the device) or "dataloader" (torch DataLoader with num_workers,
+      pin_memory, prefetch_factor). augment: None, True or a greenlab.data.Augment.
+    """
+
+    precision: str = "fp32"
+    batch_size: int = 128
+    accum_steps: int = 1
+    lr: float = 0.05
+    optimizer: str = "sgd"
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    epochs: int = 1
+    max_steps: int | None = None
+    target_accuracy: float | None = None
+    stop_at_target: bool = True
+    patience: int | None = None
+    eval_every: int | None = None
+    eval_batch_size: int = 1024
+    eval_autocast: bool = False
+    seed: int = 0
+    batch_schedule: object = None
+    lr_schedule: object = "constant"
+    lr_step_size: int = 100
+    lr_gamma: float = 0.1
+    warmup_steps: int = 0
+    grad_clip: float | None = None
+    channels_last: bool = False
+    compile: bool = False
+    region: str = "WORLD"
+    loader: str = "device"
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int | None = None
+    augment: object = None
+    label: str = ""
+
+    def __post_init__(self):
+        _positive_int("batch_size", self.batch_size)
+        _positive_int("accum_steps", self.accum_steps)
+        _positive_int("epochs", self.epochs)
+        _positive_int("eval_batch_size", self.eval_batch_size)
+        _positive_int("lr_step_size", self.lr_step_size)
+        if self.max_steps is not None:
+            _positive_int("max_steps", self.max_steps)
+        if self.eval_every is not None:
+            _positive_int("eval_every", self.eval_every)
+        if self.patience is not None:
+            _positive_int("patience", self.patience)
+        if not isinstance(self.warmup_steps, int) or isinstance(self.warmup_steps, bool) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.loader not in LOADERS:
+            raise ValueError(f"loader must be one of {', '.join(LOADERS)}, got {self.loader!r}")
+        for name in ("lr", "momentum", "weight_decay", "lr_gamma"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if self.target_accuracy is not None:
+            t = self.target_accuracy
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1:
+                raise ValueError(f"target_accuracy must be in (0, 1] (e.g. 0.9 for 90%), got {t!r}")
+        if self.grad_clip is not None and not (isinstance(self.grad_clip, (int, float)) and self.grad_clip > 0):
+            raise ValueError(f"grad_clip must be a positive number or None, got {self.grad_clip!r}")
+        if not (callable(self.lr_schedule) or self.lr_schedule is None or self.lr_schedule in LR_SCHEDULES):
+            raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)} or a callable "
+                             f"step -> multiplier, got {self.lr_schedule!r}")
+        if self.batch_schedule is not None and not callable(self.batch_schedule):
+            _check_steps(self.batch_schedule)
+        if not isinstance(self.num_workers, int) or self.num_workers < 0:
+            raise ValueError(f"num_workers must be an integer >= 0, got {self.num_workers!r}")
+        from greenlab.data import as_augment
+
+        as_augment(self.augment)
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Samples per optimizer step (batch_size x accum_steps), before any batch schedule."""
+        return self.batch_size * self.accum_steps
+
+    def batch_size_at(self, epoch: int) -> int:
+        """Micro-batch size for ``epoch`` (0-based) under the batch schedule."""
+        if self.batch_schedule is None:
+            return self.batch_size
+        if callable(self.batch_schedule):
+            size = self.batch_schedule(epoch)
+            _positive_int(f"batch_schedule({epoch})", size)
+            return int(size)
+        size = self.batch_size
+        for first_epoch, value in sorted(self.batch_schedule):
+            if epoch >= first_epoch:
+                size = value
+        return size
+
+    def to_dict(self) -> dict:
+        """Plain data; callables are named, not stored."""
+        out = {}
+        for key, value in asdict(self).items():
+            if callable(value):
+                value = f"callable {getattr(value, '__name__', type(value).__name__)}"
+            elif key == "augment" and value is not None and not isinstance(value, (bool, str)):
+                value = repr(value)
+            out[key] = value
+        return out
+
+
+@dataclass
+class TrainState:
+    """What callbacks see after each step or evaluation. ``loss`` and ``joules`` are read on
+    access (reading them costs a device sync / a meter read, so the loop does not by default)."""
+
+    event: str = "step"  # "step", "eval" or "end"
+    step: int = 0
+    epoch: int = 0
+    samples: int = 0
+    seconds: float = 0.0
+    accuracy: float | None = None  # last evaluation's test accuracy
+    best_accuracy: float | None = None
+    batch_size: int = 0
+    lr: float = 0.0
+    model: object = None
+    config: TrainConfig | None = None
+    _loss: object = None
+    _meter: object = None
+
+    @property
+    def loss(self) -> float | None:
+        """Mean training loss of the last optimizer step (float)."""
+        if self._loss is None:
+            return None
+        return float(self._loss)
+
+    @property
+    def joules(self) -> float | None:
+        """Energy so far in this run, joules (read now from the run's energy sources)."""
+        return None if self._meter is None else self._meter.joules()
+
+
+@dataclass
+class RunResult:
+    """The outcome of one ``train()`` call. Times in seconds, energy in joules.
+
+    ``samples_per_second`` and ``train_seconds`` exclude evaluation passes;
+    ``train_cpu_seconds`` is this process's CPU time (all threads) while training, evaluation
+    excluded. ``peak_memory_kind`` says what ``peak_memory_bytes`` measures."""
+
+    status: str
+    label: str
+    final_accuracy: float | None
+    best_accuracy: float | None
+    history: list
+    seconds: float
+    joules: float
+    energy: object  # greenlab.energy.Measurement
+    seconds_to_target: float | None
+    joules_to_target: float | None
+    steps_to_target: int | None
+    co2e_g: float | None
+    region: str
+    steps: int
+    samples: int
+    epochs_run: int
+    samples_per_second: float
+    train_seconds: float
+    train_cpu_seconds: float
+    peak_memory_bytes: int | None
+    peak_memory_kind: str
+    flops: dict
+    params: int
+    provenance: dict
+    config: dict
+    message: str = ""
+    estimated: bool = False
+    sources: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One readable line."""
+        acc = "n/a" if self.final_accuracy is None else f"{self.final_accuracy:.1%}"
+        est = " (CPU energy is an estimate)" if self.estimated else ""
+        line = (f"{self.label or 'run'}: {self.status}, accuracy {acc}, {self.seconds:.3g} s, "
+                f"{self.joules:.4g} J{est}, {self.samples_per_second:.4g} samples/s")
+        if self.joules_to_target is not None:
+            line += f"; target in {self.seconds_to_target:.3g} s / {self.joules_to_target:.4g} J"
+        return line
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "energy"}
+        out["energy"] = self.energy.to_dict() if hasattr(self.energy, "to_dict") else None
+        out["kind"] = "train"
+        return out
+
+
+def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_event=None,
+          device=None, log: bool = True, sources=None, idle=None, save: bool = True,
+          results_path=None) -> RunResult:
+    """Train ``model`` on ``data`` (a ``greenlab.data.Dataset``) as ``config`` says.
+
+    callbacks: objects with optional ``on_step(state)``, ``on_eval(state)``, ``on_end(state)``
+      methods, or plain functions (called after every optimizer step). Raising ``StopTraining``
+      ends the run with status "stopped"; so does setting ``stop_event`` (a threading.Event).
+    Ctrl-C (KeyboardInterrupt) ends it with status "interrupted"; a NaN/inf loss with
+    "diverged". Every run, whatever its status, is appended to the results log
+    (``save=False`` to skip; ``results_path`` to choose the file).
+    sources / idle: energy sources and an IdlePower passed to ``greenlab.energy.measure``.
+    """
+    from greenlab import config as gl_config
+    from greenlab.energy import default_sources, measure
+    from greenlab.models import count_params, flops
+
+    cfg = config if config is not None else TrainConfig()
+    if not isinstance(cfg, TrainConfig):
+        raise ValueError(f"config must be a TrainConfig, got {type(cfg).__name__}")
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    for name in ("train_x", "train_y", "test_x", "test_y"):
+        if not hasattr(data, name):
+            raise ValueError("data must be a greenlab.data.Dataset (from gl.data.load)")
+    dev = torch.device(device if device is not None else gl_config.device())
+    if dev.type == "cuda" and dev.index is None:  # so batch.device == dev compares equal
+        dev = torch.device("cuda", torch.cuda.current_device())
+    callbacks = _as_callbacks(callbacks)
+    if sources is None:
+        sources = default_sources()
+
+    torch.manual_seed(cfg.seed)
+    model = model.to(dev)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    params = count_params(model)
+    flop_count = flops(model, data.input_shape, batch_size=1, device=dev)
+    net = torch.compile(model) if cfg.compile else model
+    run = _Run(cfg, model, net, data, dev, callbacks, stop_event, log, sources)
+
+    peak = _PeakMemory(dev)
+    window = measure(cfg.label or "train", idle=idle, sources=sources)
+    with window:
+        run.meter = _Meter(sources)
+        run.start_s = time.perf_counter()
+        run.start_cpu_s = time.process_time()
+        run.loop()
+        run.end_cpu_s = time.process_time()
+        peak.sample()
+    result = run.result(window.result, flop_count, params, peak)
+    if log:
+        print(("greenlab.train: " + result.message + "\n" if result.message else "") +
+              "greenlab.train: " + result.summary())
+    if save:
+        from greenlab import results
+
+        results.append(result.to_dict(), path=results_path)
+    return result
+
+
+# --- the loop ------------------------------------------------------------------------------
+
+class _Run:
+    """State of one run; ``loop()`` trains, ``result()`` packs the outcome."""
+
+    def __init__(self, cfg, model, net, data, dev, callbacks, stop_event, log, sources):
+        from greenlab.data import DeviceLoader, make_dataloader
+
+        self.cfg, self.model, self.net, self.data, self.dev = cfg, model, net, data, dev
+        self.callbacks, self.stop_event, self.log, self.sources = callbacks, stop_event, log, sources
+        self.device_type = dev.type
+        self.dtype = _DTYPES[cfg.precision]
+        self.amp = cfg.precision != "fp32"
+        self.scaler = torch.amp.GradScaler(self.device_type) if cfg.precision == "fp16" else None
+        first_bs = cfg.batch_size_at(0)
+        if cfg.loader == "device":
+            self.loader = DeviceLoader(data.train_x, data.train_y, first_bs, shuffle=True,
+                                       augment=cfg.augment, device=dev, seed=cfg.seed)
+        else:
+            self.loader = make_dataloader(data, first_bs, num_workers=cfg.num_workers,
+                                          pin_memory=cfg.pin_memory, prefetch_factor=cfg.prefetch_factor,
+                                          augment=cfg.augment, seed=cfg.seed)
+        self.n_train = int(data.train_x.shape[0])
+        self.test_x = data.test_x.to(dev)
+        self.test_y = data.test_y.to(dev)
+        self.optimizer = _optimizer(cfg, model)
+        self.scheduler = _scheduler(cfg, self.optimizer, self._total_steps())
+        self.state = TrainState(model=model, config=cfg)
+        self.history: list[dict] = []
+        self.status = "completed"
+        self.message = ""
+        self.step = 0
+        self.samples = 0
+        self.epoch = 0
+        self.epochs_run = 0
+        self.eval_seconds = 0.0
+        self.eval_cpu_seconds = 0.0
+        self.start_cpu_s = self.end_cpu_s = 0.0
+        self.best = None
+        self.last_acc = None
+        self.evals_since_best = 0
+        self.target = None  # (seconds, joules, step) at the first evaluation reaching the target
+        self.meter = None
+        self.start_s = 0.0
+        self.loss_sum = torch.zeros((), device=dev)  # window losses since the last evaluation
+        self.loss_steps = 0
+
+    # one pass over everything; sets self.status
+    def loop(self):
+        cfg = self.cfg
+        bar = _progress(self._total_steps(), self.log, cfg.label)
+        try:
+            for epoch in range(cfg.epochs):
+                self.epoch = epoch
+                if self._epoch(epoch, bar):
+                    break
+                self.epochs_run = epoch + 1
+                if not self._evaluate_now():  # epoch end
+                    break
+        except StopTraining as exc:
+            self.status = "stopped"
+            self.message = f"stopped by a callback at step {self.step}" + (f": {exc}" if str(exc) else "")
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+            self.message = (f"interrupted at step {self.step}; the partial result is returned "
+                            "and saved to the results log")
+        finally:
+            bar.close()
+        try:
+            if self.status in ("completed", "stopped"):  # no-op if this step was evaluated
+                self._evaluate_now(rules=self.status == "completed")
+            self._notify("on_end", "end")
+        except StopTraining:
+            pass
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+            self.message = f"interrupted at step {self.step} during the final evaluation"
+
+    def _epoch(self, epoch, bar) -> bool:
+        """Train one epoch; True when the run must end now."""
+        cfg = self.cfg
+        bs = cfg.batch_size_at(epoch)
+        self.loader.set_batch_size(bs)
+        self.state.batch_size = bs
+        sizes = _micro_sizes(self.n_train, bs)
+        windows = _window_totals(sizes, cfg.accum_steps)
+        last = len(sizes) - 1
+        window_loss = torch.zeros((), device=self.dev)
+        self.net.train()
+        for i, (xb, yb) in enumerate(self.loader):
+            if xb.device != self.dev:
+                xb = xb.to(self.dev, non_blocking=True)
+                yb = yb.to(self.dev, non_blocking=True)
+            if cfg.channels_last:
+                xb = xb.contiguous(memory_format=torch.channels_last)
+            total = windows[i // cfg.accum_steps]
+            with torch.autocast(self.device_type, dtype=self.dtype, enabled=self.amp):
+                out = self.net(xb)
+                loss = F.cross_entropy(out.float(), yb, reduction="sum") / total
+            if self.scaler is not None:
+                self.scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            window_loss += loss.detach()
+            if (i + 1) % cfg.accum_steps and i != last:
+                continue
+            self._optimizer_step()
+            self.step += 1
+            self.samples += total
+            self.loss_sum += window_loss
+            self.loss_steps += 1
+            self.state._loss = window_loss
+            window_loss = torch.zeros((), device=self.dev)
+            bar.update(1)
+            if self.step % 50 == 0 and not self._finite():
+                return True
+            if self.callbacks:
+                self._notify("on_step", "step")
+            if self.stop_event is not None and self.stop_event.is_set():
+                self.status = "stopped"
+                self.message = f"stop requested at step {self.step}"
+                return True
+            if cfg.eval_every and self.step % cfg.eval_every == 0 and i != last:
+                if not self._evaluate_now():
+                    return True
+                self.net.train()
+            if cfg.max_steps is not None and self.step >= cfg.max_steps:
+                self.epochs_run = epoch + (1 if i == last else 0)
+                self._evaluate_now()
+                return True
+        return False
+
+    def _optimizer_step(self):
+        opt = self.optimizer
+        if self.scaler is not None:
+            if self.cfg.grad_clip:
+                self.scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+            self.scaler.step(opt)
+            self.scaler.update()
+        else:
+            if self.cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        if self.scheduler is not None:
+            self.scheduler.step()
+
+    def _finite(self) -> bool:
+        """False (and status "diverged") when a loss since the last check was NaN or inf."""
+        if bool(torch.isfinite(self.loss_sum)):
+            return True
+        self.status = "diverged"
+        self.message = (f"training diverged by step {self.step}: the loss became NaN or infinite. "
+                        "Try a lower learning rate, grad_clip, or fp32/bf16 instead of fp16.")
+        return False
+
+    def _evaluate_now(self, rules: bool = True) -> bool:
+        """Evaluate and record a history row; with ``rules``, apply the target and patience
+        rules. Returns False when the run must stop."""
+        if self.history and self.history[-1]["step"] == self.step:
+            return self.status == "completed"
+        if not self._finite():
+            return False
+        t0, c0 = time.perf_counter(), time.process_time()
+        acc = _accuracy(self.net, self.test_x, self.test_y, self.cfg, self.device_type, self.dtype)
+        self.eval_seconds += time.perf_counter() - t0
+        self.eval_cpu_seconds += time.process_time() - c0
+        seconds = time.perf_counter() - self.start_s
+        joules = self.meter.joules()
+        loss = float(self.loss_sum) / self.loss_steps if self.loss_steps else None
+        self.loss_sum = torch.zeros((), device=self.dev)
+        self.loss_steps = 0
+        self.last_acc = acc
+        self.history.append({"step": self.step, "epoch": self.epoch, "samples": self.samples,
+                             "seconds": seconds, "joules": joules, "loss": loss, "accuracy": acc,
+                             "lr": self.optimizer.param_groups[0]["lr"]})
+        if self.best is None or acc > self.best:
+            self.best = acc
+            self.evals_since_best = 0
+        else:
+            self.evals_since_best += 1
+        self._notify("on_eval", "eval")
+        cfg = self.cfg
+        if cfg.target_accuracy is not None and self.target is None and acc >= cfg.target_accuracy:
+            self.target = (seconds, joules, self.step)
+            if cfg.stop_at_target and rules:
+                self.status = "target-reached"
+                return False
+        if not rules:
+            return True
+        if cfg.patience is not None and self.evals_since_best >= cfg.patience:
+            self.status = "early-stopped"
+            self.message = f"no improvement in {cfg.patience} evaluation(s); stopped at step {self.step}"
+            return False
+        return True
+
+    def _notify(self, method, event):
+        s = self.state
+        s.event, s.step, s.epoch, s.samples = event, self.step, self.epoch, self.samples
+        s.seconds = time.perf_counter() - self.start_s
+        s.accuracy, s.best_accuracy = self.last_acc, self.best
+        s.lr = self.optimizer.param_groups[0]["lr"]
+        s._meter = self.meter
+        for cb in self.callbacks:
+            fn = getattr(cb, method, None)
+            if fn is None and method == "on_step" and callable(cb) and not hasattr(cb, "on_eval"):
+                fn = cb
+            if fn is not None:
+                fn(s)
+
+    def _total_steps(self) -> int:
+        total = 0
+        for epoch in range(self.cfg.epochs):
+            total += math.ceil(len(_micro_sizes(self.n_train, self.cfg.batch_size_at(epoch))) / self.cfg.accum_steps)
+        if self.cfg.max_steps is not None:
+            total = min(total, self.cfg.max_steps)
+        return max(total, 1)
+
+    def result(self, energy, flop_count, params, peak) -> RunResult:
+        from greenlab import __version__
+
+        cfg = self.cfg
+        train_seconds = max(energy.seconds - self.eval_seconds, 1e-12)
+        co2e = _co2e(energy.joules, cfg.region)
+        fl = flop_count.to_dict()
+        fl["train_step_per_sample"] = flop_count.train_step_per_sample
+        fl["forward_per_sample"] = flop_count.forward_per_sample
+        fl["train_total_estimate"] = flop_count.train_step_per_sample * self.samples
+        fl["train_total_model"] = "train_step_per_sample x samples trained (FLOPs scale with batch size)"
+        return RunResult(
+            status=self.status, label=cfg.label, final_accuracy=self.last_acc, best_accuracy=self.best,
+            history=self.history, seconds=energy.seconds, joules=energy.joules, energy=energy,
+            seconds_to_target=self.target[0] if self.target else None,
+            joules_to_target=self.target[1] if self.target else None,
+            steps_to_target=self.target[2] if self.target else None,
+            co2e_g=co2e, region=cfg.region, steps=self.step, samples=self.samples,
+            epochs_run=self.epochs_run, samples_per_second=self.samples / train_seconds,
+            train_seconds=train_seconds,
+            train_cpu_seconds=max(0.0, self.end_cpu_s - self.start_cpu_s - self.eval_cpu_seconds),
+            peak_memory_bytes=peak.bytes(), peak_memory_kind=peak.kind,
+            flops=fl, params=params, provenance=provenance(self.dev, energy.sources, __version__),
+            config=cfg.to_dict(), message=self.message, estimated=energy.estimated,
+            sources=dict(energy.sources))
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+class _Meter:
+    """Cumulative joules since creation, read from the run's energy sources."""
+
+    def __init__(self, sources):
+        self.sources = list(sources)
+        self.start = [s.read_joules() for s in self.sources]
+
+    def joules(self) -> float:
+        return sum(s.read_joules() - j0 for s, j0 in zip(self.sources, self.start))
+
+
+class _PeakMemory:
+    """Peak CUDA memory allocated, or (CPU) the growth of the process's resident set size."""
+
+    def __init__(self, dev):
+        self.dev = dev
+        self.peak_rss = None
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+            self.kind = "cuda max_memory_allocated"
+        else:
+            import psutil
+
+            self.proc = psutil.Process()
+            self.rss0 = self.proc.memory_info().rss
+            self.kind = "cpu process RSS growth (start to end of run)"
+
+    def sample(self):
+        if self.dev.type != "cuda":
+            rss = self.proc.memory_info().rss
+            self.peak_rss = rss if self.peak_rss is None else max(self.peak_rss, rss)
+
+    def bytes(self) -> int:
+        if self.dev.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.dev))
+        return max(0, int((self.peak_rss or self.rss0) - self.rss0))
+
+
+def provenance(dev, sources: dict, version: str) -> dict:
+    """Hardware and software facts for a result (no host name)."""
+    gpu = ""
+    if dev.type == "cuda":
+        gpu = torch.cuda.get_device_name(dev)
+    return {"device": str(dev), "cpu": _cpu_model(), "gpu": gpu, "torch": torch.__version__,
+            "greenlab": version, "python": platform.python_version(), "os": platform.system(),
+            "energy_sources": dict(sources), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "cpu_threads": torch.get_num_threads()}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _co2e(joules, region):
+    """Grams CO2e for ``joules`` in ``region``; None (with a warning) when it cannot be worked out,
+    so a finished run is never lost to a carbon-table problem."""
+    try:
+        from greenlab.carbon import co2e_g
+
+        return co2e_g(joules, region=region)
+    except (ImportError, OSError, ValueError) as exc:
+        warnings.warn(f"CO2e not computed: {exc}", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def _accuracy(net, x, y, cfg, device_type, dtype) -> float:
+    was_training = net.training
+    net.eval()
+    correct = torch.zeros((), dtype=torch.long, device=x.device)
+    amp = cfg.eval_autocast and cfg.precision != "fp32"
+    with torch.no_grad(), torch.autocast(device_type, dtype=dtype, enabled=amp):
+        for start in range(0, x.shape[0], cfg.eval_batch_size):
+            xb = x[start:start + cfg.eval_batch_size]
+            if cfg.channels_last:
+                xb = xb.contiguous(memory_format=torch.channels_last)
+            correct += (net(xb).argmax(1) == y[start:start + cfg.eval_batch_size]).sum()
+    net.train(was_training)
+    return int(correct) / max(1, x.shape[0])
+
+
+def _micro_sizes(n, batch_size) -> list:
+    full, rest = divmod(n, batch_size)
+    return [batch_size] * full + ([rest] if rest else [])
+
+
+def _window_totals(sizes, accum_steps) -> list:
+    return [sum(sizes[i:i + accum_steps]) for i in range(0, len(sizes), accum_steps)]
+
+
+def _optimizer(cfg, model):
+    params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def _scheduler(cfg, optimizer, total_steps):
+    sched = cfg.lr_schedule
+    lrs = torch.optim.lr_scheduler
+    if sched is None or sched == "constant":
+        return None
+    if callable(sched):
+        return lrs.LambdaLR(optimizer, sched)
+    if sched == "step":
+        return lrs.StepLR(optimizer, step_size=cfg.lr_step_size, gamma=cfg.lr_gamma)
+    if sched == "cosine":
+        return lrs.CosineAnnealingLR(optimizer, T_max=max(1, total_steps))
+    warm = cfg.warmup_steps
+
+    def warmup_linear(step):
+        if step < warm:
+            return (step + 1) / warm
+        return max(0.0, (total_steps - step) / max(1, total_steps - warm))
+
+    return lrs.LambdaLR(optimizer, warmup_linear)
+
+
+def _progress(total, log, label):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not log, desc=label or "train", unit="step", leave=False,
+                file=sys.stderr)
+
+
+def _as_callbacks(callbacks):
+    if callbacks is None:
+        return []
+    if callable(callbacks) or hasattr(callbacks, "on_step") or hasattr(callbacks, "on_eval"):
+        return [callbacks]
+    return list(callbacks)
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_steps(steps):
+    try:
+        pairs = [(e, s) for e, s in steps]
+    except (TypeError, ValueError):
+        raise ValueError("batch_schedule must be a callable epoch -> batch size or a list of "
+                         "(first_epoch, batch_size) pairs") from None
+    for e, s in pairs:
+        if isinstance(e, bool) or not isinstance(e, int) or e < 0:
+            raise ValueError(f"batch_schedule epochs must be integers >= 0, got {e!r}")
+        _positive_int("batch_schedule batch size", s)
+

@@ -1,0 +1,197 @@
+"""Tests for greenlab.data: torchvision files on disk, the generated fallback, both loaders."""
+
+import hashlib
+import pickle
+import struct
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+from greenlab import data
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch, tmp_path):
+    monkeypatch.setenv("GREENLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("GREENLAB_DOWNLOAD", raising=False)
+
+
+def _write_idx(path, array):
+    """Write a uint8 array in the IDX format (big-endian dims after a magic number)."""
+    array = np.asarray(array, dtype=np.uint8)
+    magic = (0x08 << 8) | array.ndim
+    with open(path, "wb") as f:
+        f.write(struct.pack(">i", magic))
+        for dim in array.shape:
+            f.write(struct.pack(">i", dim))
+        f.write(array.tobytes())
+
+
+def _fake_fashion_mnist(root, n_train=60, n_test=20):
+    raw = root / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    files = {}
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+        labels = np.arange(n, dtype=np.uint8) % 10
+        _write_idx(raw / f"{prefix}-images-idx3-ubyte", images)
+        _write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels)
+        files[prefix] = (images, labels)
+    return files
+
+
+def test_fashion_mnist_through_torchvision_from_idx_files(tmp_path, capsys):
+    files = _fake_fashion_mnist(tmp_path)
+    ds = data.load("fashion-mnist", root=tmp_path)
+    assert ds.source == "torchvision" and "FashionMNIST" in ds.note
+    assert ds.input_shape == (1, 28, 28) and ds.n_train == 60 and ds.n_test == 20
+    assert ds.train_x.dtype == torch.float32 and ds.train_y.dtype == torch.long
+    images, labels = files["train"]
+    assert torch.equal(ds.train_y, torch.as_tensor(labels, dtype=torch.long))
+    pixels = ds.train_x * ds.std[0] + ds.mean[0]
+    assert torch.allclose(pixels[:, 0], torch.as_tensor(images).float() / 255, atol=1e-5)
+    assert abs(float(ds.train_x.mean())) < 1e-4  # normalised with the training split's statistics
+    assert "source torchvision" in capsys.readouterr().out
+
+
+def test_fashion_mnist_subset_is_seeded(tmp_path):
+    _fake_fashion_mnist(tmp_path)
+    a = data.load("fashion-mnist", n_train=25, n_test=5, root=tmp_path, verbose=False)
+    b = data.load("fashion-mnist", n_train=25, n_test=5, root=tmp_path, verbose=False)
+    assert a.n_train == 25 and a.n_test == 5 and torch.equal(a.train_x, b.train_x)
+
+
+def test_cifar10_through_torchvision_from_pickle_batches(tmp_path, monkeypatch):
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    written = {}
+    for name in names:
+        batch = {"data": rng.integers(0, 256, size=(8, 3 * 32 * 32), dtype=np.uint8),
+                 "labels": [int(v) for v in rng.integers(0, 10, size=8)]}
+        with open(folder / name, "wb") as f:
+            pickle.dump(batch, f)
+        written[name] = batch
+    with open(folder / "batches.meta", "wb") as f:
+        pickle.dump({"label_names": [f"class{i}" for i in range(10)]}, f)
+
+    def md5(name):
+        return hashlib.md5((folder / name).read_bytes()).hexdigest()
+
+    # torchvision verifies the published checksums; point them at our stand-in files
+    cls = torchvision.datasets.CIFAR10
+    monkeypatch.setattr(cls, "train_list", [[n, md5(n)] for n in names[:5]])
+    monkeypatch.setattr(cls, "test_list", [["test_batch", md5("test_batch")]])
+    monkeypatch.setattr(cls, "meta", {**cls.meta, "md5": md5("batches.meta")})
+
+    ds = data.load("cifar10", root=tmp_path, verbose=False)
+    assert ds.source == "torchvision" and ds.input_shape == (3, 32, 32)
+    assert ds.n_train == 40 and ds.n_test == 8 and ds.classes[0] == "class0"
+    assert ds.train_y.tolist() == sum((written[n]["labels"] for n in names[:5]), [])
+    first = torch.as_tensor(written["data_batch_1"]["data"][0].reshape(3, 32, 32)).float() / 255
+    mean = torch.tensor(ds.mean)[:, None, None]
+    std = torch.tensor(ds.std)[:, None, None]
+    assert torch.allclose(ds.train_x[0] * std + mean, first, atol=1e-5)
+
+
+def test_missing_files_fall_back_to_generated_and_say_so(tmp_path, capsys):
+    ds = data.load("fashion-mnist", n_train=200, n_test=50, root=tmp_path)
+    assert ds.source == "generated"
+    assert "not in" in ds.note and "GREENLAB_DOWNLOAD" in ds.note
+    out = capsys.readouterr().out
+    assert "source generated" in out and "NOTE" in out
+    assert ds.input_shape == (1, 28, 28) and ds.n_train == 200 and ds.n_test == 50
+    assert set(ds.train_y.tolist()) == set(range(10))
+
+
+def test_unreachable_download_falls_back_quickly(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "_reachable", lambda url, timeout_s=3.0: False)  # no network
+    ds = data.load("cifar10", n_train=50, n_test=10, root=tmp_path, download=True, verbose=False)
+    assert ds.source == "generated" and "could not be reached" in ds.note
+    assert ds.input_shape == (3, 32, 32)
+
+
+def test_generated_data_is_deterministic_and_seed_dependent():
+    a = data.load("synthetic", n_train=100, n_test=20, verbose=False)
+    b = data.load("synthetic", n_train=100, n_test=20, verbose=False)
+    c = data.load("synthetic", n_train=100, n_test=20, seed=1, verbose=False)
+    assert torch.equal(a.train_x, b.train_x) and torch.equal(a.test_y, b.test_y)
+    assert not torch.equal(a.train_x, c.train_x)
+    assert torch.isfinite(a.train_x).all()
+
+
+def test_generated_classes_are_learnable_but_not_trivial():
+    ds = data.generate("synthetic", n_train=600, n_test=300, seed=0)
+    # nearest class mean on raw pixels: better than chance, not perfect
+    x, y = ds.train_x.flatten(1), ds.train_y
+    means = torch.stack([x[y == k].mean(0) for k in range(10)])
+    pred = torch.cdist(ds.test_x.flatten(1), means).argmin(1)
+    acc = (pred == ds.test_y).float().mean().item()
+    assert 0.2 < acc < 0.99
+
+
+@pytest.mark.parametrize("kw,match", [({"name": "imagenet"}, "allowed: fashion-mnist, cifar10, synthetic"),
+                                      ({"name": "cifar10", "n_train": 0}, "n_train"),
+                                      ({"name": "cifar10", "n_test": -5}, "n_test"),
+                                      ({"name": "synthetic", "difficulty": -1}, "difficulty")])
+def test_bad_input_is_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        data.load(**kw, verbose=False)
+
+
+def test_device_loader_covers_every_sample_once_per_epoch():
+    x = torch.arange(10).float().view(10, 1, 1, 1)
+    y = torch.arange(10)
+    loader = data.DeviceLoader(x, y, batch_size=4, seed=0)
+    assert len(loader) == 3
+    first = [yb.tolist() for _, yb in loader]
+    assert [len(b) for b in first] == [4, 4, 2]
+    assert sorted(sum(first, [])) == list(range(10))
+    second = [yb.tolist() for _, yb in loader]
+    assert second != first  # reshuffled each pass
+    again = [yb.tolist() for _, yb in data.DeviceLoader(x, y, batch_size=4, seed=0)]
+    assert again == first  # same seed, same order
+    for xb, yb in loader:
+        assert torch.equal(xb.view(-1).long(), yb)  # pairs stay together
+    loader.set_batch_size(3)
+    assert len(loader) == 4
+    dropped = data.DeviceLoader(x, y, batch_size=4, drop_last=True, shuffle=False)
+    assert [yb.tolist() for _, yb in dropped] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(ValueError, match="positive integer"):
+        loader.set_batch_size(0)
+
+
+def test_augment_flip_and_crop_on_tensors():
+    x = torch.arange(2 * 1 * 4 * 4).float().view(2, 1, 4, 4) + 1
+    g = torch.Generator().manual_seed(0)
+    flipped = data.Augment(flip=True, crop_padding=0).apply(x, g)
+    for i in range(2):
+        assert torch.equal(flipped[i], x[i]) or torch.equal(flipped[i], x[i].flip(2))
+    cropped = data.Augment(flip=False, crop_padding=1).apply(x.repeat(50, 1, 1, 1), g)
+    assert cropped.shape == (100, 1, 4, 4)
+    padded = torch.nn.functional.pad(x, (1, 1, 1, 1))
+    for i in range(0, 100, 7):
+        src = padded[i % 2, 0]
+        windows = [src[a:a + 4, b:b + 4] for a in range(3) for b in range(3)]
+        assert any(torch.equal(cropped[i, 0], w) for w in windows)
+    assert not all(torch.equal(cropped[i], x[i % 2]) for i in range(100))  # some were shifted
+    with pytest.raises(ValueError, match="augment"):
+        data.as_augment("rotate")
+
+
+def test_make_dataloader_iterates_and_changes_batch_size():
+    ds = data.load("synthetic", n_train=50, n_test=10, verbose=False)
+    loader = data.make_dataloader(ds, batch_size=16, augment=True)
+    batches = list(loader)
+    assert [b[0].shape[0] for b in batches] == [16, 16, 16, 2]
+    assert sum(b[1].numel() for b in batches) == 50
+    loader.set_batch_size(25)
+    assert len(loader) == 2
+    test = data.make_dataloader(ds, batch_size=4, split="test", shuffle=False)
+    assert torch.equal(torch.cat([b[1] for b in test]), ds.test_y)
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        data.make_dataloader(ds, batch_size=4, prefetch_factor=2)

@@ -1,0 +1,222 @@
+"""Tests for greenlab.train: the loop's correctness, stopping rules and records."""
+
+import copy
+import json
+import threading
+import time
+
+import pytest
+import torch
+
+from greenlab import data, models, results
+from greenlab.energy.sources import EnergySource
+from greenlab.train import StopTraining, TrainConfig, train
+
+
+class SlopeSource(EnergySource):
+    """A fake meter: a counter rising at a known 10 W, so joules = 10 x seconds."""
+
+    name = "estimate"
+    estimated = True
+
+    def __init__(self, watts=10.0):
+        super().__init__("cpu", note="test counter", model=f"{watts} W x time")
+        self.watts = watts
+
+    def read_joules(self):
+        return self.watts * time.perf_counter()
+
+
+@pytest.fixture(autouse=True)
+def results_in_tmp(monkeypatch, tmp_path):
+    monkeypatch.setenv("GREENLAB_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("GREENLAB_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return data.load("synthetic", n_train=240, n_test=120, verbose=False)
+
+
+def tiny_mlp(seed=0, shape=(1, 28, 28)):
+    torch.manual_seed(seed)
+    return models.build("mlp", input_shape=shape, hidden=(32,))
+
+
+def run(model, dataset, **kw):
+    opts = {"log": False, "sources": [SlopeSource()], "device": "cpu"}
+    cfg = kw.pop("cfg")
+    opts.update(kw)
+    return train(model, dataset, cfg, **opts)
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"batch_size": 0}, "batch_size"), ({"batch_size": -3}, "batch_size"), ({"accum_steps": 0}, "accum_steps"),
+    ({"epochs": 0}, "epochs"), ({"max_steps": 0}, "max_steps"), ({"precision": "fp8"}, "fp32, bf16, fp16"),
+    ({"target_accuracy": 1.5}, "\\(0, 1\\]"), ({"target_accuracy": 0}, "\\(0, 1\\]"),
+    ({"lr": 0}, "lr"), ({"loader": "magic"}, "device, dataloader"), ({"lr_schedule": "wiggle"}, "cosine"),
+    ({"batch_schedule": [(0, 0)]}, "batch size"), ({"patience": 0}, "patience"), ({"optimizer": "lion"}, "sgd"),
+])
+def test_config_refuses_bad_values(kw, match):
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(**kw)
+
+
+def _tiny_dataset(n=10, shape=(1, 4, 4)):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(n, *shape, generator=g)
+    y = torch.randint(0, 3, (n,), generator=g)
+    return data.Dataset("tiny", x, y, x[:4], y[:4], num_classes=3, source="generated")
+
+
+@pytest.mark.parametrize("micro,accum,big", [(2, 3, 6), (3, 2, 6), (3, 4, 12)])
+def test_accumulation_equals_one_big_batch(micro, accum, big):
+    # 10 samples: windows of 6+4 (a short final window) or one window of 10 (partial micro-batch)
+    tiny = _tiny_dataset()
+    start = models.build("mlp", input_shape=(1, 4, 4), hidden=(8,), num_classes=3)
+    a, b = copy.deepcopy(start), copy.deepcopy(start)
+    common = {"lr": 0.5, "momentum": 0.0, "epochs": 1, "seed": 3}
+    ra = run(a, tiny, cfg=TrainConfig(batch_size=micro, accum_steps=accum, **common), save=False)
+    rb = run(b, tiny, cfg=TrainConfig(batch_size=big, accum_steps=1, **common), save=False)
+    assert ra.steps == rb.steps and ra.samples == rb.samples == 10
+    for pa, pb, p0 in zip(a.parameters(), b.parameters(), start.parameters()):
+        assert not torch.equal(pa, p0)  # it trained
+        torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-6)
+
+
+def test_batchnorm_breaks_accumulation_equivalence():
+    tiny = _tiny_dataset(n=12)
+    torch.manual_seed(0)
+    start = models.build("cnn", in_channels=1, depth=1, width=4, norm="batch", num_classes=3)
+    a, b = copy.deepcopy(start), copy.deepcopy(start)
+    common = {"lr": 0.5, "momentum": 0.0, "epochs": 1, "seed": 3}
+    run(a, tiny, cfg=TrainConfig(batch_size=3, accum_steps=4, **common), save=False)
+    run(b, tiny, cfg=TrainConfig(batch_size=12, accum_steps=1, **common), save=False)
+    diff = max((pa - pb).abs().max().item() for pa, pb in zip(a.parameters(), b.parameters()))
+    assert diff > 1e-4  # statistics over 3 samples are not those over 12
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_runs(ds, precision):
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(precision=precision, batch_size=60, epochs=1), save=False)
+    assert res.status == "completed" and res.steps == 4
+    assert res.final_accuracy is not None and res.config["precision"] == precision
+
+
+def test_history_carries_cumulative_joules_and_result_fields(ds, tmp_path):
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=30, epochs=2, eval_every=3))
+    steps = [h["step"] for h in res.history]
+    assert steps == [3, 6, 8, 9, 12, 15, 16]  # every 3 steps, plus epoch ends
+    joules = [h["joules"] for h in res.history]
+    assert joules == sorted(joules) and joules[0] > 0
+    assert res.joules >= joules[-1]
+    assert res.joules == pytest.approx(10 * res.seconds, rel=0.05)  # the fake 10 W meter
+    assert res.samples == 480 and res.epochs_run == 2 and res.samples_per_second > 0
+    assert res.params == models.count_params(tiny_mlp())
+    assert res.flops["train_step_per_sample"] > res.flops["forward_per_sample"] > 0
+    assert res.provenance["device"] == "cpu" and "torch" in res.provenance
+    assert "host" not in json.dumps(res.provenance).lower()
+    assert res.peak_memory_kind.startswith("cpu process RSS")
+    saved = results.load()
+    assert len(saved) == 1 and saved[0]["status"] == "completed" and saved[0]["kind"] == "train"
+
+
+def test_target_accuracy_records_time_and_energy_and_stops(ds):
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=5, eval_every=2, lr=0.1,
+                                              target_accuracy=0.5))
+    assert res.status == "target-reached"
+    hit = next(h for h in res.history if h["accuracy"] >= 0.5)
+    assert res.steps_to_target == hit["step"] == res.steps
+    assert res.joules_to_target == hit["joules"]
+    assert res.seconds_to_target == hit["seconds"] <= res.seconds
+    assert res.joules_to_target == pytest.approx(10 * res.seconds_to_target, rel=0.05, abs=0.05)
+
+
+def test_target_without_stopping_keeps_training(ds):
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=2, eval_every=2, lr=0.1,
+                                              target_accuracy=0.3, stop_at_target=False))
+    assert res.status == "completed" and res.steps == 24
+    assert res.steps_to_target is not None and res.steps_to_target < 24
+
+
+def test_stop_event_stops_cleanly(ds):
+    stop = threading.Event()
+
+    def on_step(state):
+        if state.step == 3:
+            stop.set()
+
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=3), callbacks=[on_step], stop_event=stop)
+    assert res.status == "stopped" and res.steps == 3
+    assert res.history[-1]["step"] == 3 and res.final_accuracy is not None
+
+
+def test_stop_training_from_a_callback(ds):
+    class Stopper:
+        def on_eval(self, state):
+            assert state.accuracy is not None and state.joules > 0 and state.loss > 0
+            raise StopTraining("enough")
+
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=3, eval_every=2), callbacks=[Stopper()])
+    assert res.status == "stopped" and res.steps == 2 and "enough" in res.message
+
+
+def test_keyboard_interrupt_returns_partial_result_and_saves_it(ds):
+    def ctrl_c(state):
+        if state.step == 5:
+            raise KeyboardInterrupt
+
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=3), callbacks=ctrl_c)
+    assert res.status == "interrupted" and res.steps == 5 and res.samples == 100
+    assert res.joules > 0
+    saved = results.load()
+    assert [r["status"] for r in saved] == ["interrupted"]
+
+
+def test_nan_loss_is_reported_as_diverged(ds, capsys):
+    bad = copy.copy(ds)
+    bad.train_x = ds.train_x.clone()
+    bad.train_x[7] = float("nan")
+    res = run(tiny_mlp(), bad, cfg=TrainConfig(batch_size=20, epochs=2), log=True)
+    assert res.status == "diverged"
+    assert "diverged" in res.message and "learning rate" in res.message
+    assert "diverged" in capsys.readouterr().out
+    assert results.load()[0]["status"] == "diverged"
+
+
+def test_patience_stops_a_run_that_does_not_improve(ds):
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=5, eval_every=1, lr=1e-12, patience=2))
+    assert res.status == "early-stopped" and len(res.history) == 3
+
+
+def test_batch_schedule_and_max_steps(ds):
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=40, epochs=3, batch_schedule=[(1, 80), (2, 120)]),
+              save=False)
+    assert res.steps == 6 + 3 + 2
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=40, epochs=3, batch_schedule=lambda e: 60 * (e + 1),
+                                              max_steps=5), save=False)
+    assert res.steps == 5 and res.samples == 4 * 60 + 120
+
+
+@pytest.mark.parametrize("sched", ["step", "cosine", "warmup-linear", lambda step: 0.5])
+def test_lr_schedules(ds, sched):
+    cfg = TrainConfig(batch_size=20, epochs=1, lr=0.1, lr_schedule=sched, lr_step_size=4, warmup_steps=3)
+    res = run(tiny_mlp(), ds, cfg=cfg, save=False)
+    last_lr = res.history[-1]["lr"]
+    expected = {"step": 0.1 * 0.1 ** 3, "cosine": 0.0, "warmup-linear": 0.0}.get(sched, 0.05)
+    assert last_lr == pytest.approx(expected, abs=1e-9)
+
+
+def test_dataloader_path_channels_last_and_augment(ds):
+    torch.manual_seed(0)
+    cnn = models.build("cnn", width=4, depth=1)
+    cfg = TrainConfig(batch_size=40, epochs=1, loader="dataloader", channels_last=True, augment=True)
+    res = run(cnn, ds, cfg=cfg, save=False)
+    assert res.status == "completed" and res.samples == 240
+
+
+def test_train_refuses_bad_arguments(ds):
+    with pytest.raises(ValueError, match="TrainConfig"):
+        train(tiny_mlp(), ds, {"batch_size": 2}, log=False)
+    with pytest.raises(ValueError, match="Dataset"):
+        train(tiny_mlp(), (ds.train_x, ds.train_y), TrainConfig(), log=False)
