@@ -29,7 +29,8 @@ def _run(label="small", joules=7200.0, seconds=60.0, accuracy=0.8, params=20_000
         final_accuracy=accuracy, best_accuracy=accuracy, history=[], seconds=seconds, joules=joules,
         energy=energy, seconds_to_target=seconds_to_target,
         joules_to_target=None, steps_to_target=None, co2e_g=None, region=region, steps=10, samples=1000,
-        epochs_run=1, samples_per_second=1000 / seconds, train_seconds=seconds, peak_memory_bytes=None,
+        epochs_run=1, samples_per_second=1000 / seconds, train_seconds=seconds, train_cpu_seconds=seconds,
+        peak_memory_bytes=None,
         peak_memory_kind="", flops={"train_total_estimate": 3e12}, params=params,
         provenance={"device": "cpu", "cpu": "Test CPU 9000", "gpu": "", "cpu_threads": 2},
         config={"target_accuracy": target}, estimated=estimated, sources={"cpu": "estimate"})
