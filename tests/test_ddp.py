@@ -1,0 +1,189 @@
+"""Tests for greenlab.ddp: config checks, a real 2-process gloo run, failure and timeout paths."""
+
+import time
+
+import psutil
+import pytest
+import torch
+from torch.utils.data.distributed import DistributedSampler
+
+from greenlab import ddp, models, scaling
+from greenlab import data as gl_data
+
+TINY_DATA = {"name": "synthetic", "n_train": 256, "n_test": 64}
+TINY_MODEL = {"name": "mlp", "hidden": [16]}
+
+
+# --- config validation (no processes) ----------------------------------------------------------
+
+
+def test_config_fixed_per_worker_batch_grows_global_batch():
+    cfg = ddp.make_config(2, per_worker_batch=16, accum_steps=3, device="cpu")
+    assert cfg["per_worker_batch"] == 16
+    assert cfg["global_batch"] == 16 * 2 * 3
+    assert cfg["backend"] == "gloo"
+
+
+def test_config_fixed_global_batch_is_split():
+    cfg = ddp.make_config(4, global_batch=128, device="cpu")
+    assert cfg["per_worker_batch"] == 32
+    assert cfg["global_batch"] == 128
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({}, "exactly one"),
+    ({"per_worker_batch": 8, "global_batch": 16}, "exactly one"),
+    ({"global_batch": 10}, "divide"),
+    ({"per_worker_batch": 0}, "per_worker_batch"),
+    ({"per_worker_batch": 8, "device": "tpu"}, "device"),
+    ({"per_worker_batch": 8, "device": "cpu", "backend": "nccl"}, "gloo"),
+    ({"per_worker_batch": 8, "backend": "mpi"}, "backend"),
+    ({"per_worker_batch": 8, "data": 3}, "data"),
+    ({"per_worker_batch": 8, "model": {"width": 3}}, "model"),
+    ({"per_worker_batch": 8, "lr": -1.0}, "lr"),
+    ({"per_worker_batch": 8, "max_steps": 0}, "max_steps"),
+])
+def test_config_bad_input_says_what_is_allowed(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        ddp.make_config(4, **kwargs)
+
+
+def test_unknown_dataset_fails_before_launching():
+    with pytest.raises(ValueError, match="fashion-mnist"):
+        ddp.run_ddp(2, data="imagenet", per_worker_batch=8, measure_energy=False)
+
+
+def test_cuda_needs_one_gpu_per_worker():
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    with pytest.raises(ValueError, match="one GPU per worker"):
+        ddp.make_config(have + 1, per_worker_batch=8, device="cuda")
+
+
+def test_launch_command_uses_torchrun_standalone():
+    cmd = ddp.launch_command("/tmp/x.json", 2)
+    assert cmd[1:3] == ["-m", "torch.distributed.run"]
+    assert "--standalone" in cmd and "--nproc_per_node=2" in cmd
+    assert cmd[-4:] == ["-m", "greenlab.ddp", "--config", "/tmp/x.json"]
+
+
+# --- a real 2-process run --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    ds = gl_data.load("synthetic", n_train=256, n_test=64, verbose=False)  # a Dataset object is reused as is
+    return ddp.run_ddp(2, data=ds, model=TINY_MODEL, per_worker_batch=8, accum_steps=2,
+                       epochs=1, lr=0.05, momentum=0.9, timeout_s=120, label="two")
+
+
+def test_two_worker_result_fields(two_workers):
+    r = two_workers
+    assert r.nprocs == 2 and r.backend == "gloo" and r.device == "cpu"
+    assert r.threads_per_worker == 1
+    assert r.global_batch == 8 * 2 * 2
+    assert r.steps == 256 // 32
+    assert r.per_rank_steps == [r.steps, r.steps]
+    assert r.per_rank_samples == [128, 128]
+    assert r.samples == 256
+    assert 0 < r.train_seconds <= r.wall_seconds
+    assert r.samples_per_second == pytest.approx(256 / r.train_seconds)
+    assert 0.0 <= r.final_accuracy <= 1.0
+    assert len(r.loss_history) == r.steps
+    assert r.dataset["source"] == "generated" and r.dataset["n_train"] == 256
+    assert r.device_hours == pytest.approx(2 * r.train_seconds / 3600)
+    d = r.to_dict()
+    assert d["energy"]["sources"] and d["per_rank_steps"] == [r.steps, r.steps]
+
+
+def test_energy_is_measured_with_provenance(two_workers):
+    r = two_workers
+    assert r.joules is not None and r.joules > 0
+    assert r.energy.sources  # e.g. {"cpu": "estimate"}
+    assert r.train_joules is not None and 0 < r.train_joules <= r.joules
+    assert r.joules_per_device_hour == pytest.approx(r.train_joules / r.device_hours)
+    assert r.estimated == (r.energy.estimated or r.train_energy["estimated"])
+
+
+def test_ddp_with_no_sync_accumulation_equals_one_large_batch(two_workers):
+    """2 workers x 2 accumulated micro-batches of 8 must learn exactly what one process learns
+    from the same 32-sample batches: DDP averages the gradients, no_sync defers the all-reduce."""
+    torch.manual_seed(0)
+    ds = gl_data.load("synthetic", n_train=256, n_test=64, verbose=False)
+    net = models.build("mlp", hidden=[16], input_shape=ds.input_shape, num_classes=10)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    order = list(DistributedSampler(range(256), num_replicas=1, rank=0, shuffle=True, seed=0,
+                                    drop_last=True))
+    losses = []
+    for start in range(0, 256, 32):
+        idx = torch.tensor(order[start:start + 32])
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(ds.train_x[idx]), ds.train_y[idx])
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    assert two_workers.loss_history == pytest.approx(losses, rel=1e-4, abs=1e-5)
+    with torch.no_grad():
+        acc = (net(ds.test_x).argmax(1) == ds.test_y).float().mean().item()
+    assert two_workers.final_accuracy == pytest.approx(acc, abs=1 / 64 + 1e-9)
+
+
+# --- failures --------------------------------------------------------------------------------
+
+
+def test_bad_worker_config_raises_with_worker_error_and_stderr_tail():
+    with pytest.raises(ddp.DDPError) as info:
+        ddp.run_ddp(1, data=TINY_DATA, model={"name": "mlp", "bogus": 1}, per_worker_batch=8,
+                    timeout_s=120, measure_energy=False)
+    text = str(info.value)
+    assert "failed (exit code" in text
+    assert "rank 0: ValueError: unknown option(s) ['bogus']" in text
+    assert "stderr" in text and "  | " in text
+
+
+def test_timeout_kills_the_launch_and_leaves_no_workers():
+    started = time.monotonic()
+    with pytest.raises(ddp.DDPError, match="timeout of 0.5 s"):
+        ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, timeout_s=0.5,
+                    measure_energy=False)
+    assert time.monotonic() - started < 30
+    time.sleep(0.2)
+    left = [p for p in psutil.process_iter(["cmdline"])
+            if any("greenlab-ddp-" in part for part in (p.info["cmdline"] or []))]
+    assert left == []
+
+
+def test_failure_message_keeps_only_the_tail():
+    stderr = "\n".join(f"line {i}" for i in range(100))
+    text = ddp._failure_message(2, 1, 60, ["rank 1: RuntimeError: boom"], stderr)
+    assert "rank 1: RuntimeError: boom" in text
+    assert "line 99" in text and "line 60" in text and "line 59" not in text
+
+
+# --- reports (fake runs, real arithmetic) ------------------------------------------------------
+
+
+def _fake(nprocs, seconds, joules, accuracy=0.9, global_batch=64):
+    return ddp.DDPResult(
+        nprocs=nprocs, backend="gloo", device="cpu", threads_per_worker=1, per_worker_batch=64,
+        global_batch=global_batch, accum_steps=1, epochs=1, lr=0.02, steps=10,
+        per_rank_steps=[10] * nprocs, per_rank_samples=[640] * nprocs, samples=640 * nprocs,
+        train_seconds=seconds, samples_per_second=640 * nprocs / seconds, final_accuracy=accuracy,
+        final_loss=0.5, loss_history=[0.5], dataset={}, model={}, wall_seconds=seconds + 5.0,
+        train_energy={"joules": joules, "estimated": True})
+
+
+def test_scaling_report_speedup_efficiency_and_k():
+    one, two = _fake(1, 10.0, 200.0), _fake(2, 6.0, 240.0, global_batch=128)
+    rows = ddp.scaling_report([one, two]).rows
+    assert rows[0]["speedup"] == pytest.approx(1.0) and rows[0]["efficiency"] == pytest.approx(1.0)
+    assert rows[1]["speedup"] == pytest.approx(10 / 6)
+    assert rows[1]["efficiency"] == pytest.approx(scaling.scaling_efficiency(10.0, 6.0, 2))
+    assert rows[1]["joules_per_device_hour"] == pytest.approx(240.0 / (2 * 6.0 / 3600))
+    assert "1.67x" in ddp.scaling_report([one, two]).text()
+    with pytest.raises(ValueError, match="DDPResult"):
+        ddp.scaling_report([])
+
+
+def test_stakeholder_summary_uses_the_numbers():
+    text = ddp.stakeholder_summary(_fake(1, 10.0, 200.0), _fake(2, 6.0, 240.0, accuracy=0.8))
+    assert "1.67x" in text and "83%" in text and "estimate" in text and "80.0%" in text
