@@ -313,7 +313,11 @@ def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str | None:
         if math.isnan(g) and not math.isnan(e):
             where = f" at index {i}" if wshape else ""
             return f"got NaN{where}; expected {e:.6g}."
-        if not (abs(g - e) <= atol + rtol * abs(e) or g == e):
+        if math.isinf(e) or math.isinf(g):  # inf - inf is nan and inf * rtol is inf: compare exactly
+            close = g == e
+        else:
+            close = abs(g - e) <= atol + rtol * abs(e)
+        if not close:
             where = f" at index {i}" if wshape else ""
             return f"expected {e:.6g}{where}, got {g:.6g} (difference {g - e:.3g})."
     return None

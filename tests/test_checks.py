@@ -1,5 +1,6 @@
 """Exercise checkers (greenlab.checks, exposed as gl.check): never raise for wrong answers."""
 
+import math
 import numpy as np
 import pytest
 import torch
@@ -159,3 +160,9 @@ def test_gradients_match_structure_and_placeholder():
     result = checks.check_gradients_match(_model(), other)
     assert result.status == FAILED and "different parameters" in result.message
     assert "expected two torch.nn.Module" in checks.check_gradients_match(_model(), 5).message
+
+
+def test_infinity_is_matched_exactly_even_with_a_relative_tolerance():
+    assert checks.check_close("payback", math.inf, math.inf, rtol=0.1).passed
+    assert not checks.check_close("payback", 1e300, math.inf, rtol=0.1).passed
+    assert not checks.check_close("payback", math.inf, 5.0, rtol=0.1).passed
