@@ -8,7 +8,6 @@ element-wise ops such as ReLU or normalisation are not counted).
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
@@ -81,33 +80,48 @@ class FlopCount:
 def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> FlopCount:
     """Count FLOPs of ``model`` on zeros of shape (batch_size, *input_shape).
 
-    A copy of the model is used, so its weights, gradients and normalisation statistics are
-    untouched. The training step runs forward and backward of a cross-entropy loss (when the
-    output is 2-D) or of the output's sum.
+    The count runs on the model itself and then puts back what it touched (gradients,
+    normalisation statistics, train/eval mode), so weights and statistics are unchanged; this
+    also works for models carrying pruning masks, which cannot be deep-copied. The training
+    step runs forward and backward of a cross-entropy loss (when the output is 2-D) or of the
+    output's sum. Batch size 1 is counted at batch 2 and halved (FLOPs grow linearly with the
+    batch), because batch normalisation cannot train on one value per channel.
     """
     from torch.utils.flop_counter import FlopCounterMode
 
     _check_int("batch_size", batch_size, minimum=1)
     shape = tuple(int(s) for s in input_shape)
-    work = copy.deepcopy(model)
+    counted = max(batch_size, 2)
     if device is None:
-        param = next(work.parameters(), None)
+        param = next(model.parameters(), None)
         device = param.device if param is not None else "cpu"
-    x = torch.zeros((batch_size, *shape), device=device)
-    work.eval()
-    with torch.no_grad(), FlopCounterMode(display=False) as fwd:
-        work(x)
-    work.train()
-    work.zero_grad(set_to_none=True)
-    with FlopCounterMode(display=False) as step:
-        out = work(x)
-        if out.dim() == 2:
-            target = torch.zeros(out.shape[0], dtype=torch.long, device=out.device)
-            loss = F.cross_entropy(out, target)
-        else:
-            loss = out.sum()
-        loss.backward()
-    return FlopCount(forward=int(fwd.get_total_flops()), train_step=int(step.get_total_flops()),
+    x = torch.zeros((counted, *shape), device=device)
+    was_training = model.training
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    grads = [(p, None if p.grad is None else p.grad.detach().clone()) for p in model.parameters()]
+    try:
+        model.eval()
+        with torch.no_grad(), FlopCounterMode(display=False) as fwd:
+            model(x)
+        model.train()
+        with FlopCounterMode(display=False) as step:
+            out = model(x)
+            if out.dim() == 2:
+                target = torch.zeros(out.shape[0], dtype=torch.long, device=out.device)
+                loss = F.cross_entropy(out, target)
+            else:
+                loss = out.sum()
+            loss.backward()
+    finally:
+        with torch.no_grad():
+            for buffer, saved in buffers:
+                buffer.copy_(saved)
+        for param, saved in grads:
+            param.grad = saved
+        model.train(was_training)
+    scale = batch_size / counted
+    return FlopCount(forward=round(fwd.get_total_flops() * scale),
+                     train_step=round(step.get_total_flops() * scale),
                      batch_size=batch_size, input_shape=shape)
 
 

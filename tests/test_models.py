@@ -79,3 +79,26 @@ def test_count_params():
     layer.bias.requires_grad_(False)
     assert models.count_params(layer) == 50
     assert models.count_params(layer, trainable_only=False) == 55
+
+
+def test_flops_leave_weights_grads_and_statistics_untouched_and_handle_pruning_masks():
+    import torch.nn.utils.prune as prune
+
+    model = models.build("cnn", num_classes=10, in_channels=1, depth=2, width=8)
+    model.train()
+    last_linear = [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
+    prune.l1_unstructured(last_linear, name="weight", amount=0.5)  # weight is now computed by a hook
+    masked_state = {k: v.clone() for k, v in model.state_dict().items()}
+    count = models.flops(model, (1, 28, 28), batch_size=4)
+    assert count.forward > 0 and count.train_step > count.forward
+    assert model.training
+    assert all(p.grad is None for p in model.parameters())
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, masked_state[k]), k
+
+
+def test_flops_at_batch_one_for_batchnorm_nets_that_shrink_to_one_pixel():
+    model = models.build("cnn", num_classes=10, in_channels=3, depth=4, width=8, norm="batch")
+    one = models.flops(model, (3, 8, 8), batch_size=1)
+    four = models.flops(model, (3, 8, 8), batch_size=4)
+    assert one.forward * 4 == four.forward
