@@ -25,7 +25,7 @@ from greenlab.carbon import co2e_g, compare_regions, equivalents, format_mass, i
 from greenlab import report, scheduling  # noqa: E402
 
 # --- harness (setup, data, models, training, experiments) ---
-from greenlab import batching, data, ddp, experiments, models, results, search  # noqa: E402
+from greenlab import batching, data, ddp, experiments, models, recipes, results, search  # noqa: E402
 from greenlab.config import Settings, budget, device, is_quick, setup  # noqa: E402
 from greenlab.experiments import Comparison, compare  # noqa: E402
 from greenlab.models import count_params, flops  # noqa: E402
