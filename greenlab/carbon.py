@@ -14,9 +14,10 @@ import csv
 import difflib
 import functools
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from greenlab.config import data_dir  # the one place that knows where data/ is
 
 JOULES_PER_KWH = 3.6e6
 
@@ -89,14 +90,6 @@ class RegionCO2e:
 
 
 # --- public API ---------------------------------------------------------------
-
-
-def data_dir() -> Path:
-    """Folder of greenlab's reference tables (env ``GREENLAB_DATA_DIR`` overrides)."""
-    override = os.environ.get("GREENLAB_DATA_DIR")
-    if override:
-        return Path(override).expanduser().resolve()
-    return Path(__file__).resolve().parent.parent / "data"
 
 
 def regions() -> list[Region]:
