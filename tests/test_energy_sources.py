@@ -349,3 +349,19 @@ def test_this_machine_without_driver_has_no_gpu_components():
         pytest.skip("NVML is available here")
     assert [s.component for s in found.sources if s.component.startswith("gpu:")] == []
     assert found.problems == []
+
+
+def test_estimate_never_exceeds_p_max_in_any_interval():
+    """Tick rounding can report more busy time than the CPUs had; every interval is capped."""
+    state = {"t": 0.0, "user": 0.0, "idle": 0.0}
+    source = CpuEstimateSource(n_logical=2, n_physical=2, cpu_times=lambda: {"user": state["user"], "idle": state["idle"]},
+                               clock=lambda: state["t"])
+    # a quiet first second leaves headroom in the running total ...
+    state["t"] = 1.0
+    first = source.read_joules()
+    assert first == pytest.approx(source.idle_watts * 1.0)
+    # ... which must not be spent by a later short interval reporting too much busy time
+    state["t"] = 1.01
+    state["user"] = 0.05  # 50 ms of busy time reported in 10 ms on 2 CPUs: impossible, rounding
+    window = source.read_joules() - first
+    assert window <= source.max_watts * 0.01 + 1e-12

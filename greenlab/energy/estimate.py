@@ -58,8 +58,9 @@ class CpuEstimateSource(EnergySource):
         self._cpu_times = cpu_times or psutil.cpu_times
         self._clock = clock
         self._lock = threading.Lock()
-        self._t0 = clock()
-        self._busy0 = self._busy_seconds()
+        self._t_last = clock()
+        self._busy_last = self._busy_seconds()
+        self._joules = 0.0
         model = (f"estimate: E = P_idle*dt + (P_max - P_idle)*busy_cpu_s/{self.n_logical} "
                  "logical CPUs; "
                  f"P_max = {self.tdp_per_core_w:g} W/core x {self.n_physical} cores = "
@@ -75,11 +76,16 @@ class CpuEstimateSource(EnergySource):
         self.update_period_s = 1.0 / tick  # CPU times advance in clock ticks
 
     def read_joules(self) -> float:
+        """Energy since this source was created, accumulated read by read: each interval's
+        busy time is capped at what the CPUs could do in it (clock-tick rounding can report
+        more), so no window, however short, reads above P_max."""
         with self._lock:
-            dt = self._clock() - self._t0
-            # tick rounding can make busy time exceed what the CPUs could do; cap it there
-            busy = min(self._busy_seconds() - self._busy0, self.n_logical * max(dt, 0.0))
-        return self.idle_watts * dt + (self.max_watts - self.idle_watts) * busy / self.n_logical
+            now, busy_now = self._clock(), self._busy_seconds()
+            dt = max(now - self._t_last, 0.0)
+            busy = min(max(busy_now - self._busy_last, 0.0), self.n_logical * dt)
+            self._joules += self.idle_watts * dt + (self.max_watts - self.idle_watts) * busy / self.n_logical
+            self._t_last, self._busy_last = now, busy_now
+            return self._joules
 
     def _busy_seconds(self) -> float:
         times = self._cpu_times()
