@@ -248,7 +248,7 @@ class OnPlateau:
 
     It needs the loss, so with ``gl.train`` pass the same object twice:
     ``TrainConfig(batch_schedule=p)`` and ``callbacks=[p]``. Its ``on_eval(state)`` reads the
-    training loss (``state.loss``, or ``state["loss"]``) at every evaluation (each epoch end, and
+    mean training loss (``state.mean_loss``, or ``state["loss"]``) at every evaluation (each epoch end, and
     every ``eval_every`` steps if set); ``observe(loss)`` does the same by hand. After ``patience``
     observations without an improvement larger than ``min_delta`` (relative), the size grows by
     ``factor`` and the counter restarts. ``__call__(epoch)`` returns the current size.
@@ -288,8 +288,15 @@ class OnPlateau:
         return self.size
 
     def on_eval(self, state) -> None:
-        """Training-callback hook: observe the loss found in ``state``."""
-        loss = state.get("loss") if isinstance(state, dict) else getattr(state, "loss", None)
+        """Training-callback hook: observe the mean training loss since the last evaluation
+        (``state.mean_loss``; a dict's ``"loss"``). The last step's loss alone is too noisy:
+        at an epoch end it is often a small leftover batch."""
+        if isinstance(state, dict):
+            loss = state.get("loss")
+        else:
+            loss = getattr(state, "mean_loss", None)
+            if loss is None:
+                loss = getattr(state, "loss", None)
         if loss is not None:
             self.observe(loss)
 

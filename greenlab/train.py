@@ -178,6 +178,7 @@ class TrainState:
     samples: int = 0
     seconds: float = 0.0
     accuracy: float | None = None  # last evaluation's test accuracy
+    mean_loss: float | None = None  # mean training loss over the steps since the evaluation before
     best_accuracy: float | None = None
     batch_size: int = 0
     lr: float = 0.0
@@ -488,6 +489,7 @@ class _Run:
         self.loss_sum = torch.zeros((), device=self.dev)
         self.loss_steps = 0
         self.last_acc = acc
+        self.state.mean_loss = loss
         self.history.append({"step": self.step, "epoch": self.epoch, "samples": self.samples,
                              "seconds": seconds, "joules": joules, "loss": loss, "accuracy": acc,
                              "lr": self.optimizer.param_groups[0]["lr"]})

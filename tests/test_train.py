@@ -220,3 +220,21 @@ def test_train_refuses_bad_arguments(ds):
         train(tiny_mlp(), ds, {"batch_size": 2}, log=False)
     with pytest.raises(ValueError, match="Dataset"):
         train(tiny_mlp(), (ds.train_x, ds.train_y), TrainConfig(), log=False)
+
+
+def test_eval_callbacks_see_the_mean_loss_since_the_last_evaluation():
+    import greenlab as gl
+
+    data = gl.data.load("synthetic", n_train=96, n_test=32, verbose=False)
+    seen = []
+
+    class Watch:
+        def on_eval(self, state):
+            seen.append(state.mean_loss)
+
+    model = gl.models.build("mlp", num_classes=data.num_classes, input_shape=data.input_shape)
+    result = gl.train(model, data, gl.TrainConfig(batch_size=32, epochs=2), callbacks=[Watch()],
+                      log=False, save=False)
+    assert len(seen) == len(result.history) >= 2
+    assert seen == [row["loss"] for row in result.history]
+    assert all(loss is not None and loss > 0 for loss in seen)
