@@ -1,0 +1,66 @@
+"""Every lesson follows the course's shape (DESIGN.md), so learners always know where they are."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+LESSONS = Path(__file__).resolve().parent.parent / "lessons"
+INSTRUCTOR = sorted((LESSONS / "instructor").glob("[0-9][0-9]_*.ipynb"))
+HEADINGS = ["## Why it matters", "## Baseline", "## One change at a time", "## What it means on a real GPU",
+            "## Exercise", "## Explain it to a non-technical stakeholder", "## Knowledge check",
+            "## Summary", "## References"]
+
+
+def _cells(path: Path):
+    nb = json.loads(path.read_text())
+    return [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
+
+
+def test_there_are_ten_lessons_with_learner_copies():
+    numbers = [p.name[:2] for p in INSTRUCTOR]
+    assert numbers == [f"{i:02d}" for i in range(10)]
+    for path in INSTRUCTOR:
+        assert (LESSONS / path.name).is_file(), f"no learner copy of {path.name}"
+
+
+@pytest.mark.parametrize("path", INSTRUCTOR, ids=lambda p: p.stem)
+def test_lesson_shape(path):
+    cells = _cells(path)
+    markdown = [src for kind, src in cells if kind == "markdown"]
+    code = [src for kind, src in cells if kind == "code"]
+    assert markdown[0].startswith(f"# {path.name[:2]} "), "the first cell is the lesson's title"
+    assert "**Goals" in markdown[0] and "Time" in markdown[0], "goals and time come first"
+    assert code[0].splitlines()[0] == "import greenlab as gl" and "gl.setup(" in code[0]
+
+    lines = [line.strip() for src in markdown for line in src.splitlines()]
+    found = [next((i for i, line in enumerate(lines) if line.startswith(h)), None) for h in HEADINGS]
+    missing = [h for h, i in zip(HEADINGS, found) if i is None]
+    assert not missing, f"missing sections: {missing}"
+    assert found == sorted(found), "sections are out of order"
+
+    everything = "\n".join(code)
+    assert "import *" not in everything
+    assert "gl.reference.show(" in everything, "the GPU section reads recorded reference runs"
+    assert "gl.quiz(" in everything and "gl.check." in everything
+    assert re.search(r"plt\.|\.plot\(|plot_", everything), "at least one plot of the learner's measurements"
+    assert "gl.budget(" in everything, "sizes are chosen through gl.budget"
+
+
+@pytest.mark.parametrize("path", INSTRUCTOR, ids=lambda p: p.stem)
+def test_knowledge_check_has_four_to_eight_questions_each_option_with_feedback(path, monkeypatch):
+    import greenlab as gl
+
+    src = next(src for kind, src in _cells(path) if kind == "code" and "gl.quiz(" in src)
+    captured = {}
+    monkeypatch.setattr(gl, "quiz", lambda questions, *a, **k: captured.setdefault("q", questions))
+    namespace = {"gl": gl}
+    exec(compile(src, f"{path.name}:quiz", "exec"), namespace)  # the cell only builds data and calls gl.quiz
+    questions = captured["q"]
+    assert 4 <= len(questions) <= 8
+    from greenlab.quiz import Quiz
+
+    Quiz(questions)  # validates: every option has feedback, one right answer for single choice, ...
