@@ -7,7 +7,8 @@
 - ``to_prometheus`` / ``to_csv``: export ``PowerMonitor`` samples in the Prometheus text
   exposition format (version 0.0.4) or as a CSV file.
 - ``save_checkpoint`` / ``load_checkpoint`` / ``CheckpointCallback``: crash-safe checkpoints
-  (written to a temporary file, flushed to disk, then renamed over the old one).
+  (written to a temporary file, flushed to disk, then renamed over the old one); the callback
+  saves the whole training state, for ``gl.train(..., resume_from=path)``.
 """
 
 from __future__ import annotations
@@ -269,9 +270,12 @@ def load_checkpoint(path, model=None, optimizer=None, map_location="cpu") -> dic
 
 
 class CheckpointCallback:
-    """A ``gl.train`` callback that saves the model every ``every_steps`` optimizer steps (and at
-    the end of the run) to ``path``. ``gl.train`` does not hand callbacks its optimizer, so only
-    the model's state and the step are saved."""
+    """A ``gl.train`` callback that saves the whole training state (model, optimizer, lr
+    schedule, loss scaler, position in the data, random-number states, history, seconds and
+    joules so far) every ``every_steps`` optimizer steps to ``path``, through
+    ``state.checkpoint``; ``gl.train(..., resume_from=path)`` continues from it. At the end of a
+    run that finished (completed, target reached, early-stopped) it saves the final state too;
+    after a stop, an interrupt or divergence it keeps the last periodic checkpoint."""
 
     def __init__(self, path, every_steps: int = 100):
         _check_count("every_steps", every_steps, 1)
@@ -284,11 +288,11 @@ class CheckpointCallback:
             self._save(state)
 
     def on_end(self, state) -> None:
-        self._save(state)
+        if state.status in ("completed", "target-reached", "early-stopped"):
+            self._save(state)
 
     def _save(self, state) -> None:
-        save_checkpoint(self.path, state.model, step=state.step, samples=state.samples,
-                        accuracy=state.accuracy)
+        state.checkpoint(self.path)
         self.saved += 1
 
 

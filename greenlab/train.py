@@ -16,11 +16,17 @@ number of samples in its accumulation window (the last window of an epoch may be
 equal micro-batches this is dividing the mean loss by the number of micro-batches actually in the
 window; either way the accumulated gradient equals the gradient of one big batch of the same
 samples (for models without batch-dependent layers such as BatchNorm).
+
+Resuming: ``state.checkpoint(path)`` (from an ``on_step`` callback, e.g.
+``greenlab.profiling.CheckpointCallback``) saves the whole training state at an optimizer-step
+boundary; ``train(..., resume_from=path)`` continues from it and, on the same machine and
+software, ends with the same weights and history rows as a run that was never interrupted.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import platform
 import sys
 import time
@@ -37,6 +43,9 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 LR_SCHEDULES = ("constant", "step", "cosine", "warmup-linear")
 STATUSES = ("completed", "target-reached", "early-stopped", "stopped", "interrupted", "diverged")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+TRAIN_STATE_VERSION = 1
+# TrainConfig fields that do not change what is trained (so a resumed run may differ in them)
+RESUME_FREE_FIELDS = ("label", "region", "eval_batch_size", "pin_memory", "prefetch_factor")
 
 
 class StopTraining(Exception):
@@ -184,8 +193,19 @@ class TrainState:
     lr: float = 0.0
     model: object = None
     config: TrainConfig | None = None
+    status: str = "running"  # the run's status at event "end"
     _loss: object = None
     _meter: object = None
+    _run: object = None
+
+    def checkpoint(self, path) -> str:
+        """Save the whole training state to ``path`` (atomically) so that
+        ``train(..., resume_from=path)`` can continue exactly from here. Call it from
+        ``on_step`` (an optimizer-step boundary); at ``on_end`` of a run that finished it saves
+        the final state, which can be loaded but not resumed. Returns the path."""
+        if self._run is None:
+            raise ValueError("this TrainState belongs to no running train() call")
+        return self._run.checkpoint(path, self.event)
 
     @property
     def loss(self) -> float | None:
@@ -236,6 +256,17 @@ class RunResult:
     message: str = ""
     estimated: bool = False
     sources: dict = field(default_factory=dict)
+    # resuming: seconds/joules above are this call's only; the cumulative figures add what the
+    # checkpoint records for the earlier session(s) up to the checkpoint (work done after the
+    # checkpoint in an interrupted session is lost and not counted). ``steps``/``samples`` are
+    # positions in the whole run; the *_this_session counts are this call's.
+    resumed_from_step: int | None = None
+    prior_seconds: float = 0.0
+    prior_joules: float = 0.0
+    cumulative_seconds: float = 0.0
+    cumulative_joules: float = 0.0
+    steps_this_session: int = 0
+    samples_this_session: int = 0
 
     def summary(self) -> str:
         """One readable line."""
@@ -256,7 +287,7 @@ class RunResult:
 
 def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_event=None,
           device=None, log: bool = True, sources=None, idle=None, save: bool = True,
-          results_path=None) -> RunResult:
+          results_path=None, resume_from=None) -> RunResult:
     """Train ``model`` on ``data`` (a ``greenlab.data.Dataset``) as ``config`` says.
 
     callbacks: objects with optional ``on_step(state)``, ``on_eval(state)``, ``on_end(state)``
@@ -266,6 +297,11 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     "diverged". Every run, whatever its status, is appended to the results log
     (``save=False`` to skip; ``results_path`` to choose the file).
     sources / idle: energy sources and an IdlePower passed to ``greenlab.energy.measure``.
+    resume_from: a checkpoint written by ``state.checkpoint`` / ``CheckpointCallback`` during a
+      run with the same config (fields in ``RESUME_FREE_FIELDS`` may differ) and data size; the
+      run continues from it. ``seconds``/``joules`` then cover this call only, and
+      ``cumulative_seconds``/``cumulative_joules`` add the earlier session up to the checkpoint;
+      history rows and *_to_target figures are cumulative.
     """
     from greenlab import config as gl_config
     from greenlab.energy import default_sources, measure
@@ -286,6 +322,7 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     if sources is None:
         sources = default_sources()
 
+    saved = load_train_checkpoint(resume_from, cfg, data) if resume_from is not None else None
     torch.manual_seed(cfg.seed)
     model = model.to(dev)
     if cfg.channels_last:
@@ -294,6 +331,8 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     flop_count = flops(model, data.input_shape, batch_size=1, device=dev)
     net = torch.compile(model) if cfg.compile else model
     run = _Run(cfg, model, net, data, dev, callbacks, stop_event, log, sources)
+    if saved is not None:
+        run.restore(saved, resume_from)
 
     peak = _PeakMemory(dev)
     window = measure(cfg.label or "train", idle=idle, sources=sources)
@@ -342,7 +381,7 @@ class _Run:
         self.test_y = data.test_y.to(dev)
         self.optimizer = _optimizer(cfg, model)
         self.scheduler = _scheduler(cfg, self.optimizer, self._total_steps())
-        self.state = TrainState(model=model, config=cfg)
+        self.state = TrainState(model=model, config=cfg, _run=self)
         self.history: list[dict] = []
         self.status = "completed"
         self.message = ""
@@ -361,13 +400,22 @@ class _Run:
         self.start_s = 0.0
         self.loss_sum = torch.zeros((), device=dev)  # window losses since the last evaluation
         self.loss_steps = 0
+        # position inside the epoch and resume bookkeeping
+        self.batch_in_epoch = 0  # micro-batches of this epoch consumed so far
+        self.epoch_loader_rng = None  # the loader generator's state when this epoch began
+        self.start_epoch = 0
+        self.resume_batch = 0  # micro-batches to skip in start_epoch (resumed runs)
+        self.resumed_from_step = None
+        self.start_step = self.start_samples = 0
+        self.prior_seconds = self.prior_joules = 0.0
+        self.rng_after_resume = None
 
     # one pass over everything; sets self.status
     def loop(self):
         cfg = self.cfg
-        bar = _progress(self._total_steps(), self.log, cfg.label)
+        bar = _progress(self._total_steps(), self.log, cfg.label, initial=self.step)
         try:
-            for epoch in range(cfg.epochs):
+            for epoch in range(self.start_epoch, cfg.epochs):
                 self.epoch = epoch
                 if self._epoch(epoch, bar):
                     break
@@ -386,6 +434,7 @@ class _Run:
         try:
             if self.status in ("completed", "stopped"):  # no-op if this step was evaluated
                 self._evaluate_now(rules=self.status == "completed")
+            self.state.status = self.status
             self._notify("on_end", "end")
         except StopTraining:
             pass
@@ -404,7 +453,10 @@ class _Run:
         last = len(sizes) - 1
         window_loss = torch.zeros((), device=self.dev)
         self.net.train()
-        for i, (xb, yb) in enumerate(self.loader):
+        batches, skip = self._batches(epoch)
+        if skip and self._after_step(epoch, skip - 1, last):  # finish the checkpointed step
+            return True
+        for i, (xb, yb) in enumerate(batches, start=skip):
             if xb.device != self.dev:
                 xb = xb.to(self.dev, non_blocking=True)
                 yb = yb.to(self.dev, non_blocking=True)
@@ -419,6 +471,7 @@ class _Run:
             else:
                 loss.backward()
             window_loss += loss.detach()
+            self.batch_in_epoch = i + 1
             if (i + 1) % cfg.accum_steps and i != last:
                 continue
             self._optimizer_step()
@@ -433,19 +486,45 @@ class _Run:
                 return True
             if self.callbacks:
                 self._notify("on_step", "step")
-            if self.stop_event is not None and self.stop_event.is_set():
-                self.status = "stopped"
-                self.message = f"stop requested at step {self.step}"
-                return True
-            if cfg.eval_every and self.step % cfg.eval_every == 0 and i != last:
-                if not self._evaluate_now():
-                    return True
-                self.net.train()
-            if cfg.max_steps is not None and self.step >= cfg.max_steps:
-                self.epochs_run = epoch + (1 if i == last else 0)
-                self._evaluate_now()
+            if self._after_step(epoch, i, last):
                 return True
         return False
+
+    def _after_step(self, epoch, i, last) -> bool:
+        """What follows an optimizer step's callbacks (``i``: its last micro-batch); True when
+        the run must end now."""
+        cfg = self.cfg
+        if self.stop_event is not None and self.stop_event.is_set():
+            self.status = "stopped"
+            self.message = f"stop requested at step {self.step}"
+            return True
+        if cfg.eval_every and self.step % cfg.eval_every == 0 and i != last:
+            if not self._evaluate_now():
+                return True
+            self.net.train()
+        if cfg.max_steps is not None and self.step >= cfg.max_steps:
+            self.epochs_run = epoch + (1 if i == last else 0)
+            self._evaluate_now()
+            return True
+        return False
+
+    def _batches(self, epoch):
+        """(iterator over this epoch's micro-batches, micro-batches already done). A resumed
+        run replays the loader from the epoch's saved generator state and skips the batches the
+        checkpoint already trained on, so the remaining batches (and augmentations) are the same."""
+        generator = self.loader.generator
+        if epoch == self.start_epoch and self.resume_batch:
+            generator.set_state(self.epoch_loader_rng)
+            it = iter(self.loader)
+            for _ in range(self.resume_batch):
+                next(it)
+            _set_rng_state(self.rng_after_resume, self.dev)
+            skip, self.resume_batch = self.resume_batch, 0
+            self.batch_in_epoch = skip
+            return it, skip
+        self.epoch_loader_rng = generator.get_state()
+        self.batch_in_epoch = 0
+        return iter(self.loader), 0
 
     def _optimizer_step(self):
         opt = self.optimizer
@@ -483,8 +562,8 @@ class _Run:
         acc = _accuracy(self.net, self.test_x, self.test_y, self.cfg, self.device_type, self.dtype)
         self.eval_seconds += time.perf_counter() - t0
         self.eval_cpu_seconds += time.process_time() - c0
-        seconds = time.perf_counter() - self.start_s
-        joules = self.meter.joules()
+        seconds = self.prior_seconds + time.perf_counter() - self.start_s
+        joules = self.prior_joules + self.meter.joules()
         loss = float(self.loss_sum) / self.loss_steps if self.loss_steps else None
         self.loss_sum = torch.zeros((), device=self.dev)
         self.loss_steps = 0
@@ -544,8 +623,9 @@ class _Run:
         fl = flop_count.to_dict()
         fl["train_step_per_sample"] = flop_count.train_step_per_sample
         fl["forward_per_sample"] = flop_count.forward_per_sample
-        fl["train_total_estimate"] = flop_count.train_step_per_sample * self.samples
-        fl["train_total_model"] = "train_step_per_sample x samples trained (FLOPs scale with batch size)"
+        fl["train_total_estimate"] = flop_count.train_step_per_sample * (self.samples - self.start_samples)
+        fl["train_total_model"] = ("train_step_per_sample x samples trained in this session "
+                                   "(FLOPs scale with batch size)")
         return RunResult(
             status=self.status, label=cfg.label, final_accuracy=self.last_acc, best_accuracy=self.best,
             history=self.history, seconds=energy.seconds, joules=energy.joules, energy=energy,
@@ -553,16 +633,131 @@ class _Run:
             joules_to_target=self.target[1] if self.target else None,
             steps_to_target=self.target[2] if self.target else None,
             co2e_g=co2e, region=cfg.region, steps=self.step, samples=self.samples,
-            epochs_run=self.epochs_run, samples_per_second=self.samples / train_seconds,
+            epochs_run=self.epochs_run,
+            samples_per_second=(self.samples - self.start_samples) / train_seconds,
             train_seconds=train_seconds,
             train_cpu_seconds=max(0.0, self.end_cpu_s - self.start_cpu_s - self.eval_cpu_seconds),
             peak_memory_bytes=peak.bytes(), peak_memory_kind=peak.kind,
             flops=fl, params=params, provenance=provenance(self.dev, energy.sources, __version__),
             config=cfg.to_dict(), message=self.message, estimated=energy.estimated,
-            sources=dict(energy.sources))
+            sources=dict(energy.sources), resumed_from_step=self.resumed_from_step,
+            prior_seconds=self.prior_seconds, prior_joules=self.prior_joules,
+            cumulative_seconds=self.prior_seconds + energy.seconds,
+            cumulative_joules=self.prior_joules + energy.joules,
+            steps_this_session=self.step - self.start_step,
+            samples_this_session=self.samples - self.start_samples)
+
+    # --- checkpoints ---
+
+    def checkpoint(self, path, event):
+        """Write the whole training state to ``path`` (see ``TrainState.checkpoint``)."""
+        from greenlab.profiling import save_checkpoint
+
+        if event not in ("step", "end"):
+            raise ValueError(f"state.checkpoint() works in on_step (or on_end), not in on_{event}: "
+                             "an evaluation's stopping rules are applied after its callbacks")
+        if event == "end" and self.status not in ("completed", "target-reached", "early-stopped"):
+            raise ValueError(f"the run ended with status {self.status!r} (not at a clean step); "
+                             "resume from the last checkpoint written during training")
+        cuda = self.dev.type == "cuda"
+        state = {
+            "version": TRAIN_STATE_VERSION,
+            "resumable": event == "step",
+            "status": self.status if event == "end" else "running",
+            "config": _plain(self.cfg.to_dict()),
+            "n_train": self.n_train,
+            "step": self.step, "epoch": self.epoch, "samples": self.samples,
+            "epochs_run": self.epochs_run, "batch_in_epoch": self.batch_in_epoch,
+            "loader_rng_epoch_start": self.epoch_loader_rng,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(self.dev) if cuda else None,
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "history": [dict(row) for row in self.history],
+            "best": self.best, "last_acc": self.last_acc, "evals_since_best": self.evals_since_best,
+            "target": list(self.target) if self.target else None,
+            "loss_sum": self.loss_sum.detach().cpu(), "loss_steps": self.loss_steps,
+            "seconds": self.prior_seconds + time.perf_counter() - self.start_s,
+            "joules": self.prior_joules + self.meter.joules(),
+        }
+        return str(save_checkpoint(path, self.model, self.optimizer, step=self.step,
+                                   samples=self.samples, accuracy=self.last_acc, train_state=state))
+
+    def restore(self, saved, path):
+        """Load a checkpoint payload (from ``load_train_checkpoint``) into this run."""
+        st = saved["extra"]["train_state"]
+        try:
+            self.model.load_state_dict(saved["model"])
+            self.optimizer.load_state_dict(saved["optimizer"])
+            if self.scheduler is not None:
+                self.scheduler.load_state_dict(st["scheduler"])
+            if self.scaler is not None:
+                self.scaler.load_state_dict(st["scaler"])
+        except (RuntimeError, KeyError, ValueError, TypeError) as exc:
+            raise ValueError(f"checkpoint {path} does not fit this model/optimizer: {exc}") from exc
+        self.step, self.epoch, self.samples = st["step"], st["epoch"], st["samples"]
+        self.start_step, self.start_samples = self.step, self.samples
+        self.resumed_from_step = self.step
+        self.epochs_run = st["epochs_run"]
+        self.start_epoch, self.resume_batch = st["epoch"], st["batch_in_epoch"]
+        self.epoch_loader_rng = st["loader_rng_epoch_start"]
+        self.rng_after_resume = {"torch": st["torch_rng"], "cuda": st["cuda_rng"]}
+        self.history = [dict(row) for row in st["history"]]
+        self.best, self.last_acc = st["best"], st["last_acc"]
+        self.evals_since_best = st["evals_since_best"]
+        self.target = tuple(st["target"]) if st["target"] else None
+        self.loss_sum = st["loss_sum"].to(self.dev)
+        self.loss_steps = st["loss_steps"]
+        self.prior_seconds, self.prior_joules = float(st["seconds"]), float(st["joules"])
+
+
+def load_train_checkpoint(path, config: TrainConfig, data) -> dict:
+    """Read a training checkpoint for resuming with ``config`` on ``data``. Raises
+    FileNotFoundError when there is no file, ValueError when it is damaged, is not a training
+    checkpoint, cannot be resumed, or was written with a config that changes the run
+    (the message names the differing fields)."""
+    from greenlab.profiling import load_checkpoint
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"resume_from must be a file path or None, got {type(path).__name__}")
+    saved = load_checkpoint(path)
+    st = (saved.get("extra") or {}).get("train_state")
+    if not isinstance(st, dict) or st.get("version") != TRAIN_STATE_VERSION:
+        raise ValueError(f"{path} holds no training state to resume from (it was not written by "
+                         "state.checkpoint / CheckpointCallback during gl.train)")
+    if not st.get("resumable"):
+        raise ValueError(f"{path} was written at the end of a finished run (status "
+                         f"{st.get('status')!r}); there is nothing left to resume")
+    ours, theirs = _plain(config.to_dict()), st["config"]
+    differ = sorted(k for k in set(ours) | set(theirs)
+                    if k not in RESUME_FREE_FIELDS and ours.get(k) != theirs.get(k))
+    if differ:
+        detail = ", ".join(f"{k}: checkpoint {theirs.get(k)!r} vs config {ours.get(k)!r}" for k in differ)
+        raise ValueError(f"cannot resume from {path}: the config differs in {', '.join(differ)} "
+                         f"({detail}). Resume with the checkpoint's config, or start a new run.")
+    n_train = int(data.train_x.shape[0])
+    if st["n_train"] != n_train:
+        raise ValueError(f"cannot resume from {path}: it was trained on {st['n_train']} samples, "
+                         f"this data has {n_train}")
+    return saved
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+def _plain(value):
+    """Tuples to lists, recursively, so configs compare equal after a save/load round trip."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _set_rng_state(states, dev):
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] is not None and dev.type == "cuda":
+        torch.cuda.set_rng_state(states["cuda"], dev)
+
 
 class _Meter:
     """Cumulative joules since creation, read from the run's energy sources."""
@@ -690,11 +885,11 @@ def _scheduler(cfg, optimizer, total_steps):
     return lrs.LambdaLR(optimizer, warmup_linear)
 
 
-def _progress(total, log, label):
+def _progress(total, log, label, initial=0):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, disable=not log, desc=label or "train", unit="step", leave=False,
-                file=sys.stderr)
+    return tqdm(total=total, initial=min(initial, total), disable=not log, desc=label or "train",
+                unit="step", leave=False, file=sys.stderr)
 
 
 def _as_callbacks(callbacks):
