@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from greenlab.config import data_dir  # the one place that knows where data/ is
+from greenlab.units import JOULES_PER_KWH
 
-JOULES_PER_KWH = 3.6e6
 
 DEFAULT_PUE = 1.0
 """Power usage effectiveness used when none is given: 1.0 means the machine

@@ -109,6 +109,16 @@ def check_close(
     return Check(name, FAILED, problem)
 
 
+def _not_a_function(fn: Any, label: str) -> Check | None:
+    """The verdict for an answer that is no function yet (None, ...) or not a function at all;
+    None when ``fn`` can be called."""
+    if is_placeholder(fn):
+        return Check(label, NOT_ATTEMPTED, "the function is not defined yet.")
+    if not callable(fn):
+        return Check(label, FAILED, f"expected a function, got {type(fn).__name__} {_short(fn)}.")
+    return None
+
+
 def check_function(
     fn: Any,
     cases: Iterable[tuple[Any, Any]],
@@ -132,10 +142,9 @@ def check_function(
     if not cases:
         raise ValueError("check_function needs at least one (args, expected) case")
     label = name or getattr(fn, "__name__", None) or "function"
-    if is_placeholder(fn):
-        return Check(label, NOT_ATTEMPTED, "the function is not defined yet.")
-    if not callable(fn):
-        return Check(label, FAILED, f"expected a function, got {type(fn).__name__} {_short(fn)}.")
+    verdict = _not_a_function(fn, label)
+    if verdict is not None:
+        return verdict
 
     failures: list[str] = []
     placeholders = 0
@@ -675,10 +684,9 @@ def separable_conv_flops(fn: Any) -> Check:
         return None
 
     as_pair.__name__ = "separable_conv_flops"
-    if is_placeholder(fn):
-        return Check("separable_conv_flops", NOT_ATTEMPTED, "the function is not defined yet.")
-    if not callable(fn):
-        return Check("separable_conv_flops", FAILED, f"expected a function, got {type(fn).__name__}.")
+    verdict = _not_a_function(fn, "separable_conv_flops")
+    if verdict is not None:
+        return verdict
     return check_function(as_pair, cases, rtol=1e-9, atol=0.0, name="separable_conv_flops", hint=hint)
 
 
@@ -724,10 +732,9 @@ def pareto_indices(fn: Any) -> Check:
         return "fewer joules is better: check the direction of each objective."
 
     as_sorted_indices.__name__ = "pareto_indices"
-    if is_placeholder(fn):
-        return Check("pareto_indices", NOT_ATTEMPTED, "the function is not defined yet.")
-    if not callable(fn):
-        return Check("pareto_indices", FAILED, f"expected a function, got {type(fn).__name__}.")
+    verdict = _not_a_function(fn, "pareto_indices")
+    if verdict is not None:
+        return verdict
     return check_function(as_sorted_indices, cases, name="pareto_indices", hint=hint)
 # --- end of lesson 05 checkers -------------------------------------------------------------
 
@@ -747,10 +754,9 @@ def accumulate_gradients(fn: Any) -> Check:
     import torch
 
     label = "accumulate_gradients"
-    if is_placeholder(fn):
-        return Check(label, NOT_ATTEMPTED, "the function is not defined yet.")
-    if not callable(fn):
-        return Check(label, FAILED, f"expected a function, got {type(fn).__name__}.")
+    verdict = _not_a_function(fn, label)
+    if verdict is not None:
+        return verdict
 
     failures: list[str] = []
     placeholders = 0
@@ -858,10 +864,9 @@ def amp_step(fn: Any) -> Check:
     import torch
 
     label = "amp_step"
-    if is_placeholder(fn):
-        return Check(label, NOT_ATTEMPTED, "the function is not defined yet.")
-    if not callable(fn):
-        return Check(label, FAILED, f"expected a function, got {type(fn).__name__} {_short(fn)}.")
+    verdict = _not_a_function(fn, label)
+    if verdict is not None:
+        return verdict
 
     failures: list[str] = []
     for case in ("ordinary", "tiny", "overflow"):

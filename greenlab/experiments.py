@@ -16,6 +16,8 @@ import html
 import math
 import sys
 
+from greenlab.units import format_energy
+
 METRICS = ("seconds", "joules", "final_accuracy", "seconds_to_target", "joules_to_target",
            "samples_per_second", "co2e_g")
 _RATIO_METRICS = ("seconds", "joules", "seconds_to_target", "joules_to_target", "samples_per_second", "co2e_g")
@@ -211,7 +213,7 @@ class Comparison:
             if e_ratio is None or t_ratio is None:
                 continue
             sentences.append(
-                f"{n} {goal} with {_change(e_ratio)} energy than {base} ({_energy(e_n)} vs {_energy(e_b)}) "
+                f"{n} {goal} with {_change(e_ratio)} energy than {base} ({format_energy(e_n)} vs {format_energy(e_b)}) "
                 f"and in {_change(t_ratio)} time ({t_n:.3g} s vs {t_b:.3g} s).")
         if self.target is not None and not to_target:
             missed = [n for n in self.names if not self.reached_target(n)]
@@ -368,12 +370,6 @@ def _change(ratio: float) -> str:
     return "the same"
 
 
-def _energy(joules: float) -> str:
-    if joules >= 3.6e6:
-        return f"{joules / 3.6e6:.3g} kWh"
-    if joules >= 1e3:
-        return f"{joules / 1e3:.3g} kJ"
-    return f"{joules:.3g} J"
 
 
 def _pct(x) -> str:

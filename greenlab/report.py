@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from greenlab import carbon
+from greenlab.units import JOULES_PER_KWH, format_energy
 
-JOULES_PER_KWH = 3.6e6
 METRIC_COLUMNS = (
     ("label", "run", ""),
     ("accuracy", "accuracy", ""),
@@ -215,7 +215,7 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
     for c in info["components"]:
         kind = "estimate" if c["estimated"] else "measured"
         how = f"; model: {c['model']}" if c["estimated"] and c["model"] else ""
-        comp_lines.append(f"  - `{c['component']}`: {_j(c['joules'])} ({kind}, source `{c['source']}`, "
+        comp_lines.append(f"  - `{c['component']}`: {format_energy(c['joules'])} ({kind}, source `{c['source']}`, "
                           f"+-{c['rel_uncertainty']:.0%}{how})")
     word = "estimated" if estimated else "measured"
     lines = [
@@ -223,7 +223,7 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
         "",
         f"- **Hardware:** {hw}",
         f"- **Duration:** {info['seconds']:.4g} s ({info['seconds'] / 3600:.3g} h)",
-        f"- **Energy ({word}):** {kwh:.3g} kWh ({_j(joules)}) +- {rel_energy:.0%}",
+        f"- **Energy ({word}):** {kwh:.3g} kWh ({format_energy(joules)}) +- {rel_energy:.0%}",
         *comp_lines,
         f"- **Grid:** {grid.name} (`{grid.code}`), {grid.g_per_kwh:g} gCO2e/kWh, annual average for "
         f"{grid.year}; source: {grid.source}",
@@ -385,12 +385,6 @@ def _fraction(value, name) -> float:
     return number
 
 
-def _j(joules: float) -> str:
-    if joules >= 1e6:
-        return f"{joules / 1e6:.3g} MJ"
-    if joules >= 1e3:
-        return f"{joules / 1e3:.3g} kJ"
-    return f"{joules:.3g} J"
 
 
 def _cell(row: EfficiencyRow, key: str) -> str:

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Sequence
 
 from greenlab import carbon
+from greenlab.units import JOULES_PER_KWH
 
-JOULES_PER_KWH = 3.6e6
 PROFILE_PREFIX = "hourly_intensity_"
 VALUE_COLUMNS = ("g_co2_per_kwh", "g_co2e_per_kwh", "intensity")
 

@@ -38,3 +38,12 @@ def g_to_kg(grams: float) -> float:
 def kg_to_g(kilograms: float) -> float:
     """Kilograms -> grams."""
     return float(kilograms) * GRAMS_PER_KG
+
+
+def format_energy(joules: float) -> str:
+    """Energy for people: "512 J", "3.6 kJ", "1.2 MJ" (three significant figures)."""
+    joules = float(joules)
+    for scale, unit in ((1e6, "MJ"), (1e3, "kJ")):
+        if abs(joules) >= scale:
+            return f"{joules / scale:.3g} {unit}"
+    return f"{joules:.3g} J"

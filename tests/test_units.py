@@ -27,3 +27,12 @@ def test_round_trips(value):
     assert units.kwh_to_joules(units.joules_to_kwh(value)) == pytest.approx(value)
     assert units.wh_to_joules(units.joules_to_wh(value)) == pytest.approx(value)
     assert units.kg_to_g(units.g_to_kg(value)) == pytest.approx(value)
+
+
+def test_format_energy_picks_a_readable_unit():
+    from greenlab.units import format_energy
+
+    assert format_energy(512) == "512 J"
+    assert format_energy(3600) == "3.6 kJ"
+    assert format_energy(1.2e6) == "1.2 MJ"
+    assert format_energy(0.0123) == "0.0123 J"
