@@ -1,7 +1,6 @@
 """Tests for greenlab.experiments: run order, statistics, ratios and the renderings."""
 
 import math
-import time
 
 import matplotlib
 import pytest
@@ -10,21 +9,10 @@ import torch
 matplotlib.use("Agg")
 
 from greenlab import data, experiments, models, results  # noqa: E402
-from greenlab.energy.sources import EnergySource  # noqa: E402
+from fakes import SlopeSource  # noqa: E402
 from greenlab.train import TrainConfig  # noqa: E402
 
 
-class SlopeSource(EnergySource):
-    """A fake estimated CPU meter rising at 10 W."""
-
-    name = "estimate"
-    estimated = True
-
-    def __init__(self):
-        super().__init__("cpu", model="10 W x time")
-
-    def read_joules(self):
-        return 10.0 * time.perf_counter()
 
 
 @pytest.fixture(autouse=True)

@@ -3,28 +3,15 @@
 import copy
 import json
 import threading
-import time
 
 import pytest
 import torch
 
 from greenlab import data, models, results
-from greenlab.energy.sources import EnergySource
+from fakes import SlopeSource
 from greenlab.train import StopTraining, TrainConfig, train
 
 
-class SlopeSource(EnergySource):
-    """A fake meter: a counter rising at a known 10 W, so joules = 10 x seconds."""
-
-    name = "estimate"
-    estimated = True
-
-    def __init__(self, watts=10.0):
-        super().__init__("cpu", note="test counter", model=f"{watts} W x time")
-        self.watts = watts
-
-    def read_joules(self):
-        return self.watts * time.perf_counter()
 
 
 @pytest.fixture(autouse=True)
