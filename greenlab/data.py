@@ -15,6 +15,7 @@ Loaders:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import socket
 from dataclasses import dataclass, field
@@ -72,6 +73,38 @@ class Dataset:
 
     def __repr__(self) -> str:
         return f"Dataset({self.describe()})"
+
+    def subset(self, train_indices=None, classes=None) -> "Dataset":
+        """A smaller dataset: ``classes`` keeps only those labels in both splits and relabels
+        them 0..len(classes)-1 (a new task from the same images); ``train_indices`` then picks
+        training rows (a list, a tensor of indices, or an int n for the first n). The test split
+        is kept whole (after the class filter), so accuracies stay comparable."""
+        train_x, train_y, test_x, test_y = self.train_x, self.train_y, self.test_x, self.test_y
+        num_classes, names = self.num_classes, list(self.classes)
+        if classes is not None:
+            keep = [int(c) for c in classes]
+            if not keep or len(set(keep)) != len(keep) or not all(0 <= c < self.num_classes for c in keep):
+                raise ValueError(f"classes must be distinct labels in 0..{self.num_classes - 1}, got {classes!r}")
+            order = torch.tensor(sorted(keep))
+            relabel = torch.full((self.num_classes,), -1, dtype=torch.long)
+            relabel[torch.tensor(keep)] = torch.arange(len(keep))
+            train_rows = torch.isin(train_y, order.to(train_y.device))
+            test_rows = torch.isin(test_y, order.to(test_y.device))
+            train_x, train_y = train_x[train_rows], relabel.to(train_y.device)[train_y[train_rows]]
+            test_x, test_y = test_x[test_rows], relabel.to(test_y.device)[test_y[test_rows]]
+            num_classes, names = len(keep), [names[c] for c in keep] if names else [str(c) for c in keep]
+        if train_indices is not None:
+            if isinstance(train_indices, int) and not isinstance(train_indices, bool):
+                if not 0 < train_indices <= len(train_y):
+                    raise ValueError(f"train_indices as a count must be in 1..{len(train_y)}, got {train_indices}")
+                rows = torch.arange(train_indices)
+            else:
+                rows = torch.as_tensor(train_indices, dtype=torch.long)
+                if rows.ndim != 1 or len(rows) == 0 or int(rows.min()) < 0 or int(rows.max()) >= len(train_y):
+                    raise ValueError(f"train_indices must be a non-empty 1-D list of rows in 0..{len(train_y) - 1}")
+            train_x, train_y = train_x[rows.to(train_x.device)], train_y[rows.to(train_y.device)]
+        return dataclasses.replace(self, train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y,
+                                   num_classes=num_classes, classes=names)
 
 
 def load(name: str, n_train: int | None = None, n_test: int | None = None, root=None,

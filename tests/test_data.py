@@ -195,3 +195,34 @@ def test_make_dataloader_iterates_and_changes_batch_size():
     assert torch.equal(torch.cat([b[1] for b in test]), ds.test_y)
     with pytest.raises(ValueError, match="prefetch_factor"):
         data.make_dataloader(ds, batch_size=4, prefetch_factor=2)
+
+
+def test_subset_by_rows_and_by_classes_relabels_and_keeps_the_test_split():
+    from greenlab import data as gd
+
+    ds = gd.load("synthetic", n_train=200, n_test=100, verbose=False)
+    first = ds.subset(train_indices=50)
+    assert first.n_train == 50 and first.n_test == ds.n_test
+    assert torch.equal(first.train_x, ds.train_x[:50])
+    picked = ds.subset(train_indices=[3, 1, 4])
+    assert torch.equal(picked.train_y, ds.train_y[[3, 1, 4]])
+
+    two = ds.subset(classes=[7, 2])
+    assert two.num_classes == 2 and set(two.train_y.tolist()) <= {0, 1}
+    assert int((two.train_y == 0).sum()) == int((ds.train_y == 7).sum())  # 7 became 0
+    assert int((two.test_y == 1).sum()) == int((ds.test_y == 2).sum())    # 2 became 1
+    both = ds.subset(train_indices=5, classes=[0, 1])
+    assert both.n_train == 5 and both.num_classes == 2
+    assert ds.n_train == 200 and ds.num_classes == 10  # the original is untouched
+
+
+def test_subset_rejects_bad_requests():
+    from greenlab import data as gd
+
+    ds = gd.load("synthetic", n_train=20, n_test=10, verbose=False)
+    for bad in ([], [1, 1], [10], [-1]):
+        with pytest.raises(ValueError, match="classes"):
+            ds.subset(classes=bad)
+    for bad in (0, 21, [20], [[0]]):
+        with pytest.raises(ValueError, match="train_indices"):
+            ds.subset(train_indices=bad)
