@@ -70,7 +70,7 @@ def format_report(report: dict) -> str:
         lines.append(f"GPUs     none ({report['nvml']['reason'] or 'no GPU visible'})")
     cpu = report["cpu"]
     lines.append(f"CPU      {cpu['model']}, {cpu['logical_cores']} logical / "
-                 f"{cpu['physical_cores']} physical cores")
+                 f"{cpu['physical_cores']} physical cores, native bf16: {_yes(cpu['native_bf16'])}")
     lines.append(f"RAPL     {report['rapl']['status']} ({report['rapl']['reason']})")
     lines.append("Sources")
     for component, s in report["sources"].items():
@@ -113,6 +113,17 @@ def _gpu_info(lib, gpu, source) -> dict:
     }
 
 
+def cpu_has_native_bf16() -> bool:
+    """True when PyTorch's CPU kernels (oneDNN) can run bfloat16 natively on this processor
+    (e.g. AVX-512 BF16 or AMX), so CPU autocast to bf16 can be faster than fp32."""
+    try:
+        import torch
+
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+
+
 def _cpu_info() -> dict:
     import psutil
 
@@ -129,6 +140,7 @@ def _cpu_info() -> dict:
         "model": model or platform.processor() or platform.machine() or "unknown",
         "logical_cores": psutil.cpu_count(logical=True),
         "physical_cores": psutil.cpu_count(logical=False),
+        "native_bf16": cpu_has_native_bf16(),
     }
 
 

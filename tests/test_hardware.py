@@ -87,3 +87,17 @@ def test_quick_mode_from_environment(tmp_path):
     assert doctor(environ={"CI": "true"}, **kw)["quick_mode"]["on"]
     assert not doctor(environ={}, **kw)["quick_mode"]["on"]
     assert not doctor(environ={"GREENLAB_QUICK": "0", "CI": "1"}, **kw)["quick_mode"]["on"]
+
+
+def test_native_bf16_is_reported_from_torch(monkeypatch):
+    import torch
+
+    from greenlab import hardware
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    assert hardware.cpu_has_native_bf16() is True
+    report = hardware.doctor()
+    assert report["cpu"]["native_bf16"] is True
+    assert "native bf16: yes" in hardware.format_report(report)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    assert hardware.cpu_has_native_bf16() is False
