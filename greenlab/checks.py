@@ -109,6 +109,16 @@ def check_close(
     return Check(name, FAILED, problem)
 
 
+def _sorted_indices(got: Any) -> Any:
+    """A learner's answer of row indices (list, tuple or tensor) as a sorted list of ints,
+    so any order is accepted; a placeholder answer is passed through."""
+    if is_placeholder(got):
+        return got
+    if hasattr(got, "tolist"):
+        got = got.tolist()
+    return sorted(int(i) for i in got)
+
+
 def _not_a_function(fn: Any, label: str) -> Check | None:
     """The verdict for an answer that is no function yet (None, ...) or not a function at all;
     None when ``fn`` can be called."""
@@ -517,12 +527,7 @@ def most_uncertain(fn: Any) -> Check:
     ]
 
     def as_sorted_indices(probs, k):
-        got = fn(probs, k)
-        if is_placeholder(got):
-            return got
-        if hasattr(got, "tolist"):
-            got = got.tolist()
-        return sorted(int(i) for i in got)
+        return _sorted_indices(fn(probs, k))
 
     def hint(args, expected, got):
         probs, k = args
@@ -710,12 +715,7 @@ def pareto_indices(fn: Any) -> Check:
         cases.append(((pts,), sorted(p["i"] for p in pareto_front(dicts))))
 
     def as_sorted_indices(points):
-        got = fn(points)
-        if is_placeholder(got):
-            return got
-        if hasattr(got, "tolist"):
-            got = got.tolist()
-        return sorted(int(i) for i in got)
+        return _sorted_indices(fn(points))
 
     def hint(args, expected, got):
         (pts,) = args
