@@ -276,6 +276,8 @@ class RunResult:
                 f"{self.joules:.4g} J{est}, {self.samples_per_second:.4g} samples/s")
         if self.joules_to_target is not None:
             line += f"; target in {self.seconds_to_target:.3g} s / {self.joules_to_target:.4g} J"
+        elif self.config.get("target_accuracy") is not None:
+            line += f"; target {self.config['target_accuracy']:.1%} NOT reached"
         return line
 
     def to_dict(self) -> dict:
@@ -626,6 +628,12 @@ class _Run:
         fl["train_total_estimate"] = flop_count.train_step_per_sample * (self.samples - self.start_samples)
         fl["train_total_model"] = ("train_step_per_sample x samples trained in this session "
                                    "(FLOPs scale with batch size)")
+        message = self.message
+        if cfg.target_accuracy is not None and self.target is None:
+            best = "n/a" if self.best is None else f"{self.best:.1%}"
+            missed = (f"target accuracy {cfg.target_accuracy:.1%} not reached within the budget "
+                      f"(best {best} after {self.step} steps)")
+            message = f"{message}; {missed}" if message else missed
         return RunResult(
             status=self.status, label=cfg.label, final_accuracy=self.last_acc, best_accuracy=self.best,
             history=self.history, seconds=energy.seconds, joules=energy.joules, energy=energy,
@@ -639,7 +647,7 @@ class _Run:
             train_cpu_seconds=max(0.0, self.end_cpu_s - self.start_cpu_s - self.eval_cpu_seconds),
             peak_memory_bytes=peak.bytes(), peak_memory_kind=peak.kind,
             flops=fl, params=params, provenance=provenance(self.dev, energy.sources, __version__),
-            config=cfg.to_dict(), message=self.message, estimated=energy.estimated,
+            config=cfg.to_dict(), message=message, estimated=energy.estimated,
             sources=dict(energy.sources), resumed_from_step=self.resumed_from_step,
             prior_seconds=self.prior_seconds, prior_joules=self.prior_joules,
             cumulative_seconds=self.prior_seconds + energy.seconds,

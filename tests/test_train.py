@@ -225,3 +225,12 @@ def test_eval_callbacks_see_the_mean_loss_since_the_last_evaluation():
     assert len(seen) == len(result.history) >= 2
     assert seen == [row["loss"] for row in result.history]
     assert all(loss is not None and loss > 0 for loss in seen)
+
+
+def test_an_impossible_target_ends_at_the_budget_and_says_so():
+    ds = data.load("synthetic", n_train=64, n_test=32, verbose=False)
+    model = models.build("mlp", num_classes=ds.num_classes, input_shape=ds.input_shape)
+    result = train(model, ds, TrainConfig(batch_size=32, epochs=1, target_accuracy=1.0), log=False, save=False)
+    assert result.status == "completed" and result.joules_to_target is None
+    assert "not reached within the budget" in result.message
+    assert "NOT reached" in result.summary()
