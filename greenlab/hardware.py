@@ -125,8 +125,6 @@ def cpu_has_native_bf16() -> bool:
 
 
 def _cpu_info() -> dict:
-    import psutil
-
     model = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -136,12 +134,41 @@ def _cpu_info() -> dict:
                     break
     except OSError:
         pass
+    logical, physical = _core_counts()
     return {
         "model": model or platform.processor() or platform.machine() or "unknown",
-        "logical_cores": psutil.cpu_count(logical=True),
-        "physical_cores": psutil.cpu_count(logical=False),
+        "logical_cores": logical,
+        "physical_cores": physical,
         "native_bf16": cpu_has_native_bf16(),
     }
+
+
+def _core_counts() -> tuple:
+    """(logical, physical) core counts: psutil when installed, else os.cpu_count() and the
+    distinct (physical id, core id) pairs of /proc/cpuinfo; None where unknown."""
+    try:
+        import psutil
+
+        return psutil.cpu_count(logical=True), psutil.cpu_count(logical=False)
+    except ImportError:
+        pass
+    return os.cpu_count(), _physical_cores_from_cpuinfo()
+
+
+def _physical_cores_from_cpuinfo(path: str = "/proc/cpuinfo") -> int | None:
+    cores, package = set(), "0"
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                if key == "physical id":
+                    package = value.strip()
+                elif key == "core id":
+                    cores.add((package, value.strip()))
+    except OSError:
+        return None
+    return len(cores) or None
 
 
 def _torch_info() -> dict:

@@ -779,30 +779,51 @@ class _Meter:
 
 
 class _PeakMemory:
-    """Peak CUDA memory allocated, or (CPU) the growth of the process's resident set size."""
+    """Memory the run added: CUDA peak allocated above the start of the run (model and data are
+    already resident then, so they are not counted), or (CPU) the growth of the process's
+    resident set size (psutil when installed, else /proc/self/statm)."""
 
     def __init__(self, dev):
         self.dev = dev
         self.peak_rss = None
         if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+            self.base = int(torch.cuda.memory_allocated(dev))
             torch.cuda.reset_peak_memory_stats(dev)
-            self.kind = "cuda max_memory_allocated"
+            self.kind = "cuda max_memory_allocated above the start of the run (model and data resident)"
         else:
-            import psutil
-
-            self.proc = psutil.Process()
-            self.rss0 = self.proc.memory_info().rss
-            self.kind = "cpu process RSS growth (start to end of run)"
+            self.rss0 = _rss_bytes()
+            self.kind = ("cpu process RSS growth (start to end of run)" if self.rss0 is not None
+                         else "not measured (no RSS reading on this system)")
 
     def sample(self):
-        if self.dev.type != "cuda":
-            rss = self.proc.memory_info().rss
-            self.peak_rss = rss if self.peak_rss is None else max(self.peak_rss, rss)
+        if self.dev.type != "cuda" and self.rss0 is not None:
+            rss = _rss_bytes()
+            if rss is not None:
+                self.peak_rss = rss if self.peak_rss is None else max(self.peak_rss, rss)
 
-    def bytes(self) -> int:
+    def bytes(self) -> int | None:
         if self.dev.type == "cuda":
-            return int(torch.cuda.max_memory_allocated(self.dev))
+            return max(0, int(torch.cuda.max_memory_allocated(self.dev)) - self.base)
+        if self.rss0 is None:
+            return None
         return max(0, int((self.peak_rss or self.rss0) - self.rss0))
+
+
+def _rss_bytes() -> int | None:
+    """This process's resident set size in bytes: psutil when installed, else /proc/self/statm;
+    None where neither exists."""
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except ImportError:
+        pass
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def provenance(dev, sources: dict, version: str) -> dict:
@@ -894,10 +915,34 @@ def _scheduler(cfg, optimizer, total_steps):
 
 
 def _progress(total, log, label, initial=0):
-    from tqdm.auto import tqdm
+    """A tqdm progress bar when ``log`` and tqdm is installed; otherwise a silent stand-in."""
+    if log:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            tqdm = None
+        if tqdm is not None:
+            return tqdm(total=total, initial=min(initial, total), desc=label or "train",
+                        unit="step", leave=False, file=sys.stderr)
+    return _NoProgress()
 
-    return tqdm(total=total, initial=min(initial, total), disable=not log, desc=label or "train",
-                unit="step", leave=False, file=sys.stderr)
+
+class _NoProgress:
+    """The part of tqdm's interface the loop uses, doing nothing (no tqdm, or ``log=False``)."""
+
+    n = 0
+
+    def update(self, n=1):
+        self.n += n
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def set_postfix_str(self, *args, **kwargs):
+        pass
+
+    def close(self):
+        pass
 
 
 def _as_callbacks(callbacks):
