@@ -22,14 +22,31 @@ A quiz is a list of questions, each a dict (or a :class:`Question`):
 Every option carries its own feedback. :meth:`Quiz.grade` returns the score and
 per-question feedback, so tests need no browser. :func:`quiz` shows the quiz with
 ipywidgets in a notebook front end and prints it as text otherwise.
+
+The lessons' knowledge checks live as data in ``greenlab/quizzes/NN_slug.json``
+(``{"title": ..., "questions": [...]}``), so a lesson's code cell reads
+``gl.quiz("02")`` and never shows the answer key. A lesson quiz shuffles its
+options: the order is drawn from a seed made once per Python process (one kernel
+session) and the question's text, so it stays the same when a cell is re-run and
+differs between sessions; the correct option's position is spread evenly over
+the lesson's single-choice questions. ``GREENLAB_QUIZ_SEED`` (an integer) or
+``seed=`` fixes the order, e.g. for tests.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from dataclasses import dataclass, field
+import os
+import random
+import secrets
+from dataclasses import dataclass, field, replace
+from importlib import resources
 
 KINDS = ("single", "multiple", "numeric")
+SEED_ENV = "GREENLAB_QUIZ_SEED"
+_SESSION_SEED = secrets.randbits(32)  # drawn once per process: one kernel session
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,7 @@ class Quiz:
             raise ValueError("a quiz needs at least one question")
         self.questions: list[Question] = built
         self.title = title
+        self.lesson: str | None = None  # NN_slug when loaded from the package's quiz data
 
     def __len__(self) -> int:
         return len(self.questions)
@@ -163,17 +181,28 @@ class Quiz:
 
 
 def quiz(questions, title: str | None = None, display: str = "auto",
-         show_answers: bool = False) -> Quiz:
+         show_answers: bool = False, shuffle: bool | None = None, seed: int | None = None) -> Quiz:
     """Show a knowledge check and return its :class:`Quiz`.
 
+    ``questions`` is a lesson's number or name (``"02"``, ``"02_mixed_precision"``),
+    read from the package's quiz data, or a list of question dicts, or a :class:`Quiz`.
+    ``shuffle`` (default: True for a lesson, False otherwise) orders each question's
+    options by :func:`shuffled` with ``seed`` (default :func:`session_seed`); answers
+    by index then refer to the order shown.
     ``display="auto"`` renders ipywidgets when a notebook front end is attached
     and prints the questions as text otherwise; ``"widget"`` or ``"text"`` force one.
     ``show_answers=True`` (text mode) prints the answers and feedback, for instructors.
     Assign the result (``check = gl.quiz(...)``) to keep the cell output to the quiz itself.
     """
-    q = questions if isinstance(questions, Quiz) else Quiz(questions, title=title)
+    lesson = isinstance(questions, str)
+    if lesson:
+        q = load(questions)
+    else:
+        q = questions if isinstance(questions, Quiz) else Quiz(questions, title=title)
     if title is not None:
         q.title = title
+    if shuffle if shuffle is not None else lesson:
+        q = shuffled(q, seed=seed)
     from greenlab.widgets.common import resolve_display  # late: keeps grading free of ipywidgets
 
     if resolve_display(display) == "widget":
@@ -184,7 +213,89 @@ def quiz(questions, title: str | None = None, display: str = "auto",
         ipy_display(QuizWidget(q).widget)
     else:
         print(q.text(show_answers=show_answers))
+        if not show_answers:
+            print("\n" + ANSWER_HINT)
     return q
+
+
+ANSWER_HINT = ("Grade your answers with .grade([...]) on the returned quiz: one entry per question, "
+               "an option's index as shown (a = 0) or its text, a list for 'choose all', a number for numeric.")
+
+
+def lessons() -> list[str]:
+    """Names (``NN_slug``) of the lessons whose knowledge check ships with the package."""
+    return sorted(p.name[:-5] for p in _quiz_dir().iterdir() if p.name.endswith(".json"))
+
+
+def load(lesson: str) -> Quiz:
+    """The knowledge check of ``lesson`` (``"02"`` or ``"02_mixed_precision"``), unshuffled,
+    from ``greenlab/quizzes/NN_slug.json``; ValueError names the lessons that have one."""
+    names = lessons()
+    key = str(lesson).strip()
+    matches = [n for n in names if n == key or n.split("_", 1)[0] == key]
+    if len(matches) != 1:
+        raise ValueError(f"lesson must be one of {', '.join(n[:2] for n in names)} "
+                         f"(or the full name, e.g. {names[0]!r}); got {lesson!r}")
+    name = matches[0]
+    data = json.loads((_quiz_dir() / f"{name}.json").read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or "questions" not in data:
+        raise ValueError(f"{name}.json must hold an object with 'title' and 'questions'")
+    try:
+        q = Quiz(data["questions"], title=data.get("title"))
+    except ValueError as err:
+        raise ValueError(f"{name}.json: {err}") from None
+    q.lesson = name
+    return q
+
+
+def session_seed() -> int:
+    """The shuffling seed: ``GREENLAB_QUIZ_SEED`` if set (an integer), else a number drawn
+    once per process, so the order is stable within a kernel session."""
+    raw = os.environ.get(SEED_ENV, "").strip()
+    if not raw:
+        return _SESSION_SEED
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{SEED_ENV} must be an integer; got {raw!r}") from None
+
+
+def shuffled(q: Quiz, seed: int | None = None) -> Quiz:
+    """A copy of ``q`` with every choice question's options in a new order.
+
+    Seeded by ``seed`` (default :func:`session_seed`), the quiz's title and each
+    question's prompt, so the same seed always gives the same order. The correct
+    option of single-choice questions lands on positions spread evenly: questions
+    are taken fewest options first and each gets a least-used position it has
+    (ties drawn at random), so over the positions every question has, the counts
+    differ by at most one. Numeric questions are unchanged.
+    """
+    seed = session_seed() if seed is None else int(seed)
+    quiz_rng = _rng(seed, q.title or "", "positions")
+    singles = [i for i, x in enumerate(q.questions) if x.kind == "single"]
+    order = sorted(singles, key=lambda i: (len(q.questions[i].options), quiz_rng.random()))
+    used: dict[int, int] = {}
+    target = {}
+    for i in order:
+        slots = range(len(q.questions[i].options))
+        fewest = min(used.get(j, 0) for j in slots)
+        target[i] = quiz_rng.choice([j for j in slots if used.get(j, 0) == fewest])
+        used[target[i]] = used.get(target[i], 0) + 1
+    questions = []
+    for i, x in enumerate(q.questions):
+        if x.kind == "numeric":
+            questions.append(x)
+            continue
+        options = list(x.options)
+        _rng(seed, q.title or "", x.prompt).shuffle(options)
+        if i in target:
+            right = next(o for o in options if o.correct)
+            options.remove(right)
+            options.insert(target[i], right)
+        questions.append(replace(x, options=tuple(options)))
+    out = Quiz(questions, title=q.title)
+    out.lesson = getattr(q, "lesson", None)
+    return out
 
 
 def make_question(data: dict) -> Question:
@@ -311,6 +422,16 @@ def _is_empty_selection(answer) -> bool:
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _quiz_dir():
+    return resources.files("greenlab") / "quizzes"
+
+
+def _rng(seed: int, *parts: str) -> random.Random:
+    """A generator seeded by ``seed`` and text (stable across processes, unlike hash())."""
+    digest = hashlib.sha256("\x1f".join([str(seed), *parts]).encode("utf-8")).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 def _letter(j: int) -> str:

@@ -51,16 +51,20 @@ def test_lesson_shape(path):
 
 
 @pytest.mark.parametrize("path", INSTRUCTOR, ids=lambda p: p.stem)
-def test_knowledge_check_has_four_to_eight_questions_each_option_with_feedback(path, monkeypatch):
-    import greenlab as gl
+def test_knowledge_check_has_four_to_eight_questions_each_option_with_feedback(path):
+    from greenlab.quiz import Quiz, load
 
     src = next(src for kind, src in _cells(path) if kind == "code" and "gl.quiz(" in src)
-    captured = {}
-    monkeypatch.setattr(gl, "quiz", lambda questions, *a, **k: captured.setdefault("q", questions))
-    namespace = {"gl": gl}
-    exec(compile(src, f"{path.name}:quiz", "exec"), namespace)  # the cell only builds data and calls gl.quiz
-    questions = captured["q"]
-    assert 4 <= len(questions) <= 8
-    from greenlab.quiz import Quiz
+    call = re.search(r"gl\.quiz\(\s*[\"'](\w+)[\"']", src)
+    assert call and call.group(1) == path.name[:2], \
+        f"the knowledge check reads the lesson's own quiz data: gl.quiz(\"{path.name[:2]}\")"
+    quiz = load(call.group(1))
+    assert quiz.lesson == path.stem, "the quiz data file is named like the lesson"
+    assert 4 <= len(quiz) <= 8
+    Quiz(quiz.questions)  # validated again: every option has feedback, one right answer for single choice, ...
 
-    Quiz(questions)  # validates: every option has feedback, one right answer for single choice, ...
+
+def test_every_quiz_data_file_belongs_to_a_lesson():
+    from greenlab.quiz import lessons
+
+    assert lessons() == [p.stem for p in INSTRUCTOR]

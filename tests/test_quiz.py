@@ -151,3 +151,127 @@ def test_widget_mode_displays_the_quiz_view(capsys):
     returned = quiz([SINGLE, MULTIPLE], title="Shown", display="widget")
     assert isinstance(returned, Quiz) and returned.title == "Shown"
     assert "(choose one)" not in capsys.readouterr().out  # no text fallback in widget mode
+
+
+# --- lesson quizzes: data in the package, shuffled options, no answer key in learner notebooks ---
+
+import json  # noqa: E402
+import re  # noqa: E402
+from collections import Counter  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from greenlab.quiz import lessons, load, session_seed, shuffled  # noqa: E402
+
+LESSONS = Path(__file__).resolve().parent.parent / "lessons"
+ANSWER_KEY = re.compile(r"""["'](correct|feedback)["']\s*:|correct\s*=\s*True|\[correct\]""")
+
+
+def answer_key_leaks(nb: dict, feedback_texts: set[str]) -> list[str]:
+    """Code cells (source or stored output) of a notebook that show an answer key or feedback."""
+    leaks = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        shown = source + "".join("".join(o.get("text", "")) + json.dumps(o.get("data", {}))
+                                 for o in cell.get("outputs", []))
+        if ANSWER_KEY.search(shown) or any(text in shown for text in feedback_texts):
+            leaks.append(f"cell {i}: {source[:60]!r}")
+    return leaks
+
+
+def _feedback_texts() -> set[str]:
+    texts = set()
+    for name in lessons():
+        for q in load(name).questions:
+            texts.update(o.feedback for o in q.options)
+            texts.update(q.feedback.values())
+    return texts
+
+
+def test_lesson_quiz_loads_by_number_or_name_and_rejects_others():
+    assert load("02").lesson == load("02_mixed_precision").lesson == "02_mixed_precision"
+    assert load("02").title.startswith("Lesson 02")
+    for bad in ("2", "99", "mixed", ""):
+        with pytest.raises(ValueError, match="lesson must be one of 00"):
+            load(bad)
+
+
+def test_shuffle_is_stable_for_a_seed_and_differs_between_seeds():
+    base = load("00")
+    orders = {seed: [[o.text for o in q.options] for q in shuffled(base, seed=seed).questions]
+              for seed in range(6)}
+    assert orders[3] == [[o.text for o in q.options] for q in shuffled(base, seed=3).questions]
+    assert len({json.dumps(o) for o in orders.values()}) > 1
+    for seed in range(6):  # the same options, each with its own feedback, only reordered
+        for before, after in zip(base.questions, shuffled(base, seed=seed).questions):
+            assert sorted(before.options, key=lambda o: o.text) == sorted(after.options, key=lambda o: o.text)
+            assert after.answer == before.answer
+
+
+def test_shuffled_quiz_grades_by_the_order_shown():
+    q = shuffled(Quiz([SINGLE, MULTIPLE, NUMERIC]), seed=11)
+    right = [q.questions[0].correct_indices[0], list(q.questions[1].correct_indices), 7200]
+    assert q.grade(right).score == 3
+    assert q.grade(["NVML total energy", ["rapl", "nvml-counter"], 7200]).score == 3
+    wrong = next(j for j in range(3) if j not in q.questions[0].correct_indices)
+    assert not q.grade([wrong]).results[0].correct
+
+
+@pytest.mark.parametrize("name", lessons())
+def test_correct_positions_are_spread_evenly_in_every_lesson(name):
+    base = load(name)
+    singles = [i for i, q in enumerate(base.questions) if q.kind == "single"]
+    shared = min(len(base.questions[i].options) for i in singles)
+    seen = {i: set() for i in singles}
+    for seed in range(40):
+        q = shuffled(base, seed=seed)
+        counts = Counter(q.questions[i].correct_indices[0] for i in singles)
+        spread = [counts.get(j, 0) for j in range(shared)]
+        assert max(spread) - min(spread) <= 1, f"seed {seed}: correct positions {dict(counts)}"
+        for i in singles:
+            seen[i].add(q.questions[i].correct_indices[0])
+    assert all(len(s) > 1 for s in seen.values()), "every question's answer moves between sessions"
+
+
+def test_unshuffled_data_would_fail_the_spread_check():
+    base = load("00")  # as written, every correct option comes first
+    singles = [q for q in base.questions if q.kind == "single"]
+    assert Counter(q.correct_indices[0] for q in singles)[0] == len(singles)
+
+
+def test_session_seed_is_fixed_per_process_and_settable(monkeypatch):
+    monkeypatch.delenv("GREENLAB_QUIZ_SEED", raising=False)
+    assert session_seed() == session_seed()
+    monkeypatch.setenv("GREENLAB_QUIZ_SEED", "42")
+    assert session_seed() == 42
+    monkeypatch.setenv("GREENLAB_QUIZ_SEED", "many")
+    with pytest.raises(ValueError, match="GREENLAB_QUIZ_SEED"):
+        session_seed()
+
+
+def test_lesson_quiz_shuffles_by_default_and_a_list_does_not(capsys, monkeypatch):
+    monkeypatch.setenv("GREENLAB_QUIZ_SEED", "7")
+    shown = quiz("00", display="text")
+    out = capsys.readouterr().out
+    assert shown.title == "Lesson 00: measuring energy" and ".grade(" in out and "[correct]" not in out
+    assert [q.options for q in shown.questions] == [q.options for q in shuffled(load("00"), seed=7).questions]
+    assert [q.options for q in shown.questions] != [q.options for q in load("00").questions]
+    assert quiz([SINGLE], display="text").questions[0].correct_indices == (0,)
+    with pytest.raises(ValueError, match="lesson must be"):
+        quiz("42", display="text")
+
+
+def test_answer_key_scanner_finds_a_key_in_a_code_cell():
+    nb = {"cells": [{"cell_type": "markdown", "source": ['"correct": True in prose is fine']},
+                    {"cell_type": "code", "source": ["q = [{'text': 'x', 'correct': True}]"], "outputs": []},
+                    {"cell_type": "code", "source": ["gl.quiz('00')"],
+                     "outputs": [{"output_type": "stream", "text": ["a) x [correct]"]}]},
+                    {"cell_type": "code", "source": ["print('Yes, it counts millijoules.')"], "outputs": []}]}
+    assert len(answer_key_leaks(nb, {"Yes, it counts millijoules."})) == 3
+
+
+@pytest.mark.parametrize("path", sorted(LESSONS.glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.stem)
+def test_no_learner_notebook_shows_an_answer_key(path):
+    leaks = answer_key_leaks(json.loads(path.read_text(encoding="utf-8")), _feedback_texts())
+    assert not leaks, f"{path.name} shows quiz answers in code cells: {leaks}"
