@@ -10,14 +10,15 @@ year for every row; see ``data/README.md``). Units: joules in, grams out.
 
 from __future__ import annotations
 
-import csv
 import difflib
 import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from greenlab import tables
 from greenlab.config import data_dir  # the one place that knows where data/ is
+from greenlab.validation import ArgumentTypeError
 from greenlab.units import JOULES_PER_KWH
 
 
@@ -104,18 +105,26 @@ def intensity(region: str | Region = "WORLD") -> Region:
     """
     if isinstance(region, Region):
         return region
-    if not isinstance(region, str) or not region.strip():
-        raise ValueError(f"region must be a code or name such as 'WORLD' or 'France', got {region!r}")
+    if not isinstance(region, str):
+        raise ArgumentTypeError(f"region must be a code or name such as 'WORLD', 'FRA', 'FR' or "
+                                f"'France', got {region!r} ({type(region).__name__})")
+    if not region.strip():
+        raise ValueError(f"region must be a code or name such as 'WORLD', 'FRA', 'FR' or 'France', got {region!r}")
     table = regions()
     wanted = region.strip().lower()
+    alpha3 = _alpha2_to_alpha3().get(wanted.upper()) if len(wanted) == 2 else None
     for row in table:
         if row.code.lower() == wanted or row.name.lower() == wanted:
+            return row
+    for row in table:
+        if alpha3 is not None and row.code == alpha3:
             return row
     candidates = [r.code for r in table] + [r.name for r in table]
     lowered = {c.lower(): c for c in candidates}
     close = difflib.get_close_matches(wanted, list(lowered), n=5, cutoff=0.5)
     hint = ", ".join(lowered[c] for c in close) if close else "none; see greenlab.carbon.regions()"
-    raise ValueError(f"unknown region {region!r}; closest matches: {hint}")
+    raise ValueError(f"unknown region {region!r} (region must be a code or name in "
+                     f"greenlab.carbon.regions(), or a two-letter ISO code); closest matches: {hint}")
 
 
 def co2e_g(joules: float, region: str | Region = "WORLD", pue: float | None = None) -> float:
@@ -137,9 +146,15 @@ def compare_regions(
     ``codes=None`` compares every region, lowest first; otherwise keeps the given order.
     """
     joules = _non_negative(joules, "joules")
+    _check_pue(pue)
     if codes is None:
         chosen = sorted(regions(), key=lambda r: r.g_per_kwh)
     else:
+        if isinstance(codes, (str, Region)) or not isinstance(codes, (list, tuple)):
+            raise ArgumentTypeError(f"codes must be a list of region codes such as ['FRA', 'POL'] "
+                                    f"(or None for all), got {codes!r}")
+        if not codes:
+            raise ValueError("codes must name at least one region (or be None for all)")
         chosen = [intensity(c) for c in codes]
     return [RegionCO2e(region=r, g_co2e=co2e_g(joules, r, pue)) for r in chosen]
 
@@ -200,33 +215,67 @@ _EQUIVALENT_FACTORS: tuple[tuple[str, str, float, str], ...] = (
 )
 
 
-@functools.lru_cache(maxsize=8)
 def _load_regions(path: str) -> tuple[Region, ...]:
+    """The intensity table, read again only when the file changes (so a repaired file is seen)."""
+    file = Path(path)
+    try:
+        stamp = file.stat().st_mtime_ns, file.stat().st_size
+    except OSError:
+        stamp = None
+    return _load_regions_cached(path, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_regions_cached(path: str, stamp) -> tuple[Region, ...]:
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(
             f"carbon intensity table not found at {file}; set GREENLAB_DATA_DIR to the folder holding it"
         )
     rows = []
-    with file.open(newline="", encoding="utf-8") as handle:
-        for record in csv.DictReader(handle):
-            rows.append(
-                Region(
-                    code=record["code"].strip(),
-                    name=record["name"].strip(),
-                    g_per_kwh=float(record["g_co2e_per_kwh"]),
-                    year=int(record["year"]),
-                    source=record["source"].strip(),
-                )
+    seen = set()
+    for record in tables.read_table(file, _COLUMNS):
+        code = record["code"]
+        if code.upper() in seen:
+            raise tables.DataTableError(f"{file} line {record['_line']}: region code {code!r} appears twice")
+        seen.add(code.upper())
+        rows.append(
+            Region(
+                code=code,
+                name=record["name"],
+                g_per_kwh=tables.number(record, "g_co2e_per_kwh", file, low=0.0),
+                year=tables.integer(record, "year", file),
+                source=record["source"],
             )
+        )
     return tuple(rows)
 
 
+_COLUMNS = ("code", "name", "g_co2e_per_kwh", "year", "source")
+
+
+def _alpha2_to_alpha3() -> dict:
+    """Two-letter ISO 3166-1 codes to the three-letter codes the table uses
+    (``data/iso3166_alpha2.csv``); empty when that table is missing."""
+    path = data_dir() / "iso3166_alpha2.csv"
+    if not path.is_file():
+        return {}
+    return dict(_load_alpha2(str(path)))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_alpha2(path: str) -> tuple:
+    return tuple((r["alpha2"].upper(), r["alpha3"].upper())
+                 for r in tables.read_table(path, ("alpha2", "alpha3", "name", "source", "year")))
+
+
 def _non_negative(value: float, name: str) -> float:
+    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
+        raise ArgumentTypeError(f"{name} must be a finite number >= 0, got {value!r} ({type(value).__name__})")
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}") from None
+    except (OverflowError, TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}") from None
     if math.isnan(number) or math.isinf(number) or number < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return number
@@ -235,10 +284,12 @@ def _non_negative(value: float, name: str) -> float:
 def _check_pue(pue: float | None) -> float:
     if pue is None:
         return DEFAULT_PUE
+    if isinstance(pue, (bool, str, bytes)) or not hasattr(pue, "__float__"):
+        raise ArgumentTypeError(f"pue must be a finite number >= 1.0 (or None), got {pue!r} ({type(pue).__name__})")
     try:
         number = float(pue)
-    except (TypeError, ValueError):
-        raise ValueError(f"pue must be a number >= 1.0, got {pue!r}") from None
+    except (OverflowError, TypeError, ValueError):
+        raise ValueError(f"pue must be a finite number >= 1.0, got {pue!r}") from None
     if math.isnan(number) or math.isinf(number) or number < 1.0:
         raise ValueError(f"pue must be a finite number >= 1.0 (PUE is total/IT energy), got {pue!r}")
     return number

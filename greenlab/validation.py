@@ -1,0 +1,110 @@
+"""Argument checks shared by the Python API and the command line.
+
+Each helper returns the value in plain Python form (a numpy or torch scalar becomes a float or
+int) or raises an error that names the argument and the accepted range. A value of the wrong
+type raises ``ArgumentTypeError``, which is both a ``TypeError`` and a ``ValueError``, so callers
+may catch either.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type (a TypeError that is also a ValueError)."""
+
+
+def number(name: str, value, *, low: float | None = None, high: float | None = None,
+           low_open: bool = False, high_open: bool = False, allow_none: bool = False):
+    """A finite real number in the given range, returned as float (or None when allowed)."""
+    if value is None and allow_none:
+        return None
+    accepted = describe_range(low, high, low_open, high_open)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number {accepted}, got {_show(value)}")
+    try:
+        out = float(value)
+    except (OverflowError, TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number {accepted}, got {_show(value)}") from None
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be a finite number {accepted}, got {_show(value)}")
+    if low is not None and (out < low or (low_open and out == low)):
+        raise ValueError(f"{name} must be {accepted}, got {_show(value)}")
+    if high is not None and (out > high or (high_open and out == high)):
+        raise ValueError(f"{name} must be {accepted}, got {_show(value)}")
+    return out
+
+
+def integer(name: str, value, *, low: int | None = None, high: int | None = None,
+            allow_none: bool = False):
+    """An integer in [low, high], returned as int (or None when allowed). Floats are refused."""
+    if value is None and allow_none:
+        return None
+    accepted = describe_range(low, high, False, False)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ArgumentTypeError(f"{name} must be an integer {accepted}, got {_show(value)}")
+    out = int(value)
+    if (low is not None and out < low) or (high is not None and out > high):
+        raise ValueError(f"{name} must be an integer {accepted}, got {_show(value)}")
+    return out
+
+
+def flag(name: str, value) -> bool:
+    """True or False only (not 0/1, not "no")."""
+    if not isinstance(value, bool):
+        try:
+            import numpy
+
+            if isinstance(value, numpy.bool_):
+                return bool(value)
+        except ImportError:  # pragma: no cover - numpy is a dependency
+            pass
+        raise ArgumentTypeError(f"{name} must be True or False, got {_show(value)}")
+    return value
+
+
+def choice(name: str, value, options) -> str:
+    """One of ``options`` (strings)."""
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be one of {', '.join(options)}, got {_show(value)}")
+    if value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(options)}, got {value!r}")
+    return value
+
+
+def text(name: str, value, *, allow_empty: bool = True) -> str:
+    """A string (non-empty unless ``allow_empty``)."""
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a string, got {_show(value)}")
+    if not allow_empty and not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def describe_range(low, high, low_open=False, high_open=False) -> str:
+    """'in [0, 1)', '>= 0', '> 0' and so on."""
+    if low is not None and high is not None:
+        return f"in {'(' if low_open else '['}{_fmt(low)}, {_fmt(high)}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{'>' if low_open else '>='} {_fmt(low)}"
+    if high is not None:
+        return f"{'<' if high_open else '<='} {_fmt(high)}"
+    return "(any finite value)"
+
+
+def _fmt(bound) -> str:
+    if isinstance(bound, int):
+        return str(bound) if abs(bound) < 10**7 else f"{bound:_}"
+    return f"{bound:g}"
+
+
+def _show(value) -> str:
+    """A short repr (long values cut) with the type for non-basic values."""
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return text
+    return f"{text} ({type(value).__name__})"
