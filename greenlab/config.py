@@ -1,12 +1,16 @@
 """Session set-up: seeds, device choice, quick mode and the folders greenlab uses.
 
 ``setup()`` is the first call in every lesson. It seeds Python, NumPy and PyTorch,
-picks CUDA when it is there (CPU otherwise, never an assertion), reads quick mode from
-the environment and prints one line saying what it chose.
+picks a device (CUDA, then Apple MPS, then CPU; never an assertion), decides quick mode
+and prints one line saying what it chose and why.
+
+Quick mode (smaller sizes, still real training) is on when there is no CUDA GPU, because
+full sizes are meant for one; ``budget()`` is the one place lessons size their work.
 
 Environment variables:
 
-- ``GREENLAB_QUICK=1`` (or ``true``/``yes``/``on``), or ``CI`` set: quick mode (smaller sizes).
+- ``GREENLAB_QUICK=1`` (or ``true``/``yes``/``on``), or ``CI`` set: quick mode;
+  ``GREENLAB_QUICK=0``: full mode even without a GPU (it wins over ``CI``).
 - ``GREENLAB_RESULTS_DIR``: where the results log goes.
 - ``GREENLAB_DATA_DIR``: the data folder (cited tables; cached datasets in its ``cache`` subfolder).
 - ``GREENLAB_CACHE_DIR``: the dataset cache, if it should live elsewhere.
@@ -35,6 +39,7 @@ class Settings:
     sources: dict = field(default_factory=dict)
     device_name: str = ""
     quick_reason: str = ""
+    native_precisions: dict = field(default_factory=dict)
 
     def line(self) -> str:
         """The one line ``setup()`` prints."""
@@ -44,7 +49,11 @@ class Settings:
         else:
             energy = "none available"
         quick = f"on ({self.quick_reason})" if self.quick else "off"
-        return f"greenlab: device {where} | energy sources: {energy} | quick mode {quick} | seed {self.seed}"
+        line = f"greenlab: device {where} | energy sources: {energy} | quick mode {quick} | seed {self.seed}"
+        slow = [p for p in ("bf16", "fp16") if not self.native_precisions.get(p, True)]
+        if slow:
+            line += f" | emulated here: {', '.join(slow)} (lessons size those runs down)"
+        return line
 
 
 _current: Settings | None = None
@@ -54,8 +63,9 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
           verbose: bool = True) -> Settings:
     """Seed everything, choose the device and quick mode, print one line, return ``Settings``.
 
-    ``device``: "cuda", "cuda:N" or "cpu"; None picks CUDA when available, else CPU.
-    ``quick``: None reads ``GREENLAB_QUICK``/``CI`` from the environment.
+    ``device``: "cuda", "cuda:N", "mps" or "cpu"; None picks CUDA, then MPS, then CPU.
+    ``quick``: None decides from ``GREENLAB_QUICK``, ``CI`` and the device (quick without a
+    CUDA GPU).
     """
     global _current
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
@@ -63,11 +73,14 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
     chosen = _choose_device(device)
     seed_everything(seed)
     if quick is None:
-        quick, reason = _quick_from_env()
+        quick, reason = quick_decision(os.environ, chosen)
     else:
         quick, reason = bool(quick), "set by setup(quick=...)"
+    from greenlab.hardware import native_precisions
+
     _current = Settings(device=chosen, quick=quick, seed=seed, sources=_energy_sources(),
-                        device_name=_device_name(chosen), quick_reason=reason)
+                        device_name=_device_name(chosen), quick_reason=reason,
+                        native_precisions=native_precisions(chosen))
     if verbose:
         print(_current.line())
     return _current
@@ -78,29 +91,48 @@ def settings() -> Settings | None:
     return _current
 
 
-def budget(full=None, quick=None):
-    """Pick a size by mode: ``quick`` in quick mode, ``full`` otherwise.
+def budget(full=None, quick=None, *, gpu=None, emulated=None, precision=None):
+    """Pick a size for this machine: the single place a lesson sizes its work.
 
-    The single place a lesson chooses sizes, so it never hard-codes two sets of them.
-    Both values are required; numbers must be positive.
+    - ``emulated`` when ``precision`` ("bf16"/"fp16") is emulated on the chosen device, where
+      it runs many times slower than fp32 (e.g. bf16 on a CPU without bf16 units), in any mode;
+    - else ``quick`` in quick mode;
+    - else ``gpu`` on a GPU (CUDA or MPS), when given: work big enough to keep it busy;
+    - else ``full``.
+
+    ``full`` and ``quick`` are required; ``emulated`` and ``precision`` go together; numbers
+    must be positive. ``gl.hardware.precision_support(precision, gl.device()).note()`` says
+    what the emulated case means.
     """
     if full is None or quick is None:
         raise ValueError("budget() needs both full=... and quick=..., e.g. budget(full=60000, quick=2000)")
-    for name, value in (("full", full), ("quick", quick)):
+    if (emulated is None) != (precision is None):
+        raise ValueError("budget(emulated=..., precision=...) go together, e.g. "
+                         "budget(full=2048, quick=2048, emulated=512, precision='bf16')")
+    for name, value in (("full", full), ("quick", quick), ("gpu", gpu), ("emulated", emulated)):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0:
             raise ValueError(f"budget({name}=...) must be positive, got {value!r}")
-    return quick if is_quick() else full
+    if precision is not None:
+        from greenlab.hardware import precision_support
+
+        if not precision_support(precision, device()).native:
+            return emulated
+    if is_quick():
+        return quick
+    if gpu is not None and device() != "cpu":
+        return gpu
+    return full
 
 
 def is_quick() -> bool:
-    """True in quick mode (set by ``setup(quick=...)``, else ``GREENLAB_QUICK`` or ``CI``)."""
+    """True in quick mode (set by ``setup()``; before it, decided as ``setup()`` would)."""
     if _current is not None:
         return _current.quick
-    return _quick_from_env()[0]
+    return quick_decision(os.environ, _choose_device(None))[0]
 
 
 def device() -> str:
-    """The device chosen by ``setup()``; before it, CUDA when available, else CPU."""
+    """The device chosen by ``setup()``; before it, CUDA, then MPS, then CPU."""
     if _current is not None:
         return _current.device
     return _choose_device(None)
@@ -170,30 +202,44 @@ def download_allowed() -> bool:
 
 # --- helpers ---------------------------------------------------------------------------
 
-def _quick_from_env() -> tuple[bool, str]:
-    raw = os.environ.get("GREENLAB_QUICK")
-    if raw is not None:
+def quick_decision(environ, device: str) -> tuple[bool, str]:
+    """(quick, reason) from the environment and the device: ``GREENLAB_QUICK`` (1 or 0) first,
+    then ``CI``, then quick mode whenever ``device`` is not a CUDA GPU."""
+    raw = environ.get("GREENLAB_QUICK")
+    if raw is not None and raw.strip():
         value = raw.strip().lower()
         if value in _TRUE:
             return True, f"GREENLAB_QUICK={raw}"
         if value in _FALSE:
-            return False, ""
+            return False, f"GREENLAB_QUICK={raw}"
         raise ValueError(f"GREENLAB_QUICK must be 1/true or 0/false, got {raw!r}")
-    if os.environ.get("CI", "").strip().lower() not in _FALSE:
+    if environ.get("CI", "").strip().lower() not in _FALSE:
         return True, "CI is set"
-    return False, ""
+    if not device.startswith("cuda"):
+        what = "Apple GPU (MPS)" if device == "mps" else "no GPU"
+        return True, f"{what}: full sizes are meant for a CUDA GPU; GREENLAB_QUICK=0 forces them"
+    return False, "CUDA GPU"
 
 
 def _choose_device(requested: str | None) -> str:
     import torch
 
     if requested is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        if torch.cuda.is_available():
+            return "cuda"
+        if _mps_available():
+            return "mps"
+        return "cpu"
     if not isinstance(requested, str):
-        raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {requested!r}")
+        raise ValueError(f"device must be 'cuda', 'cuda:N', 'mps' or 'cpu', got {requested!r}")
     name = requested.strip().lower()
     if name == "cpu":
         return "cpu"
+    if name == "mps":
+        if not _mps_available():
+            raise ValueError("device 'mps' was asked for but no Apple GPU (MPS) is available here; "
+                             "use device='cpu' or leave device=None to pick automatically")
+        return "mps"
     if name == "cuda" or name.startswith("cuda:"):
         if not torch.cuda.is_available():
             raise ValueError(f"device {requested!r} was asked for but no CUDA GPU is available here; "
@@ -204,7 +250,16 @@ def _choose_device(requested: str | None) -> str:
                 raise ValueError(f"device {requested!r}: this machine has "
                                  f"{torch.cuda.device_count()} CUDA device(s), cuda:0..")
         return name
-    raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {requested!r}")
+    raise ValueError(f"device must be 'cuda', 'cuda:N', 'mps' or 'cpu', got {requested!r}")
+
+
+def _mps_available() -> bool:
+    import torch
+
+    try:
+        return bool(torch.backends.mps.is_available())
+    except (AttributeError, RuntimeError):  # builds without the MPS backend
+        return False
 
 
 def _device_name(dev: str) -> str:
@@ -215,6 +270,8 @@ def _device_name(dev: str) -> str:
             return torch.cuda.get_device_name(torch.device(dev))
         except Exception:  # noqa: BLE001 - the name is cosmetic
             return ""
+    if dev == "mps":
+        return "Apple GPU"
     return ""
 
 

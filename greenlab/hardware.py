@@ -6,6 +6,7 @@ no NVIDIA driver and no RAPL: those are reported, never raised.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -25,6 +26,7 @@ def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=
     found = discover(nvml_module, rapl_root, env)
     lib = _nvml.get_nvml(nvml_module)
     by_component = {s.component: s for s in found.sources}
+    torch_info = _torch_info()
     report = {
         "gpus": [_gpu_info(lib, gpu, by_component.get(f"gpu:{gpu.cuda_index}"))
                  for gpu in lib.visible_gpus(env)],
@@ -33,8 +35,8 @@ def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=
         "rapl": {"status": found.rapl_status, "reason": found.rapl_reason},
         "sources": {s.component: s.describe() for s in found.sources},
         "problems": list(found.problems),
-        "torch": _torch_info(),
-        "quick_mode": _quick_mode(env),
+        "torch": torch_info,
+        "quick_mode": _quick_mode(env, torch_info["device"]),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
     }
@@ -70,7 +72,8 @@ def format_report(report: dict) -> str:
         lines.append(f"GPUs     none ({report['nvml']['reason'] or 'no GPU visible'})")
     cpu = report["cpu"]
     lines.append(f"CPU      {cpu['model']}, {cpu['logical_cores']} logical / "
-                 f"{cpu['physical_cores']} physical cores, native bf16: {_yes(cpu['native_bf16'])}")
+                 f"{cpu['physical_cores']} physical cores, native bf16: {_yes(cpu['native_bf16'])}, "
+                 f"native fp16: {_yes(cpu.get('native_fp16', False))}")
     lines.append(f"RAPL     {report['rapl']['status']} ({report['rapl']['reason']})")
     lines.append("Sources")
     for component, s in report["sources"].items():
@@ -85,6 +88,10 @@ def format_report(report: dict) -> str:
         lines.append(f"  problem: {problem}")
     t = report["torch"]
     lines.append(f"torch    {t['version'] or 'not installed'}, device {t['device']}")
+    if t.get("native_precisions"):
+        native = ", ".join(f"{k} {_yes(v)}" for k, v in t["native_precisions"].items())
+        cores = f", tensor cores {_yes(t['tensor_cores'])}" if "tensor_cores" in t else ""
+        lines.append(f"         native 16-bit on {t['device']}: {native}{cores}")
     q = report["quick_mode"]
     lines.append(f"quick    {'on' if q['on'] else 'off'} ({q['reason']})")
     return "\n".join(lines)
@@ -113,15 +120,81 @@ def _gpu_info(lib, gpu, source) -> dict:
     }
 
 
-def cpu_has_native_bf16() -> bool:
-    """True when PyTorch's CPU kernels (oneDNN) can run bfloat16 natively on this processor
-    (e.g. AVX-512 BF16 or AMX), so CPU autocast to bf16 can be faster than fp32."""
-    try:
-        import torch
+def cpu_has_native_bf16(environ=None, cpu_flags=None) -> bool:
+    """True when this CPU runs bfloat16 arithmetic in hardware (AVX-512 BF16 or AMX on x86, the
+    BF16 extension on Arm) and PyTorch may use it, so CPU autocast to bf16 can beat fp32.
+    Honours ``ONEDNN_MAX_CPU_ISA`` and ``ATEN_CPU_CAPABILITY`` caps (see ``precision_support``)."""
+    return precision_support("bf16", "cpu", environ=environ, cpu_flags=cpu_flags).native
 
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (ImportError, AttributeError, RuntimeError):
-        return False
+
+def cpu_has_native_fp16(environ=None, cpu_flags=None) -> bool:
+    """True when this CPU runs float16 arithmetic in hardware (AVX-512 FP16 / AMX-FP16 on x86,
+    half-precision SIMD on Arm). Most x86 CPUs do not: fp16 there is emulated and slow."""
+    return precision_support("fp16", "cpu", environ=environ, cpu_flags=cpu_flags).native
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionSupport:
+    """Whether ``precision`` ("fp32", "bf16", "fp16") runs natively on ``device`` ("cpu",
+    "cuda", "cuda:N", "mps"), and why, in one sentence (``reason``)."""
+
+    precision: str
+    device: str
+    native: bool
+    reason: str
+
+    def note(self) -> str:
+        """What this means for a measured comparison against fp32, in plain words."""
+        where = _device_words(self.device)
+        if self.precision == "fp32":
+            return f"fp32 is the baseline on {where}."
+        if self.native:
+            return (f"{self.precision} is native on {where} ({self.reason}): "
+                    "a measured speed-up here is what such hardware delivers.")
+        return (f"{self.precision} is emulated on {where} ({self.reason}): here it is slower; "
+                f"on hardware with {self.precision} units it is faster — see the recorded GPU runs.")
+
+
+def precision_support(precision: str, device: str = "cpu", environ=None, cpu_flags=None,
+                      cuda_capability=None) -> PrecisionSupport:
+    """Does ``device`` run ``precision`` in hardware? ``PrecisionSupport`` with the reason.
+
+    - CPU: reads the processor's feature flags (``/proc/cpuinfo``; on other systems asks
+      oneDNN) and honours the emulation overrides ``ONEDNN_MAX_CPU_ISA`` (oneDNN's matmul
+      kernels) and ``ATEN_CPU_CAPABILITY`` (PyTorch's own vector kernels, as reported by
+      ``torch.backends.cpu.get_cpu_capability()``): a cap below the needed ISA means emulated.
+    - CUDA: compute capability: fp16 tensor cores from 7.0 (Volta), bf16 from 8.0 (Ampere).
+    - MPS (Apple GPUs): fp16 native; bf16 from macOS 14.
+    ``environ``, ``cpu_flags`` (a set of flag names) and ``cuda_capability`` ((major, minor))
+    replace the real ones, for tests.
+    """
+    if precision not in _PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}, got {precision!r}")
+    if not isinstance(device, str) or not device:
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
+    kind = device.split(":", 1)[0].lower()
+    if precision == "fp32":
+        return PrecisionSupport(precision, device, True, "fp32 runs everywhere")
+    if kind == "cpu":
+        native, reason = _cpu_support(precision, os.environ if environ is None else environ, cpu_flags)
+    elif kind == "cuda":
+        native, reason = _cuda_support(precision, device, cuda_capability)
+    elif kind == "mps":
+        native, reason = _mps_support(precision)
+    else:
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
+    return PrecisionSupport(precision, device, native, reason)
+
+
+def native_precisions(device: str = "cpu", **kwargs) -> dict:
+    """{"bf16": bool, "fp16": bool}: which 16-bit formats ``device`` runs in hardware."""
+    return {p: precision_support(p, device, **kwargs).native for p in ("bf16", "fp16")}
+
+
+def cuda_tensor_cores(device: str = "cuda", cuda_capability=None) -> bool:
+    """True when the CUDA GPU has tensor cores (compute capability 7.0, Volta, or newer)."""
+    cap = cuda_capability if cuda_capability is not None else _cuda_capability(device)
+    return cap is not None and tuple(cap) >= (7, 0)
 
 
 def _cpu_info() -> dict:
@@ -140,6 +213,7 @@ def _cpu_info() -> dict:
         "logical_cores": logical,
         "physical_cores": physical,
         "native_bf16": cpu_has_native_bf16(),
+        "native_fp16": cpu_has_native_fp16(),
     }
 
 
@@ -175,23 +249,149 @@ def _torch_info() -> dict:
     try:
         import torch
     except ImportError:
-        return {"version": None, "device": "cpu", "cuda_available": False, "cuda_build": None}
+        return {"version": None, "device": "cpu", "cuda_available": False, "cuda_build": None,
+                "native_precisions": {}}
+    from greenlab.config import _choose_device
+
     try:
         cuda = bool(torch.cuda.is_available())
     except Exception:
         cuda = False
-    return {"version": torch.__version__, "device": "cuda" if cuda else "cpu",
-            "cuda_available": cuda, "cuda_build": torch.version.cuda}
+    try:
+        device = _choose_device(None)
+    except Exception:  # noqa: BLE001 - doctor describes, it does not fail
+        device = "cpu"
+    info = {"version": torch.__version__, "device": device,
+            "cuda_available": cuda, "cuda_build": torch.version.cuda,
+            "native_precisions": native_precisions(device)}
+    if device.startswith("cuda"):
+        info["tensor_cores"] = cuda_tensor_cores(device)
+    return info
 
 
-def _quick_mode(env) -> dict:
-    flag = env.get("GREENLAB_QUICK", "").strip()
-    if flag:
-        return {"on": flag != "0", "reason": f"GREENLAB_QUICK={flag}"}
-    if env.get("CI"):
-        return {"on": True, "reason": "CI is set"}
-    return {"on": False, "reason": "GREENLAB_QUICK and CI unset"}
+def _quick_mode(env, device="cpu") -> dict:
+    from greenlab.config import quick_decision
+
+    on, reason = quick_decision(env, device)
+    return {"on": on, "reason": reason}
 
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
+
+
+# --- native precisions (capability helpers) -------------------------------------------------
+
+_PRECISIONS = ("fp32", "bf16", "fp16")
+# oneDNN's ISA names in increasing order (ONEDNN_MAX_CPU_ISA caps what its kernels may use)
+_ONEDNN_ISAS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI",
+                "AVX512_CORE_BF16", "AVX10_1_512", "AVX512_CORE_FP16", "AVX10_1_512_AMX",
+                "AVX512_CORE_AMX", "AVX10_1_512_AMX_FP16", "AVX512_CORE_AMX_FP16")
+_ONEDNN_NEEDS = {"bf16": "AVX512_CORE_BF16", "fp16": "AVX10_1_512"}
+# CPU feature flags (/proc/cpuinfo) that mean hardware arithmetic in each format
+_X86_FLAGS = {"bf16": {"avx512_bf16", "amx_bf16"}, "fp16": {"avx512_fp16", "amx_fp16"}}
+_ARM_FLAGS = {"bf16": {"bf16"}, "fp16": {"asimdhp", "fphp"}}
+_X86_NAMES = {"bf16": "AVX-512 BF16 or AMX", "fp16": "AVX-512 FP16 or AMX-FP16"}
+
+
+def _cpu_support(precision, env, cpu_flags) -> tuple[bool, str]:
+    flags = _cpu_flags() if cpu_flags is None else {f.lower() for f in cpu_flags}
+    arm = bool(flags & {"asimd", "neon", "asimdhp", "fphp", "bf16"}) and not flags & {"sse2", "avx2"}
+    if flags:
+        wanted = (_ARM_FLAGS if arm else _X86_FLAGS)[precision]
+        if not flags & wanted:
+            name = f"Arm {precision}" if arm else _X86_NAMES[precision]
+            return False, f"this CPU has no {name} instructions"
+        found = ", ".join(sorted(flags & wanted))
+    else:  # no flag list (e.g. macOS, Windows): ask oneDNN, which knows the processor
+        if not _onednn_supports(precision):
+            return False, f"oneDNN reports no {precision} support on this CPU"
+        found = "reported by oneDNN"
+    if not arm:
+        cap = (env.get("ONEDNN_MAX_CPU_ISA") or env.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
+        if cap in _ONEDNN_ISAS and _ONEDNN_ISAS.index(cap) < _ONEDNN_ISAS.index(_ONEDNN_NEEDS[precision]):
+            return False, (f"ONEDNN_MAX_CPU_ISA={cap} keeps PyTorch's matmul kernels below "
+                           f"{_ONEDNN_NEEDS[precision]}")
+        aten = _aten_capability()
+        if aten is not None and not aten.upper().startswith("AVX512"):
+            return False, (f"PyTorch's vector kernels run at {aten} (ATEN_CPU_CAPABILITY), which has no "
+                           f"{precision} instructions")
+    return True, f"{precision} instructions: {found}"
+
+
+def _cuda_support(precision, device, cuda_capability) -> tuple[bool, str]:
+    cap = cuda_capability if cuda_capability is not None else _cuda_capability(device)
+    if cap is None:
+        return False, "no CUDA GPU is available"
+    major, minor = (int(c) for c in cap)
+    need = (8, 0) if precision == "bf16" else (7, 0)
+    if (major, minor) >= need:
+        unit = "bf16 tensor cores" if precision == "bf16" else "fp16 tensor cores"
+        return True, f"{unit} (compute capability {major}.{minor})"
+    if precision == "fp16" and (major, minor) in ((5, 3), (6, 0), (6, 2)):
+        return True, f"fast fp16 arithmetic without tensor cores (compute capability {major}.{minor})"
+    return False, (f"compute capability {major}.{minor} has no {precision} tensor cores "
+                   f"(they need {need[0]}.{need[1]} or newer)")
+
+
+def _mps_support(precision) -> tuple[bool, str]:
+    if precision == "fp16":
+        return True, "Apple GPUs compute in fp16 natively"
+    try:
+        import torch
+
+        newer = bool(torch.backends.mps.is_macos_or_newer(14, 0))
+    except Exception:  # noqa: BLE001 - an old torch or no macOS: treat as unsupported
+        newer = False
+    if newer:
+        return True, "bf16 on Apple GPUs from macOS 14"
+    return False, "bf16 on Apple GPUs needs macOS 14 or newer"
+
+
+def _cpu_flags() -> set:
+    """Feature flags from /proc/cpuinfo (x86 "flags", Arm "Features"); empty elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key = line.split(":", 1)[0].strip().lower()
+                if key in ("flags", "features"):
+                    return set(line.split(":", 1)[1].lower().split())
+    except OSError:
+        pass
+    return set()
+
+
+def _onednn_supports(precision) -> bool:
+    try:
+        import torch
+
+        check = (torch.ops.mkldnn._is_mkldnn_bf16_supported if precision == "bf16"
+                 else torch.ops.mkldnn._is_mkldnn_fp16_supported)
+        return bool(check())
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+
+
+def _aten_capability() -> str | None:
+    try:
+        import torch
+
+        return str(torch.backends.cpu.get_cpu_capability())
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+
+
+def _cuda_capability(device) -> tuple | None:
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        return tuple(torch.cuda.get_device_capability(torch.device(device)))
+    except Exception:  # noqa: BLE001 - no driver, bad index: no capability
+        return None
+
+
+def _device_words(device: str) -> str:
+    kind = device.split(":", 1)[0]
+    return {"cpu": "this CPU", "cuda": "this GPU", "mps": "this Apple GPU"}.get(kind, device)

@@ -12,6 +12,8 @@ from greenlab import config
 @pytest.fixture(autouse=True)
 def clean(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "_current", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     for name in ("GREENLAB_QUICK", "CI", "GREENLAB_RESULTS_DIR", "GREENLAB_DATA_DIR", "GREENLAB_LESSONS_DIR", "GREENLAB_CACHE_DIR",
                  "GREENLAB_DOWNLOAD"):
         monkeypatch.delenv(name, raising=False)
@@ -25,8 +27,8 @@ def test_setup_seeds_everything_and_prints_one_line(capsys):
     assert first == second
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 2  # one line per call
-    assert "device cpu" in out[-1] and "quick mode off" in out[-1] and "seed 3" in out[-1]
-    assert s.seed == 3 and s.quick is False
+    assert "device cpu" in out[-1] and "quick mode on (no GPU" in out[-1] and "seed 3" in out[-1]
+    assert s.seed == 3 and s.quick is True
 
 
 def test_setup_picks_cpu_without_gpu_and_rejects_cuda(monkeypatch):
@@ -35,8 +37,35 @@ def test_setup_picks_cpu_without_gpu_and_rejects_cuda(monkeypatch):
     assert config.device() == "cpu"
     with pytest.raises(ValueError, match="no CUDA GPU"):
         config.setup(device="cuda", verbose=False)
-    with pytest.raises(ValueError, match="'cuda', 'cuda:N' or 'cpu'"):
+    with pytest.raises(ValueError, match="'cuda', 'cuda:N', 'mps' or 'cpu'"):
         config.setup(device="tpu", verbose=False)
+    with pytest.raises(ValueError, match="no Apple GPU"):
+        config.setup(device="mps", verbose=False)
+
+
+def test_device_order_is_cuda_then_mps_then_cpu(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert config.device() == "mps"
+    s = config.setup(verbose=False)
+    assert s.device == "mps" and s.device_name == "Apple GPU"
+    assert s.quick is True and "Apple GPU (MPS)" in s.quick_reason
+    assert config.setup(device="mps", verbose=False).device == "mps"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Fake GPU")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (8, 0))
+    s = config.setup(verbose=False)
+    assert (s.device, s.quick, s.device_name) == ("cuda", False, "Fake GPU")
+    assert s.native_precisions == {"bf16": True, "fp16": True}
+    assert config.setup(device="cpu", verbose=False).device == "cpu"
+
+
+def test_mps_missing_from_the_build_means_cpu(monkeypatch):
+    def broken():
+        raise AttributeError("no mps backend in this build")
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", broken)
+    assert config.device() == "cpu"
 
 
 def test_setup_lists_energy_sources():
@@ -47,12 +76,31 @@ def test_setup_lists_energy_sources():
 
 @pytest.mark.parametrize("env,expected", [({"GREENLAB_QUICK": "1"}, True), ({"GREENLAB_QUICK": "true"}, True),
                                           ({"GREENLAB_QUICK": "0"}, False), ({"CI": "true"}, True),
-                                          ({"CI": "1", "GREENLAB_QUICK": "0"}, False), ({}, False)])
-def test_quick_mode_from_environment(monkeypatch, env, expected):
+                                          ({"CI": "1", "GREENLAB_QUICK": "0"}, False), ({}, True)])
+def test_quick_mode_from_environment_without_gpu(monkeypatch, env, expected):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert config.is_quick() is expected
     assert config.setup(verbose=False).quick is expected
+
+
+@pytest.mark.parametrize("env,device,expected", [
+    ({}, "cuda", False), ({}, "cuda:1", False), ({}, "cpu", True), ({}, "mps", True),
+    ({"CI": "true"}, "cuda", True), ({"GREENLAB_QUICK": "1"}, "cuda", True),
+    ({"GREENLAB_QUICK": "0"}, "cpu", False), ({"GREENLAB_QUICK": "0", "CI": "1"}, "cpu", False),
+    ({"CI": "0"}, "cuda", False), ({"GREENLAB_QUICK": ""}, "cuda", False)])
+def test_quick_decision_by_environment_and_device(env, device, expected):
+    quick, reason = config.quick_decision(env, device)
+    assert quick is expected and reason
+
+
+def test_setup_announces_quick_mode_without_gpu_and_full_mode_when_forced(monkeypatch, capsys):
+    config.setup()
+    line = capsys.readouterr().out
+    assert "quick mode on (no GPU: full sizes are meant for a CUDA GPU; GREENLAB_QUICK=0 forces them)" in line
+    monkeypatch.setenv("GREENLAB_QUICK", "0")
+    config.setup()
+    assert "quick mode off" in capsys.readouterr().out
 
 
 def test_explicit_quick_wins_and_bad_value_is_refused(monkeypatch):
@@ -66,9 +114,16 @@ def test_explicit_quick_wins_and_bad_value_is_refused(monkeypatch):
 
 
 def test_budget_picks_by_mode_and_validates(monkeypatch):
+    monkeypatch.setenv("GREENLAB_QUICK", "0")
     assert config.budget(full=60000, quick=2000) == 60000
     monkeypatch.setenv("GREENLAB_QUICK", "1")
     assert config.budget(full=60000, quick=2000) == 2000
+    with pytest.raises(ValueError, match="go together"):
+        config.budget(full=10, quick=5, emulated=2)
+    with pytest.raises(ValueError, match="emulated"):
+        config.budget(full=10, quick=5, emulated=0, precision="bf16")
+    with pytest.raises(ValueError, match="precision"):
+        config.budget(full=10, quick=5, emulated=2, precision="int3")
     with pytest.raises(ValueError, match="both"):
         config.budget(full=10)
     with pytest.raises(ValueError, match="positive"):
@@ -101,3 +156,39 @@ def test_download_off_unless_asked(monkeypatch):
 def test_bad_seed_is_refused():
     with pytest.raises(ValueError, match="seed"):
         config.setup(seed=-1, verbose=False)
+
+
+def _fake_native(monkeypatch, device, native):
+    from greenlab import hardware
+
+    def support(precision, dev="cpu", **kw):
+        assert dev == device
+        return hardware.PrecisionSupport(precision, dev, native or precision == "fp32", "fake")
+
+    monkeypatch.setattr(hardware, "precision_support", support)
+
+
+@pytest.mark.parametrize("quick", ["0", "1"])
+def test_budget_uses_the_emulated_size_whenever_the_precision_is_emulated(monkeypatch, quick):
+    monkeypatch.setenv("GREENLAB_QUICK", quick)
+    _fake_native(monkeypatch, "cpu", native=False)
+    assert config.budget(full=2048, quick=1024, emulated=256, precision="bf16") == 256
+    assert config.budget(full=2048, quick=1024, emulated=256, precision="fp32") == (2048 if quick == "0" else 1024)
+    _fake_native(monkeypatch, "cpu", native=True)
+    assert config.budget(full=2048, quick=1024, emulated=256, precision="bf16") == (2048 if quick == "0" else 1024)
+
+
+def test_budget_gpu_size_on_a_gpu_in_full_mode(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    config.setup(verbose=False)
+    assert config.budget(full=2048, quick=1024, gpu=8192) == 8192
+    assert config.budget(full=2048, quick=1024) == 2048
+    assert config.budget(full=2048, quick=1024, gpu=8192, emulated=64, precision="bf16") == 8192
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (7, 5))  # Turing: no bf16 units
+    assert config.budget(full=2048, quick=1024, gpu=8192, emulated=64, precision="bf16") == 64
+    config.setup(quick=True, verbose=False)
+    assert config.budget(full=2048, quick=1024, gpu=8192) == 1024
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config.setup(quick=False, verbose=False)
+    assert config.budget(full=2048, quick=1024, gpu=8192) == 2048

@@ -4,6 +4,8 @@ import argparse
 import json
 import types
 
+import pytest
+
 from greenlab.hardware import doctor, doctor_main, format_report
 
 
@@ -81,23 +83,147 @@ def test_doctor_with_fake_gpus_and_rapl(tmp_path):
     assert "Tesla P100" in format_report(report)
 
 
-def test_quick_mode_from_environment(tmp_path):
+def test_quick_mode_from_environment(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     kw = {"nvml_module": fake_pynvml(), "rapl_root": tmp_path / "none"}
     assert doctor(environ={"GREENLAB_QUICK": "1"}, **kw)["quick_mode"]["on"]
     assert doctor(environ={"CI": "true"}, **kw)["quick_mode"]["on"]
-    assert not doctor(environ={}, **kw)["quick_mode"]["on"]
+    no_gpu = doctor(environ={}, **kw)["quick_mode"]
+    assert no_gpu["on"] and "no GPU" in no_gpu["reason"]
     assert not doctor(environ={"GREENLAB_QUICK": "0", "CI": "1"}, **kw)["quick_mode"]["on"]
 
 
-def test_native_bf16_is_reported_from_torch(monkeypatch):
+def test_native_bf16_is_reported_from_cpu_flags(monkeypatch):
     import torch
 
     from greenlab import hardware
 
-    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(hardware, "_cpu_flags", lambda: {"sse2", "avx2", "avx512f", "avx512_bf16"})
     assert hardware.cpu_has_native_bf16() is True
+    assert hardware.cpu_has_native_fp16() is False
     report = hardware.doctor()
-    assert report["cpu"]["native_bf16"] is True
-    assert "native bf16: yes" in hardware.format_report(report)
-    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    assert report["cpu"]["native_bf16"] is True and report["cpu"]["native_fp16"] is False
+    table = hardware.format_report(report)
+    assert "native bf16: yes, native fp16: no" in table
+    assert "native 16-bit on cpu: bf16 yes, fp16 no" in table
+    monkeypatch.setattr(hardware, "_cpu_flags", lambda: {"sse2", "avx2", "avx512f"})
     assert hardware.cpu_has_native_bf16() is False
+
+
+X86_BF16 = {"sse2", "avx2", "avx512f", "avx512_bf16"}
+
+
+@pytest.mark.parametrize("env,aten,native", [
+    ({}, "AVX512", True),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "AVX512", False),
+    ({"ONEDNN_MAX_CPU_ISA": "avx512_core"}, "AVX512", False),   # AVX-512 without BF16: emulated
+    ({"DNNL_MAX_CPU_ISA": "AVX2"}, "AVX512", False),            # oneDNN's older name
+    ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}, "AVX512", True),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}, "AVX512", True),
+    ({"ONEDNN_MAX_CPU_ISA": "ALL"}, "AVX512", True),
+    ({}, "AVX2", False),                                        # ATEN_CPU_CAPABILITY=avx2
+    ({}, "DEFAULT", False),
+])
+def test_bf16_emulation_overrides_are_honoured(monkeypatch, env, aten, native):
+    import torch
+
+    from greenlab import hardware
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: aten)
+    support = hardware.precision_support("bf16", "cpu", environ=env, cpu_flags=X86_BF16)
+    assert support.native is native
+    if native:
+        assert "native" in support.note()
+    else:
+        assert support.note().startswith("bf16 is emulated on this CPU (")
+        assert "here it is slower; on hardware with bf16 units it is faster — see the recorded GPU runs" \
+            in support.note()
+
+
+def test_cpu_without_bf16_or_fp16_flags_and_arm_flags(monkeypatch):
+    import torch
+
+    from greenlab import hardware
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    plain = hardware.native_precisions("cpu", environ={}, cpu_flags={"sse2", "avx2", "avx512f"})
+    assert plain == {"bf16": False, "fp16": False}
+    assert "no AVX-512 BF16 or AMX" in hardware.precision_support("bf16", environ={}, cpu_flags={"avx2"}).reason
+    sapphire = {"sse2", "avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16"}
+    assert hardware.native_precisions("cpu", environ={}, cpu_flags=sapphire) == {"bf16": True, "fp16": True}
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")  # no AVX on Arm
+    graviton3 = {"fp", "asimd", "asimdhp", "bf16", "sve"}
+    assert hardware.native_precisions("cpu", environ={"ONEDNN_MAX_CPU_ISA": "AVX2"},
+                                      cpu_flags=graviton3) == {"bf16": True, "fp16": True}
+    assert hardware.native_precisions("cpu", environ={}, cpu_flags={"fp", "asimd"}) == {"bf16": False,
+                                                                                       "fp16": False}
+
+
+def test_cpu_without_a_flag_list_asks_onednn(monkeypatch):
+    import torch
+
+    from greenlab import hardware
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(hardware, "_cpu_flags", lambda: set())
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    assert hardware.cpu_has_native_bf16(environ={}) is True
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    assert hardware.cpu_has_native_bf16(environ={}) is False
+
+
+@pytest.mark.parametrize("capability,bf16,fp16,cores", [
+    ((9, 0), True, True, True),     # H100
+    ((8, 0), True, True, True),     # A100
+    ((7, 5), False, True, True),    # T4
+    ((7, 0), False, True, True),    # V100
+    ((6, 0), False, True, False),   # P100: fast fp16, no tensor cores
+    ((6, 1), False, False, False),  # GTX 10xx: fp16 at a fraction of the fp32 rate
+])
+def test_cuda_precisions_follow_compute_capability(capability, bf16, fp16, cores):
+    from greenlab import hardware
+
+    support = hardware.native_precisions("cuda:0", cuda_capability=capability)
+    assert support == {"bf16": bf16, "fp16": fp16}
+    assert hardware.cuda_tensor_cores(cuda_capability=capability) is cores
+    assert str(capability[0]) in hardware.precision_support("bf16", "cuda", cuda_capability=capability).reason
+
+
+def test_cuda_without_a_gpu_and_mps_through_mocks(monkeypatch):
+    import torch
+
+    from greenlab import hardware
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert hardware.precision_support("bf16", "cuda").native is False
+    assert hardware.cuda_tensor_cores() is False
+    monkeypatch.setattr(torch.backends.mps, "is_macos_or_newer", lambda major, minor: major <= 13)
+    assert hardware.native_precisions("mps") == {"bf16": False, "fp16": True}
+    monkeypatch.setattr(torch.backends.mps, "is_macos_or_newer", lambda major, minor: True)
+    assert hardware.native_precisions("mps") == {"bf16": True, "fp16": True}
+    assert hardware.precision_support("fp32", "mps").native
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, fp16"):
+        hardware.precision_support("int4", "cpu")
+    with pytest.raises(ValueError, match="'cpu', 'cuda', 'cuda:N' or 'mps'"):
+        hardware.precision_support("bf16", "tpu")
+
+
+def test_doctor_reports_the_chosen_device_and_its_precisions(monkeypatch, tmp_path):
+    import torch
+
+    from greenlab import hardware
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.mps, "is_macos_or_newer", lambda major, minor: True)
+    report = hardware.doctor(nvml_module=fake_pynvml(), rapl_root=tmp_path / "none", environ={})
+    assert report["torch"]["device"] == "mps"
+    assert report["torch"]["native_precisions"] == {"bf16": True, "fp16": True}
+    assert report["quick_mode"]["on"] and "MPS" in report["quick_mode"]["reason"]
+    assert "native 16-bit on mps: bf16 yes, fp16 yes" in hardware.format_report(report)
