@@ -34,12 +34,21 @@ _SPECS = {
 _ALIASES = {"fashionmnist": "fashion-mnist", "fashion_mnist": "fashion-mnist", "fmnist": "fashion-mnist",
             "cifar-10": "cifar10", "cifar_10": "cifar10"}
 DATASETS = tuple(_SPECS)
+# The validation split: this share of the training images, at least 1 and at most VAL_MAX_SIZE.
+VAL_FRACTION = 0.1
+VAL_MAX_SIZE = 5000
 
 
 @dataclass
 class Dataset:
-    """A train/test split as tensors. Images: float (N, C, H, W), normalised with the training
-    split's per-channel mean and std (``mean``/``std``, in [0, 1] pixel units); labels: long."""
+    """Train, validation and test splits as tensors. Images: float (N, C, H, W), normalised with
+    the training split's per-channel mean and std (``mean``/``std``, in [0, 1] pixel units);
+    labels: long.
+
+    ``val_x``/``val_y`` are held out from the training data (never trained on): targets, early
+    stopping, patience and schedules read them while training; the test split is kept for the
+    one accuracy reported at the end. A Dataset built without them carves them from the training
+    tensors given (``validation_size`` rows, chosen with a seeded permutation)."""
 
     name: str
     train_x: torch.Tensor
@@ -52,6 +61,18 @@ class Dataset:
     mean: tuple = ()
     std: tuple = ()
     classes: list = field(default_factory=list)
+    val_x: torch.Tensor | None = None
+    val_y: torch.Tensor | None = None
+
+    def __post_init__(self):
+        if (self.val_x is None) != (self.val_y is None):
+            raise ValueError("val_x and val_y must be given together (or both left out to carve a "
+                             "validation split from the training data)")
+        if self.val_x is None:
+            self.train_x, self.train_y, self.val_x, self.val_y = split_validation(
+                self.train_x, self.train_y, validation_size(int(self.train_x.shape[0])))
+        elif self.val_x.shape[0] != self.val_y.shape[0]:
+            raise ValueError(f"val_x and val_y differ in length: {self.val_x.shape[0]} vs {self.val_y.shape[0]}")
 
     @property
     def input_shape(self) -> tuple:
@@ -66,10 +87,14 @@ class Dataset:
     def n_test(self) -> int:
         return int(self.test_x.shape[0])
 
+    @property
+    def n_val(self) -> int:
+        return int(self.val_x.shape[0])
+
     def describe(self) -> str:
         """One line: name, sizes, shape, source."""
-        return (f"{self.name}: {self.n_train} train / {self.n_test} test images of shape "
-                f"{self.input_shape}, {self.num_classes} classes, source {self.source}")
+        return (f"{self.name}: {self.n_train} train / {self.n_val} validation / {self.n_test} test "
+                f"images of shape {self.input_shape}, {self.num_classes} classes, source {self.source}")
 
     def __repr__(self) -> str:
         return f"Dataset({self.describe()})"
@@ -77,9 +102,11 @@ class Dataset:
     def subset(self, train_indices=None, classes=None) -> "Dataset":
         """A smaller dataset: ``classes`` keeps only those labels in both splits and relabels
         them 0..len(classes)-1 (a new task from the same images); ``train_indices`` then picks
-        training rows (a list, a tensor of indices, or an int n for the first n). The test split
-        is kept whole (after the class filter), so accuracies stay comparable."""
+        training rows (a list, a tensor of indices, or an int n for the first n). The validation
+        and test splits are kept whole (after the class filter), so accuracies stay comparable and
+        no validation image ever becomes a training image."""
         train_x, train_y, test_x, test_y = self.train_x, self.train_y, self.test_x, self.test_y
+        val_x, val_y = self.val_x, self.val_y
         num_classes, names = self.num_classes, list(self.classes)
         if classes is not None:
             keep = [int(c) for c in classes]
@@ -90,8 +117,10 @@ class Dataset:
             relabel[torch.tensor(keep)] = torch.arange(len(keep))
             train_rows = torch.isin(train_y, order.to(train_y.device))
             test_rows = torch.isin(test_y, order.to(test_y.device))
+            val_rows = torch.isin(val_y, order.to(val_y.device))
             train_x, train_y = train_x[train_rows], relabel.to(train_y.device)[train_y[train_rows]]
             test_x, test_y = test_x[test_rows], relabel.to(test_y.device)[test_y[test_rows]]
+            val_x, val_y = val_x[val_rows], relabel.to(val_y.device)[val_y[val_rows]]
             num_classes, names = len(keep), [names[c] for c in keep] if names else [str(c) for c in keep]
         if train_indices is not None:
             if isinstance(train_indices, int) and not isinstance(train_indices, bool):
@@ -104,7 +133,28 @@ class Dataset:
                     raise ValueError(f"train_indices must be a non-empty 1-D list of rows in 0..{len(train_y) - 1}")
             train_x, train_y = train_x[rows.to(train_x.device)], train_y[rows.to(train_y.device)]
         return dataclasses.replace(self, train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y,
-                                   num_classes=num_classes, classes=names)
+                                   val_x=val_x, val_y=val_y, num_classes=num_classes, classes=names)
+
+
+def validation_size(n_train: int) -> int:
+    """Validation images held out for ``n_train`` training images: VAL_FRACTION of them,
+    rounded, at least 1 and at most VAL_MAX_SIZE (0 when there are fewer than 2)."""
+    if n_train < 2:
+        return 0
+    return min(VAL_MAX_SIZE, max(1, round(VAL_FRACTION * n_train)))
+
+
+def split_validation(x: torch.Tensor, y: torch.Tensor, n_val: int, seed: int = 0):
+    """(train_x, train_y, val_x, val_y): ``n_val`` rows chosen by a seeded permutation are held
+    out; the remaining rows keep their order. Same inputs and seed, same split."""
+    n = int(x.shape[0])
+    if isinstance(n_val, bool) or not isinstance(n_val, int) or not 0 <= n_val < max(n, 1):
+        raise ValueError(f"n_val must be an integer in 0..{max(n - 1, 0)} (some rows must stay for "
+                         f"training), got {n_val!r}")
+    held = torch.zeros(n, dtype=torch.bool)
+    held[torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))[:n_val]] = True
+    held = held.to(x.device)
+    return x[~held], y[~held], x[held], y[held]
 
 
 def load(name: str, n_train: int | None = None, n_test: int | None = None, root=None,
@@ -166,7 +216,8 @@ def generate(name: str = "synthetic", n_train: int = 1000, n_test: int = 200, se
     protos = _prototypes(num_classes, shape, g)
     train_x, train_y = _samples(protos, n_train, difficulty, g)
     test_x, test_y = _samples(protos, n_test, difficulty, g)
-    ds = _finish(key, train_x, train_y, test_x, test_y, num_classes, "generated", "")
+    val = _samples(protos, validation_size(n_train), difficulty, g)  # drawn like training images
+    ds = _finish(key, train_x, train_y, test_x, test_y, num_classes, "generated", "", val=val)
     ds.classes = [f"pattern {i}" for i in range(num_classes)]
     return ds
 
@@ -264,14 +315,15 @@ def make_dataloader(ds, batch_size: int, num_workers: int = 0, pin_memory: bool 
     Augmentation runs per sample in the loader (in its worker processes when ``num_workers`` > 0).
     ``ds`` may also be a ``torch.utils.data.Dataset`` yielding (x, y).
     """
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
     if not isinstance(num_workers, int) or num_workers < 0:
         raise ValueError(f"num_workers must be an integer >= 0, got {num_workers!r}")
     if prefetch_factor is not None and (num_workers == 0 or prefetch_factor < 1):
         raise ValueError("prefetch_factor needs num_workers > 0 and must be >= 1")
     if isinstance(ds, Dataset):
-        x, y = (ds.train_x, ds.train_y) if split == "train" else (ds.test_x, ds.test_y)
+        x, y = {"train": (ds.train_x, ds.train_y), "val": (ds.val_x, ds.val_y),
+                "test": (ds.test_x, ds.test_y)}[split]
         source = _AugmentedTensors(x.cpu(), y.cpu(), as_augment(augment), seed)
     else:
         if augment is not None:
@@ -383,10 +435,12 @@ def _load_torchvision(key, tv_name, root: Path, download: bool, n_train, n_test,
         return None, f"{tv_name} is not in {root} and {offline}"
     tx, ty = _tensors(train)
     vx, vy = _tensors(test)
-    tx, ty = _subset(tx, ty, n_train, seed)
+    n_val = validation_size(min(n_train, tx.shape[0]))
+    tx, ty = _subset(tx, ty, n_train + n_val, seed)  # the validation rows come from the training pool
+    tx, ty, val_x, val_y = split_validation(tx, ty, min(n_val, tx.shape[0] - 1), seed)
     vx, vy = _subset(vx, vy, n_test, seed + 1)
     ds = _finish(key, tx, ty, vx, vy, len(train.classes), "torchvision",
-                 f"torchvision.datasets.{tv_name} from {root}")
+                 f"torchvision.datasets.{tv_name} from {root}", val=(val_x, val_y))
     ds.classes = list(train.classes)
     return ds, ""
 
@@ -409,14 +463,17 @@ def _subset(x, y, n, seed):
     return x[idx], y[idx]
 
 
-def _finish(key, tx, ty, vx, vy, num_classes, source, note) -> Dataset:
-    """Normalise both splits with the training split's per-channel mean and std."""
+def _finish(key, tx, ty, vx, vy, num_classes, source, note, val) -> Dataset:
+    """Normalise every split with the training split's per-channel mean and std. ``val``: the
+    validation (x, y), held out from the training images before this point."""
     mean = tx.mean(dim=(0, 2, 3))
     std = tx.std(dim=(0, 2, 3)).clamp_min(1e-6) if tx.shape[0] > 1 else torch.ones_like(mean)
     tx = (tx - mean[None, :, None, None]) / std[None, :, None, None]
     vx = (vx - mean[None, :, None, None]) / std[None, :, None, None]
+    val_x = (val[0] - mean[None, :, None, None]) / std[None, :, None, None]
     return Dataset(name=key, train_x=tx.contiguous(), train_y=ty.long(), test_x=vx.contiguous(),
-                   test_y=vy.long(), num_classes=num_classes, source=source, note=note,
+                   test_y=vy.long(), val_x=val_x.contiguous(), val_y=val[1].long(),
+                   num_classes=num_classes, source=source, note=note,
                    mean=tuple(round(float(m), 6) for m in mean), std=tuple(round(float(s), 6) for s in std))
 
 

@@ -47,12 +47,19 @@ def test_fashion_mnist_through_torchvision_from_idx_files(tmp_path, capsys):
     files = _fake_fashion_mnist(tmp_path)
     ds = data.load("fashion-mnist", root=tmp_path)
     assert ds.source == "torchvision" and "FashionMNIST" in ds.note
-    assert ds.input_shape == (1, 28, 28) and ds.n_train == 60 and ds.n_test == 20
+    # 10% of the 60 training images are held out for validation, by a seeded permutation
+    assert ds.input_shape == (1, 28, 28) and ds.n_train == 54 and ds.n_val == 6 and ds.n_test == 20
     assert ds.train_x.dtype == torch.float32 and ds.train_y.dtype == torch.long
     images, labels = files["train"]
-    assert torch.equal(ds.train_y, torch.as_tensor(labels, dtype=torch.long))
+    rows = torch.arange(60)
+    train_rows, _, val_rows, _ = data.split_validation(rows, rows, 6, seed=0)
+    assert sorted(train_rows.tolist() + val_rows.tolist()) == list(range(60))  # a partition
+    assert torch.equal(ds.train_y, torch.as_tensor(labels, dtype=torch.long)[train_rows])
+    assert torch.equal(ds.val_y, torch.as_tensor(labels, dtype=torch.long)[val_rows])
     pixels = ds.train_x * ds.std[0] + ds.mean[0]
-    assert torch.allclose(pixels[:, 0], torch.as_tensor(images).float() / 255, atol=1e-5)
+    assert torch.allclose(pixels[:, 0], torch.as_tensor(images[train_rows.numpy()]).float() / 255, atol=1e-5)
+    val_pixels = ds.val_x * ds.std[0] + ds.mean[0]
+    assert torch.allclose(val_pixels[:, 0], torch.as_tensor(images[val_rows.numpy()]).float() / 255, atol=1e-5)
     assert abs(float(ds.train_x.mean())) < 1e-4  # normalised with the training split's statistics
     assert "source torchvision" in capsys.readouterr().out
 
@@ -62,6 +69,10 @@ def test_fashion_mnist_subset_is_seeded(tmp_path):
     a = data.load("fashion-mnist", n_train=25, n_test=5, root=tmp_path, verbose=False)
     b = data.load("fashion-mnist", n_train=25, n_test=5, root=tmp_path, verbose=False)
     assert a.n_train == 25 and a.n_test == 5 and torch.equal(a.train_x, b.train_x)
+    # the validation images come from the training pool and are never training images too
+    assert a.n_val == 2 and torch.equal(a.val_x, b.val_x)
+    flat = lambda t: {tuple(r.tolist()) for r in t.flatten(1)}  # noqa: E731
+    assert not flat(a.val_x) & flat(a.train_x)
 
 
 def test_cifar10_through_torchvision_from_pickle_batches(tmp_path, monkeypatch):
@@ -90,9 +101,14 @@ def test_cifar10_through_torchvision_from_pickle_batches(tmp_path, monkeypatch):
 
     ds = data.load("cifar10", root=tmp_path, verbose=False)
     assert ds.source == "torchvision" and ds.input_shape == (3, 32, 32)
-    assert ds.n_train == 40 and ds.n_test == 8 and ds.classes[0] == "class0"
-    assert ds.train_y.tolist() == sum((written[n]["labels"] for n in names[:5]), [])
-    first = torch.as_tensor(written["data_batch_1"]["data"][0].reshape(3, 32, 32)).float() / 255
+    assert ds.n_train == 36 and ds.n_val == 4 and ds.n_test == 8 and ds.classes[0] == "class0"
+    rows = torch.arange(40)
+    train_rows, _, val_rows, _ = data.split_validation(rows, rows, 4, seed=0)
+    labels = torch.tensor(sum((written[n]["labels"] for n in names[:5]), []))
+    assert torch.equal(ds.train_y, labels[train_rows]) and torch.equal(ds.val_y, labels[val_rows])
+    first_row = int(train_rows[0])  # training rows keep their order
+    batch, row = names[first_row // 8], first_row % 8
+    first = torch.as_tensor(written[batch]["data"][row].reshape(3, 32, 32)).float() / 255
     mean = torch.tensor(ds.mean)[:, None, None]
     std = torch.tensor(ds.std)[:, None, None]
     assert torch.allclose(ds.train_x[0] * std + mean, first, atol=1e-5)
@@ -214,6 +230,34 @@ def test_subset_by_rows_and_by_classes_relabels_and_keeps_the_test_split():
     both = ds.subset(train_indices=5, classes=[0, 1])
     assert both.n_train == 5 and both.num_classes == 2
     assert ds.n_train == 200 and ds.num_classes == 10  # the original is untouched
+    # the validation split follows: kept whole by a row subset, filtered and relabelled by classes
+    assert torch.equal(first.val_x, ds.val_x)
+    assert int((two.val_y == 0).sum()) == int((ds.val_y == 7).sum()) and two.n_val > 0
+    assert set(two.val_y.tolist()) <= {0, 1} and "validation" in two.describe()
+
+
+def test_every_dataset_has_a_seeded_validation_split():
+    from greenlab import data as gd
+
+    a = gd.load("synthetic", n_train=300, n_test=50, verbose=False)
+    b = gd.load("synthetic", n_train=300, n_test=50, verbose=False)
+    assert a.n_train == 300 and a.n_val == 30 and a.n_test == 50  # 10% more, drawn like training images
+    assert torch.equal(a.val_x, b.val_x) and torch.equal(a.val_y, b.val_y)
+    assert not torch.equal(a.val_x, a.test_x[:30])
+    assert "300 train / 30 validation / 50 test" in a.describe()
+    assert gd.validation_size(1) == 0 and gd.validation_size(2) == 1 and gd.validation_size(1000) == 100
+    assert gd.validation_size(10**6) == gd.VAL_MAX_SIZE
+    # a Dataset built from tensors without one carves it from its training rows, seeded
+    x, y = torch.arange(40.0).reshape(40, 1, 1, 1), torch.arange(40) % 2
+    made = gd.Dataset("t", x, y, x[:4], y[:4], num_classes=2, source="generated")
+    again = gd.Dataset("t", x, y, x[:4], y[:4], num_classes=2, source="generated")
+    assert made.n_train == 36 and made.n_val == 4 and torch.equal(made.val_x, again.val_x)
+    seen = sorted(made.train_x.flatten().tolist() + made.val_x.flatten().tolist())
+    assert seen == x.flatten().tolist()  # no row lost, none in both
+    with pytest.raises(ValueError, match="val_x and val_y"):
+        gd.Dataset("t", x, y, x[:4], y[:4], num_classes=2, source="generated", val_x=x[:3])
+    val_loader = gd.make_dataloader(a, batch_size=8, split="val", shuffle=False)
+    assert torch.equal(torch.cat([yb for _, yb in val_loader]), a.val_y)
 
 
 def test_subset_rejects_bad_requests():

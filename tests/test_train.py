@@ -53,7 +53,9 @@ def _tiny_dataset(n=10, shape=(1, 4, 4)):
     g = torch.Generator().manual_seed(5)
     x = torch.randn(n, *shape, generator=g)
     y = torch.randint(0, 3, (n,), generator=g)
-    return data.Dataset("tiny", x, y, x[:4], y[:4], num_classes=3, source="generated")
+    held_x, held_y = torch.randn(4, *shape, generator=g), torch.randint(0, 3, (4,), generator=g)
+    return data.Dataset("tiny", x, y, held_x, held_y, num_classes=3, source="generated",
+                        val_x=held_x.clone(), val_y=held_y.clone())
 
 
 @pytest.mark.parametrize("micro,accum,big", [(2, 3, 6), (3, 2, 6), (3, 4, 12)])
@@ -117,6 +119,49 @@ def test_target_accuracy_records_time_and_energy_and_stops(ds):
     assert res.joules_to_target == hit["joules"]
     assert res.seconds_to_target == hit["seconds"] <= res.seconds
     assert res.joules_to_target == pytest.approx(10 * res.seconds_to_target, rel=0.05, abs=0.05)
+
+
+def test_training_reads_the_validation_split_and_scores_the_test_split_once(ds):
+    import dataclasses
+
+    cfg = TrainConfig(batch_size=20, epochs=3, eval_every=2, lr=0.1, target_accuracy=0.6, patience=4)
+    plain = run(tiny_mlp(), ds, cfg=cfg)
+    # scrambled test labels change the reported accuracy and nothing else: no rule reads them
+    scrambled = dataclasses.replace(ds, test_y=(ds.test_y + 1) % ds.num_classes)
+    other = run(tiny_mlp(), scrambled, cfg=cfg)
+    assert [h["accuracy"] for h in plain.history] == [h["accuracy"] for h in other.history]
+    assert plain.steps == other.steps and plain.status == other.status
+    assert plain.steps_to_target == other.steps_to_target
+    assert plain.final_accuracy != other.final_accuracy
+    model = tiny_mlp()
+    res = run(model, ds, cfg=cfg)
+    with torch.no_grad():
+        val = float((model(ds.val_x).argmax(1) == ds.val_y).float().mean())
+        test = float((model(ds.test_x).argmax(1) == ds.test_y).float().mean())
+    assert res.val_accuracy == pytest.approx(val) == pytest.approx(res.history[-1]["accuracy"])
+    assert res.final_accuracy == pytest.approx(test)
+    assert "test accuracy" in res.summary() and "validation" in res.summary()
+
+
+def test_evaluation_in_samples_is_the_same_schedule_for_every_batch_size(ds):
+    rows = {}
+    for bs in (8, 16, 48):
+        res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=bs, epochs=1, eval_every_samples=48, lr=0.05))
+        rows[bs] = [h["samples"] for h in res.history]
+    assert rows[8] == rows[16] == rows[48] == [48, 96, 144, 192, 240]
+    with pytest.raises(ValueError, match="not both"):
+        TrainConfig(eval_every=2, eval_every_samples=64)
+    with pytest.raises(ValueError, match="eval_every_samples"):
+        TrainConfig(eval_every_samples=0)
+
+
+def test_an_interrupted_run_reports_no_test_accuracy(ds):
+    def on_step(state):
+        if state.step == 2:
+            raise KeyboardInterrupt
+
+    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=1), callbacks=[on_step], save=False)
+    assert res.status == "interrupted" and res.final_accuracy is None
 
 
 def test_target_without_stopping_keeps_training(ds):

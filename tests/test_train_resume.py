@@ -34,6 +34,7 @@ def ds():
     small = data.load("synthetic", n_train=150, n_test=60, verbose=False)
     small.train_x = small.train_x[:, :, :12, :12].contiguous()
     small.test_x = small.test_x[:, :, :12, :12].contiguous()
+    small.val_x = small.val_x[:, :, :12, :12].contiguous()
     return small
 
 

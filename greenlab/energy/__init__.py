@@ -4,6 +4,7 @@ Every figure carries its source: ``nvml-counter``, ``nvml-power``, ``rapl`` or `
 """
 
 from greenlab.energy.command import measure_main
+from greenlab.energy.distributed import CollectiveWindow, DistributedMeasurement
 from greenlab.energy.measure import (
     ComponentEnergy,
     EnergyWindow,
@@ -17,7 +18,7 @@ from greenlab.energy.monitor import PowerMonitor, PowerSample
 from greenlab.energy.sources import EnergySource, default_sources, discover, trapezoid_joules
 
 __all__ = [
-    "ComponentEnergy", "EnergySource", "EnergyWindow", "IdlePower", "Measurement", "PowerMonitor",
-    "PowerSample", "ShortWindowWarning", "default_sources", "discover", "measure", "measure_idle",
+    "CollectiveWindow", "ComponentEnergy", "DistributedMeasurement", "EnergySource",
+    "EnergyWindow", "IdlePower", "Measurement", "PowerMonitor", "PowerSample", "ShortWindowWarning", "default_sources", "discover", "measure", "measure_idle",
     "measure_main", "trapezoid_joules",
 ]

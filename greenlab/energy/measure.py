@@ -196,13 +196,21 @@ class EnergyWindow:
 
 
 def measure(label: str = "window", idle: IdlePower | None = None, sources: list | None = None,
-            sync: bool = True) -> EnergyWindow:
+            sync: bool = True, distributed: bool | None = False) -> EnergyWindow:
     """A measurement window: context manager, decorator, or ``start()``/``stop()``.
 
     ``sources``: EnergySource objects (default: what this machine offers, see
     ``default_sources()``). ``idle``: an :class:`IdlePower` to report energy above idle too.
     ``sync``: synchronise CUDA at the window edges when torch.cuda is initialised.
+    ``distributed``: True for a window every rank of a ``torch.distributed`` job opens, reduced
+    across ranks (see ``greenlab.energy.distributed``); None for that whenever a process group
+    is initialised; False for this process alone.
     """
+    if distributed is None or distributed:
+        from greenlab.energy.distributed import CollectiveWindow, process_group_active
+
+        if distributed or process_group_active():
+            return CollectiveWindow(label, idle=idle, sources=sources, sync=sync)
     return EnergyWindow(label, idle=idle, sources=sources, sync=sync)
 
 
