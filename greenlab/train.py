@@ -26,6 +26,7 @@ software, ends with the same weights and history rows as a run that was never in
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import platform
 import sys
@@ -37,6 +38,8 @@ from datetime import datetime, timezone
 import torch
 import torch.nn.functional as F
 
+from greenlab import validation
+
 PRECISIONS = ("fp32", "bf16", "fp16")
 LOADERS = ("device", "dataloader")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -46,6 +49,11 @@ _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TRAIN_STATE_VERSION = 1
 # TrainConfig fields that do not change what is trained (so a resumed run may differ in them)
 RESUME_FREE_FIELDS = ("label", "region", "eval_batch_size", "pin_memory", "prefetch_factor")
+# accepted ranges (checked before any work starts)
+MAX_LR = 100.0  # a learning rate above this diverges for any model here
+MAX_EPOCHS = 100_000
+MAX_COUNT = 2**40  # sizes and step counts
+MAX_SEED = 2**63 - 1  # what torch.manual_seed accepts
 
 
 class StopTraining(Exception):
@@ -106,46 +114,35 @@ class TrainConfig:
     label: str = ""
 
     def __post_init__(self):
-        _positive_int("batch_size", self.batch_size)
-        _positive_int("accum_steps", self.accum_steps)
-        _positive_int("epochs", self.epochs)
-        _positive_int("eval_batch_size", self.eval_batch_size)
-        _positive_int("lr_step_size", self.lr_step_size)
-        if self.max_steps is not None:
-            _positive_int("max_steps", self.max_steps)
-        if self.eval_every is not None:
-            _positive_int("eval_every", self.eval_every)
-        if self.patience is not None:
-            _positive_int("patience", self.patience)
-        if not isinstance(self.warmup_steps, int) or isinstance(self.warmup_steps, bool) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.loader not in LOADERS:
-            raise ValueError(f"loader must be one of {', '.join(LOADERS)}, got {self.loader!r}")
-        for name in ("lr", "momentum", "weight_decay", "lr_gamma"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
-        if self.target_accuracy is not None:
-            t = self.target_accuracy
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1:
-                raise ValueError(f"target_accuracy must be in (0, 1] (e.g. 0.9 for 90%), got {t!r}")
-        if self.grad_clip is not None and not (isinstance(self.grad_clip, (int, float)) and self.grad_clip > 0):
-            raise ValueError(f"grad_clip must be a positive number or None, got {self.grad_clip!r}")
-        if not (callable(self.lr_schedule) or self.lr_schedule is None or self.lr_schedule in LR_SCHEDULES):
+        v = validation
+        for name in ("batch_size", "accum_steps", "eval_batch_size", "lr_step_size"):
+            setattr(self, name, v.integer(name, getattr(self, name), low=1, high=MAX_COUNT))
+        self.epochs = v.integer("epochs", self.epochs, low=1, high=MAX_EPOCHS)
+        for name in ("max_steps", "eval_every", "patience", "prefetch_factor"):
+            setattr(self, name, v.integer(name, getattr(self, name), low=1, high=MAX_COUNT, allow_none=True))
+        self.warmup_steps = v.integer("warmup_steps", self.warmup_steps, low=0, high=MAX_COUNT)
+        self.num_workers = v.integer("num_workers", self.num_workers, low=0, high=1024)
+        self.seed = v.integer("seed", self.seed, low=0, high=MAX_SEED)
+        v.choice("precision", self.precision, PRECISIONS)
+        v.choice("optimizer", self.optimizer, OPTIMIZERS)
+        v.choice("loader", self.loader, LOADERS)
+        self.lr = v.number("lr", self.lr, low=0, high=MAX_LR, low_open=True)
+        self.momentum = v.number("momentum", self.momentum, low=0, high=1, high_open=True)
+        self.weight_decay = v.number("weight_decay", self.weight_decay, low=0, high=1)
+        self.lr_gamma = v.number("lr_gamma", self.lr_gamma, low=0, high=1, low_open=True)
+        self.target_accuracy = v.number("target_accuracy (e.g. 0.9 for 90%)", self.target_accuracy,
+                                        low=0, high=1, low_open=True, allow_none=True)
+        self.grad_clip = v.number("grad_clip", self.grad_clip, low=0, low_open=True, allow_none=True)
+        for name in ("stop_at_target", "eval_autocast", "channels_last", "compile", "pin_memory"):
+            setattr(self, name, v.flag(name, getattr(self, name)))
+        v.text("label", self.label)
+        if not (callable(self.lr_schedule) or self.lr_schedule is None
+                or (isinstance(self.lr_schedule, str) and self.lr_schedule in LR_SCHEDULES)):
             raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)} or a callable "
                              f"step -> multiplier, got {self.lr_schedule!r}")
         if self.batch_schedule is not None and not callable(self.batch_schedule):
             _check_steps(self.batch_schedule)
-        if not isinstance(self.num_workers, int) or self.num_workers < 0:
-            raise ValueError(f"num_workers must be an integer >= 0, got {self.num_workers!r}")
+        _check_region(self.region)
         from greenlab.data import as_augment
 
         as_augment(self.augment)
@@ -331,15 +328,16 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
         raise ValueError(f"config must be a TrainConfig, got {type(cfg).__name__}")
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    for name in ("train_x", "train_y", "test_x", "test_y"):
-        if not hasattr(data, name):
-            raise ValueError("data must be a greenlab.data.Dataset (from gl.data.load)")
     dev = torch.device(device if device is not None else gl_config.device())
     if dev.type == "cuda" and dev.index is None:  # so batch.device == dev compares equal
         dev = torch.device("cuda", torch.cuda.current_device())
+    _check_data(data)
     callbacks = _as_callbacks(callbacks)
     if sources is None:
         sources = default_sources()
+    sources = _check_sources(sources)
+    validation.flag("log", log)
+    validation.flag("save", save)
 
     saved = load_train_checkpoint(resume_from, cfg, data) if resume_from is not None else None
     torch.manual_seed(cfg.seed)
@@ -367,9 +365,7 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
         print(("greenlab.train: " + result.message + "\n" if result.message else "") +
               "greenlab.train: " + result.summary())
     if save:
-        from greenlab import results
-
-        results.append(result.to_dict(), path=results_path)
+        _save_result(result, results_path)
     return result
 
 
@@ -673,6 +669,8 @@ class _Run:
         fl["train_total_model"] = ("train_step_per_sample x samples trained in this session "
                                    "(FLOPs scale with batch size)")
         message = self.message
+        for problem in (self.meter.problems if self.meter is not None else ()):
+            message = f"{message}; {problem}" if message else problem
         if cfg.target_accuracy is not None and self.target is None:
             best = "n/a" if self.best is None else f"{self.best:.1%}"
             missed = (f"target accuracy {cfg.target_accuracy:.1%} not reached within the budget "
@@ -813,41 +811,84 @@ def _set_rng_state(states, dev):
 
 
 class _Meter:
-    """Cumulative joules since creation, read from the run's energy sources."""
+    """Cumulative joules since creation, read from the run's energy sources. A source that fails
+    mid-run does not end the run: the failure is recorded in ``problems`` and every later
+    reading is NaN (missing), never a smaller total presented as whole."""
 
     def __init__(self, sources):
         self.sources = list(sources)
         self.start = [s.read_joules() for s in self.sources]
+        self.problems: list[str] = []
 
     def joules(self) -> float:
-        return sum(s.read_joules() - j0 for s, j0 in zip(self.sources, self.start))
+        if self.problems:
+            return math.nan
+        try:
+            return sum(s.read_joules() - j0 for s, j0 in zip(self.sources, self.start))
+        except Exception as exc:  # a meter fault must not lose the run
+            failed = next((s for s in self.sources if not _reads(s)), None)
+            name = (f"{getattr(failed, 'component', '?')} ({getattr(failed, 'name', '?')})"
+                    if failed is not None else "an energy source")
+            self.problems.append(f"{name} failed during the run ({type(exc).__name__}: {exc}); "
+                                 "energy figures from then on are missing (NaN) and the run's "
+                                 "total leaves that source out")
+            return math.nan
+
+
+def _reads(source) -> bool:
+    try:
+        source.read_joules()
+        return True
+    except Exception:
+        return False
 
 
 class _PeakMemory:
-    """Peak CUDA memory allocated, or (CPU) the growth of the process's resident set size."""
+    """Memory the run added: CUDA peak allocated above the start of the run (model and data are
+    already resident then, so they are not counted), or (CPU) the growth of the process's
+    resident set size (psutil when installed, else /proc/self/statm)."""
 
     def __init__(self, dev):
         self.dev = dev
         self.peak_rss = None
         if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+            self.base = int(torch.cuda.memory_allocated(dev))
             torch.cuda.reset_peak_memory_stats(dev)
-            self.kind = "cuda max_memory_allocated"
+            self.kind = "cuda max_memory_allocated above the start of the run (model and data resident)"
         else:
-            import psutil
-
-            self.proc = psutil.Process()
-            self.rss0 = self.proc.memory_info().rss
-            self.kind = "cpu process RSS growth (start to end of run)"
+            self.rss0 = _rss_bytes()
+            self.kind = ("cpu process RSS growth (start to end of run)" if self.rss0 is not None
+                         else "not measured (no RSS reading on this system)")
 
     def sample(self):
-        if self.dev.type != "cuda":
-            rss = self.proc.memory_info().rss
-            self.peak_rss = rss if self.peak_rss is None else max(self.peak_rss, rss)
+        if self.dev.type != "cuda" and self.rss0 is not None:
+            rss = _rss_bytes()
+            if rss is not None:
+                self.peak_rss = rss if self.peak_rss is None else max(self.peak_rss, rss)
 
-    def bytes(self) -> int:
+    def bytes(self) -> int | None:
         if self.dev.type == "cuda":
-            return int(torch.cuda.max_memory_allocated(self.dev))
+            return max(0, int(torch.cuda.max_memory_allocated(self.dev)) - self.base)
+        if self.rss0 is None:
+            return None
         return max(0, int((self.peak_rss or self.rss0) - self.rss0))
+
+
+def _rss_bytes() -> int | None:
+    """This process's resident set size in bytes: psutil when installed, else /proc/self/statm;
+    None where neither exists."""
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except ImportError:
+        pass
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def provenance(dev, sources: dict, version: str) -> dict:
@@ -923,7 +964,7 @@ def _scheduler(cfg, optimizer, total_steps):
     if sched is None or sched == "constant":
         return None
     if callable(sched):
-        return lrs.LambdaLR(optimizer, sched)
+        return lrs.LambdaLR(optimizer, _checked_schedule(sched))
     if sched == "step":
         return lrs.StepLR(optimizer, step_size=cfg.lr_step_size, gamma=cfg.lr_gamma)
     if sched == "cosine":
@@ -938,19 +979,156 @@ def _scheduler(cfg, optimizer, total_steps):
     return lrs.LambdaLR(optimizer, warmup_linear)
 
 
-def _progress(total, log, label, initial=0):
-    from tqdm.auto import tqdm
+class LrScheduleError(StopTraining, ValueError):
+    """A callable ``lr_schedule`` returned something other than a finite multiplier >= 0.
+    Before training it is raised (a ValueError); during training it stops the run (status
+    "stopped", the reason in the message), so the work done so far is kept."""
 
-    return tqdm(total=total, initial=min(initial, total), disable=not log, desc=label or "train",
-                unit="step", leave=False, file=sys.stderr)
+
+def _checked_schedule(fn):
+    """Wrap a callable ``lr_schedule`` so a negative, NaN or non-numeric multiplier stops the run
+    instead of training at a nonsense learning rate. (A plain function, so LambdaLR's
+    state_dict stores nothing for it and checkpoints stay loadable.)"""
+
+    def checked(step):
+        value = fn(step)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                or not math.isfinite(value) or not 0 <= value <= MAX_LR:
+            raise LrScheduleError(f"lr_schedule({step}) returned {value!r}; it must return a finite "
+                                  f"multiplier of lr in [0, {MAX_LR:g}]")
+        return value
+
+    return checked
+
+
+def _progress(total, log, label, initial=0):
+    """A tqdm progress bar when ``log`` and tqdm is installed; otherwise a silent stand-in."""
+    if log:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            tqdm = None
+        if tqdm is not None:
+            return tqdm(total=total, initial=min(initial, total), desc=label or "train",
+                        unit="step", leave=False, file=sys.stderr)
+    return _NoProgress()
+
+
+class _NoProgress:
+    """The part of tqdm's interface the loop uses, doing nothing (no tqdm, or ``log=False``)."""
+
+    n = 0
+
+    def update(self, n=1):
+        self.n += n
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def set_postfix_str(self, *args, **kwargs):
+        pass
+
+    def close(self):
+        pass
 
 
 def _as_callbacks(callbacks):
     if callbacks is None:
         return []
-    if callable(callbacks) or hasattr(callbacks, "on_step") or hasattr(callbacks, "on_eval"):
+    if _is_callback(callbacks):
         return [callbacks]
-    return list(callbacks)
+    if isinstance(callbacks, (str, bytes)) or not hasattr(callbacks, "__iter__"):
+        raise validation.ArgumentTypeError(
+            "callbacks must be a callable, an object with on_step/on_eval/on_end methods, or a "
+            f"list of these; got {type(callbacks).__name__}")
+    out = list(callbacks)
+    for i, cb in enumerate(out):
+        if not _is_callback(cb):
+            raise validation.ArgumentTypeError(
+                f"callbacks[{i}] must be a callable or an object with on_step/on_eval/on_end "
+                f"methods, got {cb!r} ({type(cb).__name__})")
+    return out
+
+
+def _is_callback(cb) -> bool:
+    return callable(cb) or any(hasattr(cb, m) for m in ("on_step", "on_eval", "on_end"))
+
+
+def _check_sources(sources) -> list:
+    """``sources`` must be a non-empty list of energy sources: with none, the run's energy would
+    read 0 J, which is not a measurement."""
+    if isinstance(sources, (str, bytes)) or not hasattr(sources, "__iter__"):
+        raise validation.ArgumentTypeError(
+            f"sources must be a list of energy sources (greenlab.energy.default_sources()), got "
+            f"{type(sources).__name__}")
+    sources = list(sources)
+    if not sources:
+        raise ValueError("sources must hold at least one energy source (an empty list would "
+                         "report 0 J); leave sources=None for what this machine offers")
+    for i, s in enumerate(sources):
+        if not (callable(getattr(s, "read_joules", None)) and hasattr(s, "component")):
+            raise validation.ArgumentTypeError(
+                f"sources[{i}] must be an energy source (with read_joules() and component), got "
+                f"{type(s).__name__}")
+    return sources
+
+
+def _check_data(data):
+    """The dataset must have non-empty train and test splits of matching lengths, with labels in
+    [0, num_classes): an empty or mislabelled test split would score 0.0 without any error."""
+    for name in ("train_x", "train_y", "test_x", "test_y"):
+        if not isinstance(getattr(data, name, None), torch.Tensor):
+            raise validation.ArgumentTypeError(
+                f"data must be a greenlab.data.Dataset (from gl.data.load) with tensor {name}, "
+                f"got {type(data).__name__}")
+    splits = ("train", "val", "test") if isinstance(getattr(data, "val_x", None), torch.Tensor) \
+        else ("train", "test")
+    for split in splits:
+        x, y = getattr(data, f"{split}_x"), getattr(data, f"{split}_y")
+        if not isinstance(y, torch.Tensor):
+            raise validation.ArgumentTypeError(f"data.{split}_y must be a tensor of labels")
+        if x.dim() < 1 or x.shape[0] == 0:
+            raise ValueError(f"data.{split}_x is empty: the {split} split needs at least one sample")
+        if y.dim() != 1 or y.shape[0] != x.shape[0]:
+            raise ValueError(f"data.{split}_y must hold one label per sample ({x.shape[0]}), "
+                             f"got shape {tuple(y.shape)}")
+        if y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool:
+            raise ValueError(f"data.{split}_y must hold integer class labels, got {y.dtype}")
+    classes = getattr(data, "num_classes", None)
+    if classes is not None:
+        classes = validation.integer("data.num_classes", classes, low=2)
+        for split in splits:
+            y = getattr(data, f"{split}_y")
+            low, high = int(y.min()), int(y.max())
+            if low < 0 or high >= classes:
+                raise ValueError(f"data.{split}_y labels must be in [0, {classes - 1}] "
+                                 f"(num_classes={classes}), found {low}..{high}")
+
+
+def _save_result(result, path):
+    """Append the run to the results log; a log that cannot be written keeps the run (returned
+    as it is), warns, and names the path in the result's message."""
+    from greenlab import results
+
+    try:
+        results.append(result.to_dict(), path=path)
+    except (OSError, ValueError, TypeError) as exc:
+        problem = f"the run was not saved to the results log: {exc}"
+        result.message = f"{result.message}; {problem}" if result.message else problem
+        warnings.warn(problem, RuntimeWarning, stacklevel=3)
+
+
+def _check_region(region):
+    """``region`` must name a row of the carbon table; a table that cannot be read is left for
+    the end of the run (where CO2e is then reported as missing, with a warning)."""
+    validation.text("region", region, allow_empty=False)
+    from greenlab import carbon
+
+    try:
+        carbon.regions()
+    except (OSError, ValueError):
+        return
+    carbon.intensity(region)
 
 
 def _positive_int(name, value):
