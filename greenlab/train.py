@@ -313,6 +313,8 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     "diverged". Every run, whatever its status, is appended to the results log
     (``save=False`` to skip; ``results_path`` to choose the file).
     sources / idle: energy sources and an IdlePower passed to ``greenlab.energy.measure``.
+    Inside a ``torch.distributed`` job (process group initialised) every rank must call train():
+    the energy window is collective and ``energy`` is the job's, reduced across ranks.
     resume_from: a checkpoint written by ``state.checkpoint`` / ``CheckpointCallback`` during a
       run with the same config (fields in ``RESUME_FREE_FIELDS`` may differ) and data size; the
       run continues from it. ``seconds``/``joules`` then cover this call only, and
@@ -352,7 +354,8 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
         run.restore(saved, resume_from)
 
     peak = _PeakMemory(dev)
-    window = measure(cfg.label or "train", idle=idle, sources=sources)
+    # inside a torch.distributed job every rank calls train(); the window is then collective
+    window = measure(cfg.label or "train", idle=idle, sources=sources, distributed=None)
     with window:
         run.meter = _Meter(sources)
         run.start_s = time.perf_counter()
