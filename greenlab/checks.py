@@ -410,7 +410,8 @@ def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energ
 
     Passes when the window has at least one component, every component names its source,
     the energy is a finite number > 0, the window raised no short-window warning (it lasted
-    at least its counters' update period) and it lasted at least ``min_seconds``.
+    at least 10 of its counters' update periods), nothing was lost (``problems`` is empty) and
+    it lasted at least ``min_seconds``.
     ``None`` is "not attempted".
     """
     if not (isinstance(min_seconds, (int, float)) and not isinstance(min_seconds, bool)
@@ -434,8 +435,11 @@ def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energ
         problems.append(f"the energy is {joules!r} J; a real window uses more than 0 J.")
     short = [w for w in measurement.warnings if "shorter than" in str(w)]
     if short:
-        problems.append("the window was shorter than its counter's update period; repeat the "
-                        "work many times inside one window and divide by the number of calls.")
+        problems.append("the window was shorter than 10 of its counter's update periods; repeat "
+                        "the work many times inside one window and divide by the number of calls.")
+    lost = list(getattr(measurement, "problems", []) or [])
+    if lost:
+        problems.append("the measurement is incomplete: " + "; ".join(lost))
     if measurement.seconds < min_seconds:
         problems.append(f"the window lasted {measurement.seconds:.3g} s; make it last at least "
                         f"{min_seconds:g} s so the counters move many times.")

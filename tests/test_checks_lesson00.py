@@ -43,7 +43,7 @@ def test_good_window_passes_and_names_its_source():
 
 def test_real_window_from_a_counter_passes_when_long_enough():
     with gl.measure("long", sources=[SteppedCounter()]) as window:
-        time.sleep(0.06)  # longer than the fake counter's 50 ms update period
+        time.sleep(0.52)  # longer than 10 of the fake counter's 50 ms update periods
     assert window.result.joules == 2.0 and not window.result.warnings
     assert gl.check.energy_window(window.result, min_seconds=0.05).passed
 
@@ -89,3 +89,11 @@ def test_window_object_instead_of_result_fails_helpfully():
 def test_bad_min_seconds_is_a_value_error():
     with pytest.raises(ValueError, match="min_seconds"):
         gl.check.energy_window(_measurement(), min_seconds=-1)
+
+
+def test_incomplete_window_fails_naming_what_was_lost():
+    m = _measurement()
+    m.problems.append("gpu:0: nvml-counter failed at window end (lost); its energy is missing")
+    result = gl.check.energy_window(m)
+    assert result.status == FAILED
+    assert any("incomplete" in d and "gpu:0" in d for d in result.details)

@@ -84,7 +84,7 @@ def test_short_window_warns_and_records():
 def test_long_enough_window_does_not_warn(recwarn):
     c = ManualCounter(period_s=0.01)
     with measure("ok", sources=[c], sync=False) as m:
-        time.sleep(0.03)
+        time.sleep(0.11)  # more than 10 update periods
     assert m.result.warnings == []
     assert not [w for w in recwarn if issubclass(w.category, ShortWindowWarning)]
 
@@ -176,15 +176,32 @@ def test_default_window_on_this_machine_measures_cpu():
     assert m.result.components["cpu"].joules > 0
 
 
-def test_cuda_synchronised_at_both_edges(monkeypatch):
+def fake_torch_cuda(monkeypatch, count=2, current=0, reserved=(), initialized=True):
+    """A torch stand-in whose CUDA records synchronize() calls; ``reserved``: devices holding
+    allocator memory."""
     calls = []
-    cuda = types.SimpleNamespace(is_initialized=lambda: True, device_count=lambda: 2,
-                                 synchronize=lambda i: calls.append(i))
+    cuda = types.SimpleNamespace(
+        is_initialized=lambda: initialized, device_count=lambda: count,
+        current_device=lambda: current,
+        memory_reserved=lambda i: 1 << 20 if i in reserved else 0,
+        synchronize=lambda i: calls.append(i))
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    return calls
+
+
+def test_cuda_synchronised_at_both_edges_on_used_devices_only(monkeypatch):
+    calls = fake_torch_cuda(monkeypatch, count=4, current=1, reserved=(1, 3))
     with measure("sync", sources=[ManualCounter()]):
-        assert calls == [0, 1]
-    assert calls == [0, 1, 0, 1]
+        assert calls == [1, 3]  # devices 0 and 2 are not this process's: never touched
+    assert calls == [1, 3, 1, 3]
     calls.clear()
     with measure("nosync", sources=[ManualCounter()], sync=False):
+        pass
+    assert calls == []
+
+
+def test_no_sync_before_torch_initialises_cuda(monkeypatch):
+    calls = fake_torch_cuda(monkeypatch, initialized=False)
+    with measure("cpu only", sources=[ManualCounter()]):
         pass
     assert calls == []

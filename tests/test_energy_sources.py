@@ -11,89 +11,7 @@ from greenlab.energy.estimate import CpuEstimateSource
 from greenlab.energy.nvml import Nvml, VisibleGpu
 from greenlab.energy.sources import NvmlCounterSource, NvmlPowerSource, discover
 
-
-# --- a pynvml stand-in -------------------------------------------------------------------
-
-class FakeNVMLError(Exception):
-    pass
-
-
-class FakeNotSupported(FakeNVMLError):
-    pass
-
-
-class FakeLibraryNotFound(FakeNVMLError):
-    pass
-
-
-class FakeGpu:
-    def __init__(self, uuid, arch=7, energy_mj=None, power_mw=100_000, instant_mw=None):
-        self.uuid, self.arch = uuid, arch
-        self.energy_mj = energy_mj  # None -> counter not supported; a callable -> reading
-        self.power_mw = power_mw  # number, callable, or None -> power fails too
-        self.instant_mw = instant_mw
-
-
-class FakeField:
-    def __init__(self, value):
-        self.nvmlReturn, self.valueType, self.value = 0, 1, value
-
-
-class FakePynvml:
-    NVMLError = FakeNVMLError
-    NVMLError_NotSupported = FakeNotSupported
-    NVMLError_LibraryNotFound = FakeLibraryNotFound
-    NVML_FI_DEV_POWER_INSTANT = 186
-    NVML_DEVICE_ARCH_PASCAL = 4
-    NVML_DEVICE_ARCH_VOLTA = 5
-    NVML_DEVICE_ARCH_AMPERE = 7
-
-    def __init__(self, gpus, driver=True):
-        self.gpus, self.driver = gpus, driver
-
-    def nvmlInit(self):
-        if not self.driver:
-            raise FakeLibraryNotFound("NVML Shared Library Not Found")
-
-    def nvmlDeviceGetCount(self):
-        return len(self.gpus)
-
-    def nvmlDeviceGetHandleByIndex(self, i):
-        return self.gpus[i]
-
-    def nvmlDeviceGetHandleByUUID(self, uuid):
-        return next(g for g in self.gpus if g.uuid == uuid)
-
-    def nvmlDeviceGetUUID(self, h):
-        return h.uuid
-
-    def nvmlDeviceGetName(self, h):
-        return b"Fake GPU " + h.uuid[-4:].encode()
-
-    def nvmlDeviceGetArchitecture(self, h):
-        return h.arch
-
-    def nvmlDeviceGetMemoryInfo(self, h):
-        return type("Mem", (), {"total": 16 * 2**30})()
-
-    def nvmlDeviceGetEnforcedPowerLimit(self, h):
-        return 250_000
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, h):
-        if h.energy_mj is None:
-            raise FakeNotSupported("Not Supported")
-        return h.energy_mj()
-
-    def nvmlDeviceGetPowerUsage(self, h):
-        if h.power_mw is None:
-            raise FakeNVMLError("Unknown Error")
-        return h.power_mw() if callable(h.power_mw) else h.power_mw
-
-    def nvmlDeviceGetFieldValues(self, h, fields):
-        if h.instant_mw is None:
-            raise FakeNotSupported("Not Supported")
-        value = h.instant_mw() if callable(h.instant_mw) else h.instant_mw
-        return [FakeField(value)]
+from fakes import FakeGpu, FakePynvml
 
 
 def no_rapl(tmp_path):
@@ -318,7 +236,6 @@ UUIDS = ["GPU-aaaa1111", "GPU-bbbb2222", "GPU-cccc3333", "GPU-dddd4444"]
     ("-1", []),
     ("1,-1,0", [(0, 1)]),  # CUDA ignores everything after an invalid entry
     ("1,7", [(0, 1)]),
-    ("MIG-1234", []),
 ])
 def test_cuda_visible_devices_mapping(spec, expected):
     lib = Nvml(FakePynvml([FakeGpu(u, energy_mj=lambda: 0) for u in UUIDS]))

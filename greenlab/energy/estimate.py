@@ -2,92 +2,137 @@
 
 Model (linear in utilisation)::
 
-    E = P_idle * dt + (P_max - P_idle) * busy_cpu_seconds / n_logical_cpus
-    P_max  = TDP_per_core * n_physical_cores
+    E = P_idle * dt + (P_max - P_idle) * busy_cpu_seconds / n_cpus
+    P_max  = TDP_per_core * cores
     P_idle = IDLE_FRACTION * P_max
 
-``busy_cpu_seconds`` is system-wide busy CPU time (all processes, from ``psutil.cpu_times``),
-so other work on the machine is counted too.
+``n_cpus`` is what this process may use (CPU affinity and cgroup quota, see
+:mod:`greenlab.energy.cpus`), not the host's count; ``cores`` the physical cores behind them.
+
+``attribution`` says whose busy time counts:
+
+- ``"process"`` (default): the CPU time of the measuring process and its children (DataLoader
+  workers, launched workers, the command under ``greenlab measure``), so another program on
+  the same machine does not change the figure;
+- ``"machine"``: all busy time on the machine (``/proc/stat``), everyone's work included.
+
+In both modes the idle share of the CPUs this process may use is charged to the window.
 
 Parameters and where they come from:
 
 - ``TDP_per_core = 12 W``: the default per-core TDP ("Any" CPU row of ``TDP_cpu.csv``) of
   the Green Algorithms calculator, Lannelongue, Grealey & Inouye, "Green Algorithms:
   Quantifying the Carbon Footprint of Computation", Advanced Science 2021,
-  doi:10.1002/advs.202100707. TDP is a cooling design figure, not a measured draw.
+  doi:10.1002/advs.202100707. TDP is a cooling design figure, not a measured draw, and the
+  per-core figures in that table differ several-fold between processors.
 - ``IDLE_FRACTION = 0.2``: Cloud Carbon Footprint (Thoughtworks, 2021) uses SPECpower-derived
   averages of 0.74 W (idle) and 3.5 W (full load) per AWS vCPU, an idle share of about 0.21.
   Applying that share to a desktop or laptop CPU is an assumption of this model.
 
-The estimate is uncertain by a large factor; greenlab states +-50 % (``rel_uncertainty``).
+This is a model, not a measurement. Because its constants alone span several-fold, greenlab
+states +-100 % (``rel_uncertainty`` 1.0): the true figure may be about half or double.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
+from greenlab.energy import cpus as _cpus
 from greenlab.energy.sources import EnergySource
 
 TDP_PER_CORE_W = 12.0
 IDLE_FRACTION = 0.2
-ESTIMATE_REL_UNCERTAINTY = 0.5
+ESTIMATE_REL_UNCERTAINTY = 1.0
+ATTRIBUTIONS = ("process", "machine")
 _NOT_BUSY = ("idle", "iowait", "steal", "guest", "guest_nice")  # guest time is inside user
 
 
 class CpuEstimateSource(EnergySource):
-    """CPU energy from the model above; always ``estimated=True``."""
+    """CPU energy from the model above; always ``estimated=True``.
+
+    ``n_logical``/``n_physical``: CPUs and cores to size the model by (default: this
+    process's allocation). ``busy_seconds``: a function giving cumulative busy CPU seconds
+    (default: by ``attribution``); ``cpu_times``: a function giving machine CPU-time fields
+    (psutil-style), kept for machine attribution in tests.
+    """
 
     name = "estimate"
     estimated = True
     rel_uncertainty = ESTIMATE_REL_UNCERTAINTY
 
     def __init__(self, component: str = "cpu", note: str = "", tdp_per_core_w: float | None = None,
-                 idle_fraction: float = IDLE_FRACTION, n_logical: int | None = None,
-                 n_physical: int | None = None, cpu_times=None, clock=time.monotonic):
-        import psutil
-
-        self.n_logical = n_logical or psutil.cpu_count(logical=True) or os.cpu_count() or 1
-        self.n_physical = n_physical or psutil.cpu_count(logical=False) or self.n_logical
+                 idle_fraction: float = IDLE_FRACTION, n_logical: float | None = None,
+                 n_physical: float | None = None, cpu_times=None, clock=time.monotonic,
+                 attribution: str = "process", busy_seconds=None):
+        if attribution not in ATTRIBUTIONS:
+            raise ValueError(f"attribution must be 'process' or 'machine', got {attribution!r}")
         self.tdp_per_core_w = TDP_PER_CORE_W if tdp_per_core_w is None else float(tdp_per_core_w)
         if self.tdp_per_core_w <= 0 or not 0.0 <= idle_fraction <= 1.0:
             raise ValueError("tdp_per_core_w must be > 0 and idle_fraction within [0, 1]")
+        if n_logical is None or n_physical is None:
+            alloc = _cpus.allocated_cpus()
+            self.sizing = alloc.how
+            n_logical = n_logical or alloc.cpus
+            n_physical = n_physical or alloc.cores
+        else:
+            self.sizing = "given"
+        if n_logical <= 0 or n_physical <= 0:
+            raise ValueError("n_logical and n_physical must be positive")
+        self.n_logical, self.n_physical = float(n_logical), float(n_physical)
+        self.attribution = attribution
         self.max_watts = self.tdp_per_core_w * self.n_physical
         self.idle_watts = idle_fraction * self.max_watts
-        self._cpu_times = cpu_times or psutil.cpu_times
+        if busy_seconds is not None:
+            self._busy = busy_seconds
+            self.busy_how = "given"
+        elif cpu_times is not None:
+            self._busy = lambda: _busy_of_fields(cpu_times())
+            self.busy_how = "given CPU times"
+        elif attribution == "process":
+            tree = _cpus.ProcessTreeCpu(clock=clock)
+            self._busy = tree.seconds
+            self.busy_how = tree.how
+        else:
+            self._busy = _cpus.machine_busy_seconds
+            self.busy_how = "/proc/stat"
         self._clock = clock
         self._lock = threading.Lock()
         self._t_last = clock()
-        self._busy_last = self._busy_seconds()
+        self._busy_last = self._busy()
         self._joules = 0.0
-        model = (f"estimate: E = P_idle*dt + (P_max - P_idle)*busy_cpu_s/{self.n_logical} "
-                 "logical CPUs; "
-                 f"P_max = {self.tdp_per_core_w:g} W/core x {self.n_physical} cores = "
+        whose = ("this process and its children" if attribution == "process"
+                 else "all processes on the machine")
+        model = (f"estimate ({attribution}): E = P_idle*dt + (P_max - P_idle)*busy_cpu_s/"
+                 f"{self.n_logical:g} CPUs; busy time of {whose} ({self.busy_how}); "
+                 f"P_max = {self.tdp_per_core_w:g} W/core x {self.n_physical:g} cores = "
                  f"{self.max_watts:g} W (per-core TDP default of Green Algorithms, Lannelongue "
                  f"et al. 2021); P_idle = {idle_fraction:g} x P_max = {self.idle_watts:g} W "
                  "(idle share ~0.21 in Cloud Carbon Footprint's SPECpower averages, 2021; "
-                 "assumed to apply here); busy time is system-wide")
+                 f"assumed to apply here); CPUs: {self.sizing}; a model, uncertain by about a "
+                 "factor of 2 (+-100 %) because per-core TDPs differ several-fold between CPUs")
         super().__init__(component, note, model)
-        try:
-            tick = os.sysconf("SC_CLK_TCK")
-        except (ValueError, OSError, AttributeError):
-            tick = 100
-        self.update_period_s = 1.0 / tick  # CPU times advance in clock ticks
+        self.update_period_s = 1.0 / _cpus.clock_ticks_per_second()  # CPU times advance in ticks
 
     def read_joules(self) -> float:
         """Energy since this source was created, accumulated read by read: each interval's
         busy time is capped at what the CPUs could do in it (clock-tick rounding can report
         more), so no window, however short, reads above P_max."""
         with self._lock:
-            now, busy_now = self._clock(), self._busy_seconds()
+            now, busy_now = self._clock(), self._busy()
             dt = max(now - self._t_last, 0.0)
             busy = min(max(busy_now - self._busy_last, 0.0), self.n_logical * dt)
             self._joules += self.idle_watts * dt + (self.max_watts - self.idle_watts) * busy / self.n_logical
             self._t_last, self._busy_last = now, busy_now
             return self._joules
 
-    def _busy_seconds(self) -> float:
-        times = self._cpu_times()
-        fields = times._asdict() if hasattr(times, "_asdict") else dict(times)
-        return sum(v for k, v in fields.items() if k not in _NOT_BUSY)
+    def describe(self) -> dict:
+        out = super().describe()
+        out.update(attribution=self.attribution, cpus=self.n_logical, cores=self.n_physical,
+                   sizing=self.sizing)
+        return out
+
+
+def _busy_of_fields(times) -> float:
+    fields = times._asdict() if hasattr(times, "_asdict") else dict(times)
+    return sum(v for k, v in fields.items() if k not in _NOT_BUSY)

@@ -6,8 +6,14 @@
 
 A window reads every source at its start and end ("counter at end minus counter at start").
 CUDA work is synchronised at both edges when ``torch.cuda`` is initialised, so asynchronous
-kernels belong to the window that launched them. Windows nest: a window opened inside another
-is attached to it as a child.
+kernels belong to the window that launched them; only the devices this process uses are
+synchronised, so no CUDA context is created on anyone else's GPU. Windows nest: a window opened
+inside another is attached to it as a child.
+
+Nothing is lost silently: a component that could not be read (at the start or end, by the
+background poller, a counter that went backwards, a GPU seen but unreadable) is listed in
+``Measurement.problems`` and the result is ``complete == False``; ``summary()`` says
+"incomplete" and names the component and the reason.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ from dataclasses import dataclass, field
 from greenlab.energy.sources import EnergySource, discover
 
 
+SHORT_WINDOW_PERIODS = 10  # warn when a window lasts fewer update periods than this
+
+
 class ShortWindowWarning(UserWarning):
-    """A window was shorter than the update period of one of its sources."""
+    """A window lasted fewer than ``SHORT_WINDOW_PERIODS`` update periods of a source."""
 
 
 @dataclass
@@ -41,6 +50,7 @@ class ComponentEnergy:
     rel_uncertainty: float
     note: str = ""
     model: str = ""
+    attribution: str = ""  # "device", "machine" or "process": whose energy this is
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -53,6 +63,7 @@ class IdlePower:
     watts_by_component: dict
     seconds: float
     sources: dict = field(default_factory=dict)
+    problems: list = field(default_factory=list)  # what the idle window could not measure
 
     @property
     def watts(self) -> float:
@@ -60,12 +71,15 @@ class IdlePower:
 
     def to_dict(self) -> dict:
         return {"watts_by_component": dict(self.watts_by_component), "seconds": self.seconds,
-                "sources": dict(self.sources), "watts": self.watts}
+                "sources": dict(self.sources), "watts": self.watts, "problems": list(self.problems)}
 
 
 @dataclass
 class Measurement:
-    """The result of one window. ``joules`` is the sum over components."""
+    """The result of one window. ``joules`` is the sum over the components measured.
+
+    ``problems``: one text per lost or doubtful figure ("component: what happened"); when there
+    are any the result is not ``complete`` and ``joules`` may be too small."""
 
     label: str
     seconds: float
@@ -73,6 +87,12 @@ class Measurement:
     idle_watts: float | None = None
     warnings: list = field(default_factory=list)
     children: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """True when every component was measured for the whole window with no fault."""
+        return not self.problems
 
     @property
     def joules(self) -> float:
@@ -99,16 +119,15 @@ class Measurement:
         return self.joules - self.idle_watts * self.seconds
 
     def summary(self) -> str:
-        """One readable line: time, energy, power, and where each figure comes from."""
+        """One readable line: time, energy, power, where each figure comes from, and what is
+        missing ("incomplete: ...") when something could not be measured."""
         parts = [f"{self.label}: {self.seconds:.3g} s, {self.joules:.4g} J ({self.watts:.3g} W)"]
         if self.idle_watts is not None:
             parts.append(f"{self.joules_above_idle:.4g} J above idle "
                          f"({self.idle_watts:.3g} W idle)")
-        detail = ", ".join(
-            f"{c.component} {c.joules:.4g} J {c.source}"
-            f"{' (estimate)' if c.estimated and c.source != 'estimate' else ''}"
-            f" +-{c.rel_uncertainty:.0%}" for c in self.components.values())
-        parts.append(f"[{detail or 'no components'}]")
+        if self.problems:
+            parts.append("incomplete: " + "; ".join(self.problems))
+        parts.append(f"[{component_text(self.components.values()) or 'no components'}]")
         return "; ".join(parts)
 
     def to_dict(self) -> dict:
@@ -123,11 +142,26 @@ class Measurement:
             "joules_above_idle": self.joules_above_idle,
             "components": {k: c.to_dict() for k, c in self.components.items()},
             "warnings": list(self.warnings),
+            "complete": self.complete,
+            "problems": list(self.problems),
             "children": [c.to_dict() for c in self.children],
         }
 
     def __repr__(self) -> str:
         return f"<Measurement {self.summary()}>"
+
+
+def component_text(components) -> str:
+    """``cpu 3 J estimate (process) +-100%, gpu:0 40 J nvml-counter +-5%`` for ComponentEnergy."""
+    out = []
+    for c in components:
+        how = c.source
+        if c.estimated and c.source != "estimate":
+            how += " (estimate)"
+        elif c.source == "estimate" and c.attribution:
+            how += f" ({c.attribution})"
+        out.append(f"{c.component} {c.joules:.4g} J {how} +-{c.rel_uncertainty:.0%}")
+    return ", ".join(out)
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("greenlab_window", default=None)
@@ -138,13 +172,22 @@ class EnergyWindow:
     ``results`` keeps every one (one per call when used as a decorator)."""
 
     def __init__(self, label: str = "window", idle: IdlePower | None = None,
-                 sources: list | None = None, sync: bool = True):
+                 sources: list | None = None, sync: bool = True, gpus="used",
+                 attribution: str = "process"):
+        from greenlab.energy.estimate import ATTRIBUTIONS
+        from greenlab.energy.sources import _check_gpus
+
         if idle is not None and not isinstance(idle, IdlePower):
             raise ValueError("idle must be an IdlePower from measure_idle(), or None")
+        if attribution not in ATTRIBUTIONS:
+            raise ValueError(f"attribution must be 'process' or 'machine', got {attribution!r}")
         self.label = str(label)
         self.idle = idle
         self.sync = bool(sync)
+        self.gpus = _check_gpus(gpus)
+        self.attribution = attribution
         self._given_sources = list(sources) if sources is not None else None
+        self._given_problems = list(getattr(sources, "problems", []))
         self.result: Measurement | None = None
         self.results: list[Measurement] = []
         self._run: _Run | None = None
@@ -222,7 +265,8 @@ def measure_idle(seconds: float = 2.0, sources: list | None = None) -> IdlePower
     with window:
         time.sleep(seconds)
     r = window.result
-    return IdlePower({k: c.watts for k, c in r.components.items()}, r.seconds, r.sources)
+    return IdlePower({k: c.watts for k, c in r.components.items()}, r.seconds, r.sources,
+                     list(r.problems))
 
 
 class _Run:
@@ -231,6 +275,7 @@ class _Run:
     def __init__(self, window: EnergyWindow):
         self.window = window
         self.warnings: list[str] = []
+        self.problems: list[str] = []
         self.children: list[Measurement] = []
         self.parent: _Run | None = None
         self._token = None
@@ -238,19 +283,31 @@ class _Run:
 
     def begin(self) -> None:
         if self.window._given_sources is not None:
-            self.sources: list[EnergySource] = self.window._given_sources
+            sources = self.window._given_sources
+            self.problems.extend(self.window._given_problems)
         else:
-            found = discover()
-            self.sources = found.sources
-            self.warnings.extend(found.problems)
+            found = discover(gpus=self.window.gpus, attribution=self.window.attribution)
+            sources = found.sources
+            self.problems.extend(found.problems)
+        if not sources:
+            self.problems.append("no energy sources were given, so nothing was measured: "
+                                 "0 J here is not a measurement")
         self.parent = _current.get()
         self._token = _current.set(self)
         try:
-            self._poller = _Poller.start_for(self.sources)
             if self.window.sync:
                 _cuda_sync()
-            self.start_joules = {s.component: s.read_joules() for s in self.sources}
+            self.start_joules, self.sources = {}, []
+            for s in sources:
+                try:
+                    self.start_joules[s.component] = s.read_joules()
+                    self.sources.append(s)
+                except Exception as exc:
+                    self.problems.append(f"{s.component}: {s.name} failed at window start "
+                                         f"({_why(exc)}); its energy is missing")
             self.t0 = time.perf_counter()
+            self.start_faults = {s.component: s.fault_count for s in self.sources}
+            self._poller = _Poller.start_for(self.sources)
         except BaseException:
             self._finish_threads()
             raise
@@ -265,39 +322,62 @@ class _Run:
                 try:
                     end_joules[s.component] = s.read_joules()
                 except Exception as exc:
-                    self.warnings.append(f"{s.component}: {s.name} failed at window end ({exc}); "
-                                         "left out of this result")
+                    self.problems.append(f"{s.component}: {s.name} failed at window end "
+                                         f"({_why(exc)}); its energy is missing from this total")
         finally:
+            poller = self._poller
             self._finish_threads()
+        if poller is not None:
+            self.problems.extend(poller.problems())
         seconds = t1 - self.t0
         components = {}
         for s in self.sources:
+            self.problems.extend(s.faults_since(self.start_faults[s.component]))
             if s.component not in end_joules:
                 continue
             joules = end_joules[s.component] - self.start_joules[s.component]
+            if joules < 0:
+                self.problems.append(f"{s.component}: {s.name} went backwards ({joules:.4g} J; "
+                                     "counter reset?); its energy is missing from this total")
+                continue
             components[s.component] = ComponentEnergy(
                 s.component, s.name, joules, seconds, joules / seconds if seconds > 0 else 0.0,
-                s.estimated, s.rel_uncertainty, s.note, s.model)
+                s.estimated, s.rel_uncertainty, s.note, s.model,
+                getattr(s, "attribution", ""))
         self._warn_if_short(seconds)
         idle = self.window.idle
         idle_watts = None
         if idle is not None:
             idle_watts = sum(idle.watts_by_component.get(k, 0.0) for k in components)
+            self.problems.extend(f"idle: {p}" for p in idle.problems)
+            lacking = [k for k in components if k not in idle.watts_by_component]
+            if lacking:
+                self.problems.append(f"idle: no idle power for {', '.join(lacking)}, so the "
+                                     "above-idle figure counts all of their energy")
         result = Measurement(self.window.label, seconds, components, idle_watts,
-                             self.warnings, self.children)
+                             self.warnings, self.children, self.problems)
+        above = result.joules_above_idle
+        if above is not None and above < 0:
+            self.problems.append(
+                f"above idle: negative ({above:.4g} J): the idle power given "
+                f"({idle_watts:.3g} W) is above this window's mean power ({result.watts:.3g} W), "
+                "so the idle figure does not fit this window (measure idle again, same sources)")
         if self.parent is not None:
             self.parent.children.append(result)
         return result
 
     def _warn_if_short(self, seconds: float) -> None:
         slowest = max(self.sources, key=lambda s: s.update_period_s, default=None)
-        if slowest is not None and seconds < slowest.update_period_s:
-            text = (f"window {self.window.label!r} lasted {seconds * 1000:.1f} ms, shorter than "
-                    f"the {slowest.update_period_s * 1000:.0f} ms update period of "
-                    f"{slowest.component} ({slowest.name}); its energy is unreliable. Repeat the work in a loop inside "
-                    "one window (e.g. 100 times) and divide.")
-            self.warnings.append(text)
-            warnings.warn(text, ShortWindowWarning, stacklevel=_caller_stacklevel())
+        if slowest is None or seconds >= SHORT_WINDOW_PERIODS * slowest.update_period_s:
+            return
+        period_ms = slowest.update_period_s * 1000
+        text = (f"window {self.window.label!r} lasted {seconds * 1000:.1f} ms, shorter than "
+                f"{SHORT_WINDOW_PERIODS} update periods of {slowest.component} ({slowest.name}, "
+                f"{period_ms:.0f} ms each = {SHORT_WINDOW_PERIODS * period_ms:.0f} ms); its energy "
+                "is unreliable. Repeat the work in a loop inside one window (e.g. 100 times) "
+                "and divide.")
+        self.warnings.append(text)
+        warnings.warn(text, ShortWindowWarning, stacklevel=_caller_stacklevel())
 
     def _finish_threads(self) -> None:
         if self._poller is not None:
@@ -312,12 +392,18 @@ class _Run:
 
 
 class _Poller:
-    """Background thread that calls ``poll()`` on sources that need it during a window."""
+    """Background thread that calls ``poll()`` on sources that need it during a window.
+
+    A failing poll is counted per source (``errors``) and polling goes on, so a passing
+    glitch costs one interval; ``problems()`` reports every failure, and ``error`` keeps the
+    first exception."""
 
     def __init__(self, sources: list[EnergySource], interval_s: float):
         self.sources = sources
         self.interval_s = interval_s
         self.error: BaseException | None = None
+        self.errors: dict = {}  # component -> (count, first exception)
+        self.died: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="greenlab-window-poller",
                                         daemon=True)
@@ -332,17 +418,36 @@ class _Poller:
         return poller
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
+        try:
+            while not self._stop.wait(self.interval_s):
                 for s in self.sources:
-                    s.poll()
-            except Exception as exc:  # the window's end read will report the failure
-                self.error = exc
-                return
+                    try:
+                        s.poll()
+                    except Exception as exc:
+                        count, first = self.errors.get(s.component, (0, exc))
+                        self.errors[s.component] = (count + 1, first)
+                        if self.error is None:
+                            self.error = exc
+        except BaseException as exc:  # the thread itself failed: the window reports it
+            self.died = exc
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+    def problems(self) -> list[str]:
+        names = {s.component: s.name for s in self.sources}
+        out = [f"{component}: {names[component]} polling failed {count} time(s) during the "
+               f"window (first: {_why(first)}); readings were lost"
+               for component, (count, first) in self.errors.items()]
+        if self.died is not None:
+            out.append(f"{', '.join(names)}: the background poller stopped ({_why(self.died)}); "
+                       "readings after that were lost")
+        return out
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _caller_stacklevel() -> int:
@@ -354,14 +459,16 @@ def _caller_stacklevel() -> int:
 
 
 def _cuda_sync() -> None:
-    """Wait for queued CUDA work on every device, if torch has already initialised CUDA."""
+    """Wait for queued CUDA work on the devices this process uses (torch's current device and
+    any holding torch memory), if torch has initialised CUDA. Other GPUs are never touched, so
+    no CUDA context is created on them."""
+    from greenlab.energy.sources import used_cuda_devices
+
     torch = sys.modules.get("torch")
     if torch is None:
         return
     try:
-        if not torch.cuda.is_initialized():
-            return
-        for index in range(torch.cuda.device_count()):
+        for index in used_cuda_devices(torch) or []:
             torch.cuda.synchronize(index)
     except Exception as exc:  # a broken CUDA context must not hide the window's result
         warnings.warn(f"CUDA synchronise failed at a window edge: {exc}", RuntimeWarning)

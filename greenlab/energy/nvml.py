@@ -23,10 +23,18 @@ _shared = None  # the process-wide Nvml for the real pynvml, created on first us
 
 @dataclass(frozen=True)
 class VisibleGpu:
-    """One GPU as CUDA sees it: ``cuda_index`` (``gpu:<cuda_index>``) -> ``nvml_index``."""
+    """One GPU as CUDA sees it: ``cuda_index`` (``gpu:<cuda_index>``) -> ``nvml_index``.
+
+    ``mig`` is the ``MIG-...`` entry when CUDA sees a MIG instance (``nvml_index`` is then
+    None: NVML has no per-instance energy)."""
 
     cuda_index: int
-    nvml_index: int
+    nvml_index: int | None
+    mig: str = ""
+
+    @property
+    def component(self) -> str:
+        return f"gpu:{self.cuda_index}"
 
 
 class Nvml:
@@ -120,7 +128,9 @@ class Nvml:
         return cls is not None and isinstance(exc, cls)
 
     def visible_gpus(self, environ=None) -> list[VisibleGpu]:
-        """GPUs CUDA will number, honouring ``CUDA_VISIBLE_DEVICES`` (indices or GPU UUIDs)."""
+        """GPUs CUDA will number, honouring ``CUDA_VISIBLE_DEVICES`` (indices, GPU UUIDs or
+        MIG instances). Plain indices are taken in NVML's (PCI bus) order; see
+        :meth:`order_problem` for when CUDA's own order may differ."""
         count = self.device_count()
         if count == 0:
             return []
@@ -130,7 +140,11 @@ class Nvml:
             return [VisibleGpu(i, i) for i in range(count)]
         uuids = None
         chosen: list[int] = []
+        found: list[VisibleGpu] = []
         for entry in (e.strip() for e in spec.split(",")):
+            if entry.upper().startswith("MIG-"):
+                found.append(VisibleGpu(len(found), None, mig=entry))
+                continue
             index = None
             if entry.isdigit():
                 index = int(entry)
@@ -139,11 +153,45 @@ class Nvml:
                     uuids = [self.uuid(self.handle(i)) for i in range(count)]
                 matches = [i for i, u in enumerate(uuids) if u.lower().startswith(entry.lower())]
                 index = matches[0] if len(matches) == 1 else None
-            # CUDA stops at the first entry it cannot use (bad, MIG-, out of range or repeated).
+            # CUDA stops at the first entry it cannot use (bad, out of range or repeated).
             if index is None or index >= count or index in chosen:
                 break
             chosen.append(index)
-        return [VisibleGpu(cuda, nvml) for cuda, nvml in enumerate(chosen)]
+            found.append(VisibleGpu(len(found), index))
+        return found
+
+    def order_problem(self, environ=None) -> str:
+        """Why plain CUDA indices may not be NVML's order ("" when they are).
+
+        CUDA numbers GPUs fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; NVML numbers
+        them in PCI bus order. The two agree when every GPU is the same model (ties keep bus
+        order); with mixed models only UUIDs (or PCI_BUS_ID order) identify a GPU."""
+        env = os.environ if environ is None else environ
+        if env.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST").strip().upper() == "PCI_BUS_ID":
+            return ""
+        spec = env.get("CUDA_VISIBLE_DEVICES")
+        entries = [e.strip() for e in spec.split(",")] if spec is not None else None
+        if entries is not None and not any(e.isdigit() for e in entries):
+            return ""  # UUIDs or MIG entries only: exact
+        count = self.device_count()
+        names = {self.name(self.handle(i)) for i in range(count)}
+        if len(names) <= 1:
+            return ""
+        return ("CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs differ "
+                f"({', '.join(sorted(names))}): CUDA numbers the fastest first, which NVML cannot "
+                "reproduce, so gpu:N may name the wrong GPU; set CUDA_DEVICE_ORDER=PCI_BUS_ID or "
+                "list GPU UUIDs in CUDA_VISIBLE_DEVICES")
+
+    def index_of_uuid(self, uuid: str) -> int | None:
+        """NVML index of the GPU whose UUID is ``uuid`` (with or without ``GPU-``), or None."""
+        want = _bare_uuid(uuid)
+        for i in range(self.device_count()):
+            try:
+                if _bare_uuid(self.uuid(self.handle(i))) == want:
+                    return i
+            except Exception:
+                continue
+        return None
 
 
 def get_nvml(module=None) -> Nvml:
@@ -154,6 +202,11 @@ def get_nvml(module=None) -> Nvml:
     if _shared is None:
         _shared = Nvml()
     return _shared
+
+
+def _bare_uuid(uuid) -> str:
+    text = _text(uuid).strip().lower()
+    return text[4:] if text.startswith("gpu-") else text
 
 
 def _text(value) -> str:

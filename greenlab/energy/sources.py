@@ -10,6 +10,7 @@ Source names (shown beside every figure): ``nvml-counter``, ``nvml-power``, ``ra
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,11 +26,35 @@ class EnergySource:
     rel_uncertainty = 0.0  # fractional, e.g. 0.05 for +-5 %
     update_period_s = 0.0  # how often the underlying reading changes
     poll_interval_s: float | None = None  # call poll() this often while measuring, or None
+    # whose energy the figure holds: "device" (a whole GPU, every process on it), "machine"
+    # (a whole CPU package), "process" (this process and its children)
+    attribution = "machine"
+    MAX_FAULTS = 100
 
     def __init__(self, component: str, note: str = "", model: str = ""):
         self.component = component
         self.note = note  # why this source was chosen when it is a fallback
         self.model = model  # for estimates: the formula and its parameters
+        self._faults: list[str] = []
+        self._fault_count = 0
+
+    @property
+    def fault_count(self) -> int:
+        """How many faults (lost readings, counter resets) this source has recorded."""
+        return getattr(self, "_fault_count", 0)
+
+    def faults_since(self, count: int) -> list[str]:
+        """Fault texts recorded after ``fault_count`` was ``count`` (oldest first)."""
+        faults = getattr(self, "_faults", [])
+        new = self.fault_count - count
+        return faults[-new:] if new > 0 else []
+
+    def record_fault(self, text: str) -> None:
+        """Note something that made this source's total miss energy (shown by windows)."""
+        if not hasattr(self, "_faults"):
+            self._faults, self._fault_count = [], 0
+        self._faults = (self._faults + [f"{self.component}: {self.name}: {text}"])[-self.MAX_FAULTS:]
+        self._fault_count += 1
 
     def read_joules(self) -> float:
         """Energy in joules since an arbitrary origin; only differences matter."""
@@ -43,6 +68,7 @@ class EnergySource:
         return {
             "component": self.component,
             "source": self.name,
+            "attribution": self.attribution,
             "estimated": self.estimated,
             "rel_uncertainty": self.rel_uncertainty,
             "update_period_s": self.update_period_s,
@@ -55,7 +81,10 @@ class EnergySource:
 
 
 # NVML's reference states +-5 % accuracy for power readings on Fermi and Kepler; it gives no
-# figure for newer parts, so greenlab assumes the same 5 % for both NVML sources.
+# figure for newer parts, so greenlab's 5 % for both NVML sources is an assumption. On A100 and
+# H100 the power sensor is sampled for only part of the time (about 25 % of runtime; Yang et
+# al. 2023, "Part-time Power Measurements: nvidia-smi's Lack of Attention"), so short bursts
+# can be missed or over-counted: long windows and repeats average this out.
 NVML_REL_UNCERTAINTY = 0.05
 # The energy counter's update period is not documented; greenlab assumes 100 ms, the upper end
 # of the 20-100 ms range used in this project's design notes, so short-window warnings err safe.
@@ -69,13 +98,31 @@ class NvmlCounterSource(EnergySource):
     rel_uncertainty = NVML_REL_UNCERTAINTY
     update_period_s = NVML_COUNTER_PERIOD_S
 
+    attribution = "device"
+
     def __init__(self, nvml: _nvml.Nvml, handle, component: str, note: str = ""):
         super().__init__(component, note)
         self._nvml = nvml
         self._handle = handle
+        self._lock = threading.Lock()
+        self._raw: float | None = None
+        self._total = 0.0
 
     def read_joules(self) -> float:
-        return self._nvml.energy_joules(self._handle)
+        """The counter, kept monotonic: a step backwards (driver reload, GPU reset) is
+        recorded as a fault and the energy between those two reads is missing."""
+        with self._lock:
+            raw = self._nvml.energy_joules(self._handle)
+            if self._raw is None:
+                self._total = raw
+            elif raw < self._raw:
+                self.record_fault(f"energy counter went backwards ({self._raw:.6g} J -> "
+                                  f"{raw:.6g} J; driver reload or GPU reset?): the energy "
+                                  "between those reads is missing")
+            else:
+                self._total += raw - self._raw
+            self._raw = raw
+            return self._total
 
 
 class NvmlPowerSource(EnergySource):
@@ -89,6 +136,7 @@ class NvmlPowerSource(EnergySource):
     name = "nvml-power"
     rel_uncertainty = NVML_REL_UNCERTAINTY
     poll_interval_s = 0.05
+    attribution = "device"
 
     def __init__(self, nvml: _nvml.Nvml, handle, component: str, note: str = "",
                  clock=time.monotonic):
@@ -99,6 +147,8 @@ class NvmlPowerSource(EnergySource):
         self._lock = threading.Lock()
         self._joules = 0.0
         self._last: tuple[float, float] | None = None  # (t_s, watts)
+        self._gap_from: float | None = None  # time of the last good sample before failures
+        self._gap_error = ""
         self.instant = nvml.instant_power_watts(handle) is not None
         self.update_period_s = self.poll_interval_s if self.instant else 1.0
 
@@ -113,12 +163,25 @@ class NvmlPowerSource(EnergySource):
         self.read_joules()
 
     def read_joules(self) -> float:
+        """Integrated energy. A failed reading is never bridged: the time from the last good
+        sample to the next good one is left out and recorded as a fault with its length."""
         with self._lock:
-            watts = self.watts()
+            try:
+                watts = self.watts()
+            except Exception as exc:
+                if self._last is not None:
+                    self._gap_from, self._last = self._last[0], None
+                    self._gap_error = str(exc) or type(exc).__name__
+                raise
             now = self._clock()
             if self._last is not None:
                 t_prev, w_prev = self._last
                 self._joules += 0.5 * (watts + w_prev) * max(0.0, now - t_prev)
+            elif self._gap_from is not None:
+                self.record_fault(f"power readings failed ({self._gap_error}); "
+                                  f"{now - self._gap_from:.3g} s were not sampled and their "
+                                  "energy is missing")
+                self._gap_from = None
             self._last = (now, watts)
             return self._joules
 
@@ -137,31 +200,60 @@ def trapezoid_joules(times_s, watts) -> float:
     return total
 
 
+GPU_CHOICES = ("used", "all")
+
+
+class Sources(list):
+    """A list of sources that also carries what discovery could not measure (``problems``),
+    so a window given these sources reports them too."""
+
+    def __init__(self, sources=(), problems=(), gpu_selection: str = ""):
+        super().__init__(sources)
+        self.problems = list(problems)
+        self.gpu_selection = gpu_selection
+
+
 @dataclass
 class Discovery:
-    """What :func:`discover` found: the sources to use and notes on what could not be read."""
+    """What :func:`discover` found: the sources to use and what could not be measured.
+
+    ``problems``: one text per component that should be measured but is not (a GPU seen but
+    unreadable, a MIG instance); a window over these sources is then incomplete.
+    ``gpu_selection``: which GPUs are counted and why."""
 
     sources: list[EnergySource]
     problems: list[str] = field(default_factory=list)
     rapl_status: str = "absent"  # "absent" | "permission denied" | "readable" | "unusable"
     rapl_reason: str = ""
     nvml_reason: str = ""
+    gpu_selection: str = ""
+    attribution: str = "process"
 
 
-def discover(nvml_module=None, rapl_root=None, environ=None) -> Discovery:
+def discover(nvml_module=None, rapl_root=None, environ=None, gpus="used",
+             attribution: str = "process") -> Discovery:
     """Probe this machine and pick one source per component, falling back where needed.
 
     GPU: energy counter -> power sampling -> left out (with a problem note).
     CPU: RAPL package (+ dram) -> labelled estimate, with the reason in ``note``.
-    ``nvml_module`` (a pynvml stand-in) and ``rapl_root`` (a fake powercap tree) are for tests.
+    ``gpus``: ``"used"`` (the CUDA devices this process uses, when torch has initialised CUDA;
+    otherwise every visible GPU), ``"all"`` (every visible GPU) or a list of CUDA indices.
+    ``attribution``: ``"process"`` or ``"machine"`` for the CPU estimate (RAPL is always
+    machine-wide). ``nvml_module`` (a pynvml stand-in) and ``rapl_root`` (a fake powercap
+    tree) are for tests.
     """
-    from greenlab.energy.estimate import CpuEstimateSource
+    from greenlab.energy.estimate import ATTRIBUTIONS, CpuEstimateSource
     from greenlab.energy.rapl import RAPL_ROOT, probe_rapl
 
-    problems: list[str] = []
+    if attribution not in ATTRIBUTIONS:
+        raise ValueError(f"attribution must be 'process' or 'machine', got {attribution!r}")
+    wanted = _check_gpus(gpus)
     lib = _nvml.get_nvml(nvml_module)
     sources: list[EnergySource] = []
-    for gpu in lib.visible_gpus(environ):
+    problems: list[str] = []
+    selected, selection, select_problems = _select_gpus(lib, wanted, environ)
+    problems += select_problems
+    for gpu in selected:
         source, problem = _gpu_source(lib, gpu)
         if source is not None:
             sources.append(source)
@@ -172,31 +264,132 @@ def discover(nvml_module=None, rapl_root=None, environ=None) -> Discovery:
     if rapl.status == "readable":
         sources.extend(rapl.sources())
     else:
-        sources.append(CpuEstimateSource(note=rapl.fallback_note()))
-    return Discovery(sources, problems, rapl.status, rapl.reason, lib.reason)
+        sources.append(CpuEstimateSource(note=rapl.fallback_note(), attribution=attribution))
+    return Discovery(Sources(sources, problems, selection), problems, rapl.status, rapl.reason,
+                     lib.reason, selection, attribution)
 
 
-def default_sources(nvml_module=None, rapl_root=None, environ=None) -> list[EnergySource]:
-    """The sources this machine will use, one per component (see :func:`discover`)."""
-    return discover(nvml_module, rapl_root, environ).sources
+def default_sources(nvml_module=None, rapl_root=None, environ=None, gpus="used",
+                    attribution: str = "process") -> Sources:
+    """The sources this machine will use, one per component (see :func:`discover`); the
+    returned list's ``problems`` travel into every window measured with it."""
+    return discover(nvml_module, rapl_root, environ, gpus, attribution).sources
+
+
+def used_cuda_devices(torch_module=None) -> list[int] | None:
+    """CUDA indices this process uses: torch's current device and every device where torch's
+    allocator holds memory; None when torch has not initialised CUDA. Reading allocator
+    statistics creates no CUDA context."""
+    torch = sys.modules.get("torch") if torch_module is None else torch_module
+    if torch is None:
+        return None
+    try:
+        cuda = torch.cuda
+        if not cuda.is_initialized():
+            return None
+        used = {int(cuda.current_device())}
+        for index in range(int(cuda.device_count())):
+            if cuda.memory_reserved(index) > 0:
+                used.add(index)
+        return sorted(used)
+    except Exception:
+        return None
+
+
+def _check_gpus(gpus):
+    if isinstance(gpus, str):
+        if gpus not in GPU_CHOICES:
+            raise ValueError(f"gpus must be 'used', 'all' or a list of CUDA indices, got {gpus!r}")
+        return gpus
+    try:
+        indices = list(gpus)
+    except TypeError:
+        raise ValueError(f"gpus must be 'used', 'all' or a list of CUDA indices, got {gpus!r}") from None
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices):
+        raise ValueError(f"gpus: CUDA indices must be integers >= 0, got {gpus!r}")
+    return sorted(set(indices))
+
+
+def _select_gpus(lib: _nvml.Nvml, wanted, environ):
+    """(VisibleGpus to measure, description, problems) for ``wanted`` ('used'/'all'/indices)."""
+    visible = lib.visible_gpus(environ)
+    if wanted == "used":
+        used = used_cuda_devices()
+        if used is None:
+            return visible, ("every visible GPU (torch has not initialised CUDA in this process, "
+                             "so which GPUs the work uses is unknown)"), []
+        wanted, how = used, "the GPUs this process uses"
+    elif wanted == "all":
+        return visible, "every visible GPU", []
+    else:
+        how = "the GPUs asked for"
+    problems = []
+    by_index = {g.cuda_index: g for g in visible}
+    uuids = _torch_uuids(wanted)
+    chosen = []
+    for index in wanted:
+        gpu = by_index.get(index)
+        if index in uuids and (gpu is None or gpu.mig == ""):
+            nvml_index = lib.index_of_uuid(uuids[index])  # exact, whatever the order
+            if nvml_index is not None:
+                gpu = _nvml.VisibleGpu(index, nvml_index)
+        elif gpu is not None and gpu.mig == "":
+            order = lib.order_problem(environ)
+            if order:
+                problems.append(f"gpu:{index}: {order}")
+        if gpu is None:
+            why = lib.reason or "NVML does not list it"
+            problems.append(f"gpu:{index}: used by this work but not readable through NVML "
+                            f"({why}); its energy is not measured")
+            continue
+        chosen.append(gpu)
+    return chosen, f"{how}: {', '.join(f'gpu:{i}' for i in wanted) or 'none'}", problems
+
+
+def _torch_uuids(indices) -> dict:
+    """CUDA index -> UUID from torch for ``indices``, when torch has initialised CUDA."""
+    torch = sys.modules.get("torch")
+    out = {}
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return out
+        for index in indices:
+            uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+            if uuid is not None:
+                out[index] = str(uuid)
+    except Exception:
+        return {}
+    return out
 
 
 def _gpu_source(lib: _nvml.Nvml, gpu: _nvml.VisibleGpu):
     """(source or None, problem text) for one visible GPU."""
-    component = f"gpu:{gpu.cuda_index}"
+    component = gpu.component
+    if gpu.mig:
+        return None, (f"{component}: {gpu.mig} is a MIG instance; NVML measures energy and power "
+                      "only for the whole physical GPU, which other instances share, so greenlab "
+                      "does not count it: its energy is not measured")
     try:
         handle = lib.handle(gpu.nvml_index)
     except Exception as exc:
         return None, f"{component}: no NVML handle ({exc}); its energy is not measured"
     try:
+        device_id = lib.uuid(handle)  # names the GPU across processes (distributed runs)
+    except Exception:
+        device_id = ""
+    try:
         lib.energy_joules(handle)
-        return NvmlCounterSource(lib, handle, component), ""
+        source = NvmlCounterSource(lib, handle, component)
+        source.device_id = device_id
+        return source, ""
     except Exception as exc:
         why = "not supported" if lib.is_not_supported(exc) else f"failed: {exc}"
         counter_note = f"energy counter {why}; integrating sampled power instead"
     try:
         lib.power_watts(handle)
-        return NvmlPowerSource(lib, handle, component, note=counter_note), ""
+        source = NvmlPowerSource(lib, handle, component, note=counter_note)
+        source.device_id = device_id
+        return source, ""
     except Exception as exc:
-        return None, (f"{component}: neither the energy counter nor power readings work ({exc}); "
-                      "its energy is not measured")
+        return None, (f"{component}: visible but unreadable: neither the energy counter nor power "
+                      f"readings work ({exc}); its energy is not measured")
