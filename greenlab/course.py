@@ -6,6 +6,7 @@ solutions; the learner copy ``lessons/NN_slug.ipynb`` is generated from it::
     python -m greenlab.course build            # normalise instructor copies, write learner copies
     python -m greenlab.course check            # exit 1 with a summary when anything is out of sync
     python -m greenlab.course new 03 gradient_accumulation "Gradient accumulation"
+    python -m greenlab.course run lessons/instructor/03_gradient_accumulation.ipynb   # headless
 
 Markers in the instructor copy:
 
@@ -30,6 +31,13 @@ counts are cleared (a checked cell gets its position among code cells, since
 nbval skips cells without a count), cell ids are ``<stem>-<index>`` and notebook
 metadata is reduced to the kernelspec, so a build is reproducible byte for byte. Lessons can also be written from Python
 with :func:`notebook`, :func:`md` and :func:`code`.
+
+``run`` executes a lesson's code cells in order in one plain Python namespace, without Jupyter,
+a kernel or ipywidgets (widgets fall back to text, figures go to matplotlib's Agg backend), as
+the GPU suite does on a bare GPU machine. IPython magics run through IPython when it is
+installed; without it, ``%line`` magics and ``!shell`` lines are skipped and a ``%%cell`` magic's
+body runs as plain Python, each with a note. A failing cell stops the run with the lesson and
+cell number (:class:`LessonRunError`).
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ import json
 import os
 import re
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -298,8 +308,221 @@ def new_lesson(number: int | str, slug: str, title: str, folder: str | os.PathLi
     return path
 
 
+class LessonRunError(RuntimeError):
+    """A lesson cell failed in a headless run; the message names the lesson, the cell and the error."""
+
+
+@dataclass
+class LessonRun:
+    """The outcome of one headless lesson run. Times in seconds."""
+
+    lesson: str
+    cells_run: int
+    seconds: float
+    notes: list = field(default_factory=list)
+
+
+def run_notebook(path: str | os.PathLike, quick: bool | None = True, echo: bool = True) -> LessonRun:
+    """Execute ``path``'s code cells in order in a fresh namespace, headless.
+
+    The working folder is the notebook's own (as under Jupyter and nbval) and
+    matplotlib uses the Agg backend. ``quick=True`` sets ``GREENLAB_QUICK=1`` for the run
+    (None leaves the environment as it is). ``echo`` prints a line per cell. Raises
+    :class:`LessonRunError` naming the lesson and cell when a cell fails.
+    """
+    path = Path(path).resolve()
+    nb = _read_json(path)
+    lesson = path.stem
+    env = {"MPLBACKEND": os.environ.get("MPLBACKEND") or "Agg"}
+    if quick is not None:
+        env["GREENLAB_QUICK"] = "1" if quick else "0"
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved_cwd = os.getcwd()
+    os.environ.update(env)
+    os.chdir(path.parent)
+    runner = _CellRunner(lesson, echo)
+    t0 = time.perf_counter()
+    cells = 0
+    try:
+        for index, cell in enumerate(nb.get("cells", [])):
+            if cell.get("cell_type") != "code":
+                continue
+            source = _joined(cell.get("source", ""))
+            if not source.strip():
+                continue
+            cells += 1
+            runner.run_cell(index, cells, source)
+    finally:
+        runner.close()
+        os.chdir(saved_cwd)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return LessonRun(lesson, cells, time.perf_counter() - t0, runner.notes)
+
+
+def run_notebooks(paths: Iterable[str | os.PathLike], quick: bool | None = True, echo: bool = True) -> list[LessonRun]:
+    """:func:`run_notebook` for each path in turn; stops at the first failing lesson."""
+    return [run_notebook(p, quick=quick, echo=echo) for p in paths]
+
+
+class _CellRunner:
+    """Runs cells in one namespace: plain ``exec``, IPython for cells with magics when installed."""
+
+    def __init__(self, lesson: str, echo: bool):
+        self.lesson, self.echo = lesson, echo
+        self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.notes: list[str] = []
+        self.shell = None
+        self._display_shim = _install_display_shim()
+
+    def run_cell(self, index: int, ordinal: int, source: str) -> None:
+        where = f"{self.lesson}.ipynb cell {index} (code cell {ordinal})"
+        if self.echo:
+            print(f"--- {where}", flush=True)
+        try:
+            if _has_magic(source) and self._ipython() is not None:
+                self._run_ipython(source)
+            else:
+                self._exec(_strip_magics(source, lambda text: self._note(where, text)), where)
+        except LessonRunError:
+            raise
+        except (Exception, SystemExit) as exc:  # report the lesson and cell, keep the traceback
+            import traceback
+
+            traceback.print_exc()
+            raise LessonRunError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._display_shim:
+            sys.modules.pop(_TEXT_DISPLAY, None)
+        try:
+            import matplotlib.pyplot as plt
+
+            plt.close("all")
+        except ImportError:
+            pass
+
+    def _exec(self, source: str, where: str) -> None:
+        tree = ast.parse(source, filename=where)
+        if self._display_shim and _use_text_display(tree):
+            self._note(where, "IPython.display replaced by printed text (IPython is not installed)")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, where, "exec"), self.ns)
+        if last is not None:
+            value = eval(compile(last, where, "eval"), self.ns)
+            if value is not None:
+                print(_text_of(value), flush=True)
+
+    def _ipython(self):
+        if self.shell is None:
+            try:
+                from IPython.core.interactiveshell import InteractiveShell
+            except ImportError:
+                return None
+            self.shell = InteractiveShell.instance(user_ns=self.ns)
+        return self.shell
+
+    def _run_ipython(self, source: str) -> None:
+        result = self.shell.run_cell(source, store_history=False)
+        error = result.error_before_exec or result.error_in_exec
+        if error is not None:
+            raise error
+
+    def _note(self, where: str | None, text: str) -> None:
+        line = f"{where}: {text}" if where else text
+        self.notes.append(line)
+        print(f"[headless] {line}", flush=True)
+
+
+def _has_magic(source: str) -> bool:
+    return any(line.lstrip()[:1] in ("%", "!") for line in source.split("\n"))
+
+
+def _strip_magics(source: str, note) -> str:
+    """Plain Python from a cell with magics: ``%%cell`` magics keep their body, ``%line``
+    magics and ``!shell`` lines are blanked (line numbers kept); each change is noted."""
+    lines = source.split("\n")
+    if lines and lines[0].lstrip().startswith("%%"):
+        magic = lines[0].strip().split()[0]
+        note(f"ran the cell body without the {magic} magic (IPython is not installed)")
+        lines = [""] + lines[1:]
+    out = []
+    for line in lines:
+        head = line.lstrip()[:1]
+        if head in ("%", "!"):
+            note(f"skipped {line.strip()!r} (IPython is not installed)")
+            out.append("")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _text_of(value: Any) -> str:
+    for method in ("_repr_markdown_",):
+        text = getattr(value, method, None)
+        if callable(text):
+            try:
+                out = text()
+            except Exception:
+                out = None
+            if isinstance(out, str):
+                return out
+    return repr(value)
+
+
+_TEXT_DISPLAY = "_greenlab_text_display"  # module name of the text stand-in for IPython.display
+
+
+def _install_display_shim() -> bool:
+    """Without IPython, register a text-only stand-in for ``IPython.display`` (display,
+    Markdown, HTML, clear_output) under a private name; cells' ``from IPython.display import``
+    lines are pointed at it (:func:`_use_text_display`). Returns True when it was installed.
+    No fake ``IPython`` module is registered: libraries that look for IPython still find none."""
+    try:
+        import IPython.display  # noqa: F401
+
+        return False
+    except ImportError:
+        pass
+    import types
+
+    class _Text:
+        def __init__(self, data: Any = "", **_kwargs: Any):
+            self.data = data
+
+        def __repr__(self) -> str:
+            return str(self.data)
+
+    def display(*objs: Any, **_kwargs: Any) -> None:
+        for obj in objs:
+            print(_text_of(obj), flush=True)
+
+    module = types.ModuleType(_TEXT_DISPLAY)
+    module.display = display
+    module.Markdown = type("Markdown", (_Text,), {})
+    module.HTML = type("HTML", (_Text,), {})
+    module.clear_output = lambda wait=False: None
+    sys.modules[_TEXT_DISPLAY] = module
+    return True
+
+
+def _use_text_display(tree: ast.Module) -> bool:
+    """Point ``from IPython.display import ...`` at the text stand-in; True when any was."""
+    changed = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "IPython.display" and not node.level:
+            node.module = _TEXT_DISPLAY
+            changed = True
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m greenlab.course build|check|new``; returns the exit code."""
+    """``python -m greenlab.course build|check|new|run``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m greenlab.course", description="Build and check the lesson notebooks.")
     parser.add_argument("--lessons", default=None, help="lessons folder (default: lessons/ beside the package)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -309,7 +532,12 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("number", help="two-digit lesson number, e.g. 03")
     new.add_argument("slug", help="lower-case words joined by '_', e.g. gradient_accumulation")
     new.add_argument("title", help="the lesson title")
+    run = sub.add_parser("run", help="execute lessons' code cells in order, headless (no Jupyter needed)")
+    run.add_argument("notebooks", nargs="+", help="notebook files, e.g. lessons/instructor/00_measuring_energy.ipynb")
+    run.add_argument("--full", action="store_true", help="full mode (default: quick mode, GREENLAB_QUICK=1)")
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return _run_command(args.notebooks, quick=not args.full)
     root = lessons_dir(args.lessons)
     try:
         if args.command == "build":
@@ -335,6 +563,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+
+def _run_command(paths: list[str], quick: bool) -> int:
+    """``run``: each lesson in turn; exit 1 at the first failing cell, 2 for a missing file."""
+    for name in paths:
+        if not Path(name).is_file():
+            print(f"error: no notebook at {name}", file=sys.stderr)
+            return 2
+    for name in paths:
+        try:
+            done = run_notebook(name, quick=quick)
+        except LessonRunError as exc:
+            print(f"FAILED {exc}", file=sys.stderr, flush=True)
+            return 1
+        except LessonError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"passed {done.lesson}: {done.cells_run} code cells in {done.seconds:.1f} s"
+              + (f" ({len(done.notes)} headless note(s))" if done.notes else ""), flush=True)
+    return 0
 
 
 def _normalise_cell(cell: dict[str, Any], cell_id: str, ordinal: int) -> dict[str, Any]:

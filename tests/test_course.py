@@ -208,3 +208,77 @@ def test_new_lesson_scaffold_has_the_course_shape_and_refuses_to_overwrite(tmp_p
 def test_new_lesson_rejects_bad_names(tmp_path, number, slug):
     with pytest.raises(ValueError, match="slug"):
         course.new_lesson(number, slug, "T", tmp_path)
+
+
+# --- headless run (python -m greenlab.course run) ------------------------------------------
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from minimal_env import ROOT, hidden_env  # noqa: E402
+
+
+def _lesson(tmp_path, cells, name="05_demo.ipynb"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}),
+                    encoding="utf-8")
+    return path
+
+
+def test_run_executes_code_cells_in_order_in_one_namespace(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("GREENLAB_QUICK", raising=False)
+    path = _lesson(tmp_path, [
+        _md("# title"),
+        _code("import os\nsteps = [os.environ['GREENLAB_QUICK'], os.getcwd()]"),
+        _code(""),
+        _code("steps.append('second')\nlen(steps) * 10"),
+    ])
+    cwd = os.getcwd()
+    done = course.run_notebook(path)
+    out = capsys.readouterr().out
+    assert (done.lesson, done.cells_run) == ("05_demo", 2)
+    assert "30\n" in out  # the last expression is shown, as in a notebook
+    assert "--- 05_demo.ipynb cell 3 (code cell 2)" in out
+    assert os.getcwd() == cwd and "GREENLAB_QUICK" not in os.environ  # both restored
+
+
+def test_run_runs_in_the_notebook_folder_in_quick_mode(tmp_path, capsys):
+    path = _lesson(tmp_path, [_code("import os\nprint('quick', os.environ['GREENLAB_QUICK'], os.getcwd())")])
+    course.run_notebook(path)
+    assert f"quick 1 {tmp_path}" in capsys.readouterr().out
+
+
+def test_a_failing_cell_names_the_lesson_and_cell_and_stops(tmp_path, capsys):
+    path = _lesson(tmp_path, [_code("x = 1"), _md("text"), _code("y = x / 0"), _code("print('never')")])
+    with pytest.raises(course.LessonRunError, match=r"05_demo\.ipynb cell 2 \(code cell 2\) failed: ZeroDivisionError"):
+        course.run_notebook(path)
+    assert "never" not in capsys.readouterr().out
+
+
+def test_run_command_exit_codes(tmp_path, capsys):
+    good = _lesson(tmp_path, [_code("print('ok')")], "01_good.ipynb")
+    bad = _lesson(tmp_path, [_code("raise ValueError('boom')")], "02_bad.ipynb")
+    assert course.main(["run", str(good)]) == 0
+    assert course.main(["run", str(good), str(bad)]) == 1
+    assert "FAILED 02_bad.ipynb cell 0 (code cell 1) failed: ValueError: boom" in capsys.readouterr().err
+    assert course.main(["run", str(tmp_path / "missing.ipynb")]) == 2
+
+
+def test_without_ipython_magics_are_handled_and_display_prints_text(tmp_path):
+    path = _lesson(tmp_path, [
+        _code("%load_ext greenlab.nonexistent\nvalue = 2"),
+        _code("%%energy --label demo\nvalue = value * 21\nprint('body ran', value)"),
+        _code("from IPython.display import Markdown, display\ndisplay(Markdown('**shown as text**'), value)"),
+        _code("import importlib.util\nprint('IPython findable:', importlib.util.find_spec('IPython') is not None)"),
+    ])
+    proc = subprocess.run([sys.executable, "-m", "greenlab.course", "run", str(path)], cwd=ROOT,
+                          env=hidden_env(tmp_path / "site"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    assert "skipped '%load_ext greenlab.nonexistent' (IPython is not installed)" in out
+    assert "ran the cell body without the %%energy magic (IPython is not installed)" in out
+    assert "body ran 42" in out
+    assert "**shown as text**\n42" in out
+    assert "IPython findable: False" in out  # no stand-in IPython package leaks to other libraries
+    assert "passed 05_demo: 4 code cells" in out

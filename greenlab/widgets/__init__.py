@@ -6,14 +6,28 @@ greenlab.scaling, greenlab.train, greenlab.quiz) and every control can be driven
 Python (``button.click()``, setting ``.value``) without a browser.
 """
 
-from greenlab.widgets.calculator import CostBenefitCalculator
+import importlib
+
 from greenlab.widgets.checklist import ScaleOutChecklist
 from greenlab.widgets.common import resolve_display
 from greenlab.widgets.meter import EnergyMeter, MeterState, meter, metered
-from greenlab.widgets.panel import ExperimentPanel, Knob, default_knobs
-from greenlab.widgets.quiz_widget import QuizWidget
+
+# these import ipywidgets at load time, so they load on first use: the text fallbacks above
+# (and gl.quiz's) then work where ipywidgets is not installed
+_LAZY = {"CostBenefitCalculator": "calculator", "ExperimentPanel": "panel", "Knob": "panel",
+         "default_knobs": "panel", "QuizWidget": "quiz_widget"}
 
 __all__ = [
     "CostBenefitCalculator", "EnergyMeter", "ExperimentPanel", "Knob", "MeterState", "QuizWidget", "ScaleOutChecklist",
     "default_knobs", "meter", "metered", "resolve_display",
 ]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"greenlab.widgets.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'greenlab.widgets' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
