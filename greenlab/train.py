@@ -279,6 +279,9 @@ class RunResult:
     steps_this_session: int = 0
     samples_this_session: int = 0
     val_accuracy: float | None = None
+    # False when the energy figure lost a component (its Measurement's problems say which/why)
+    complete: bool = True
+    problems: list = field(default_factory=list)
 
     def summary(self) -> str:
         """One readable line."""
@@ -292,6 +295,8 @@ class RunResult:
             line += f"; target in {self.seconds_to_target:.3g} s / {self.joules_to_target:.4g} J"
         elif self.config.get("target_accuracy") is not None:
             line += f"; target {self.config['target_accuracy']:.1%} NOT reached"
+        if self.problems:
+            line += "; energy incomplete: " + "; ".join(self.problems)
         return line
 
     def to_dict(self) -> dict:
@@ -335,8 +340,8 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
         dev = torch.device("cuda", torch.cuda.current_device())
     _check_data(data)
     callbacks = _as_callbacks(callbacks)
-    if sources is None:
-        sources = default_sources()
+    if sources is None:  # only the GPU the run uses is counted (none for a CPU run)
+        sources = default_sources(gpus=[dev.index] if dev.type == "cuda" else [])
     sources = _check_sources(sources)
     validation.flag("log", log)
     validation.flag("save", save)
@@ -699,7 +704,9 @@ class _Run:
             cumulative_seconds=self.prior_seconds + energy.seconds,
             cumulative_joules=self.prior_joules + energy.joules,
             steps_this_session=self.step - self.start_step,
-            samples_this_session=self.samples - self.start_samples)
+            samples_this_session=self.samples - self.start_samples,
+            complete=bool(getattr(energy, "complete", True)),
+            problems=list(getattr(energy, "problems", []) or []))
 
     # --- checkpoints ---
 
@@ -1064,7 +1071,8 @@ def _check_sources(sources) -> list:
         raise validation.ArgumentTypeError(
             f"sources must be a list of energy sources (greenlab.energy.default_sources()), got "
             f"{type(sources).__name__}")
-    sources = list(sources)
+    if not isinstance(sources, list):  # a list from default_sources() keeps its problems
+        sources = list(sources)
     if not sources:
         raise ValueError("sources must hold at least one energy source (an empty list would "
                          "report 0 J); leave sources=None for what this machine offers")

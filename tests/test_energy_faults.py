@@ -193,3 +193,20 @@ def test_windows_without_given_sources_carry_discovery_problems(monkeypatch, tmp
         pass
     assert not m.result.complete
     assert m.result.problems[0].startswith("gpu:0: visible but unreadable")
+
+
+def test_train_result_carries_discovery_problems(tmp_path, monkeypatch):
+    from greenlab import data, models
+    from greenlab.train import TrainConfig, train
+
+    monkeypatch.setenv("GREENLAB_RESULTS_DIR", str(tmp_path / "results"))
+    gpus = [FakeGpu("GPU-bad", energy_mj=None, power_mw=None)]
+    sources = default_sources(FakePynvml(gpus), no_rapl(tmp_path), environ={}, gpus="all")
+    ds = data.load("synthetic", n_train=64, n_test=32, verbose=False)
+    model = models.build("mlp", input_shape=ds.input_shape, hidden=(8,))
+    result = train(model, ds, TrainConfig(epochs=1, batch_size=32), log=False, device="cpu",
+                   sources=sources, save=False)
+    assert not result.complete
+    assert result.problems[0].startswith("gpu:0: visible but unreadable")
+    assert "energy incomplete: gpu:0: visible but unreadable" in result.summary()
+    assert result.to_dict()["complete"] is False
