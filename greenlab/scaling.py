@@ -31,10 +31,11 @@ from greenlab import carbon
 
 DEFAULT_POWER_FRACTION = 0.76
 """Average power as a fraction of TDP when no measurement is given (estimate).
-Source: 'Empirically-Calibrated H100 Node Power Models for Reducing Uncertainty in
-AI Training Energy Estimation', arXiv:2506.14551 (2025): computationally intensive
-training on 8-GPU H100 nodes drew about 76% of the 10.2 kW node TDP rating.
-It is a node-level figure for one system type; measure your own ``k`` when you can."""
+Source: Newkirk et al. (2025), 'Empirically-Calibrated H100 Node Power Models for Reducing
+Uncertainty in AI Training Energy Estimation', arXiv:2506.14551: computationally intensive
+training on 8-GPU H100 nodes drew about 76% of the whole node's 10.2 kW rating, host CPUs,
+memory and fans included. It is a node-level ratio for one system type, not a per-GPU
+measurement; applied to one GPU's TDP it is a rough stand-in. Measure your own ``k`` when you can."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,9 @@ def cost_benefit(
         watts = spec.tdp_w * fraction
         power_source = f"estimate: TDP {spec.tdp_w:g} W x {fraction:g}"
         notes.append("energy is an estimate (TDP x fraction); pass watts_per_device to use a measurement")
+        if fraction == DEFAULT_POWER_FRACTION:
+            notes.append("the default fraction 0.76 is a whole-node ratio (8-GPU H100 nodes, host included; "
+                         "Newkirk et al., 2025), not a per-GPU measurement")
     else:
         watts = _positive(watts_per_device, "watts_per_device")
         power_source = "measured"

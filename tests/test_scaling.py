@@ -204,3 +204,10 @@ def test_checklist_bad_answers():
         scaling.recommend({**ALL_NO, "skills": "guru"})
     with pytest.raises(ValueError, match="unknown"):
         scaling.recommend({**ALL_NO, "colour": "blue"})
+
+
+def test_default_power_fraction_is_labelled_a_whole_node_ratio():
+    default = scaling.cost_benefit("NVIDIA A100 SXM 80GB", 2, 10.0, 0.9)
+    assert any("whole-node ratio" in n for n in default.notes)
+    own = scaling.cost_benefit("NVIDIA A100 SXM 80GB", 2, 10.0, 0.9, utilisation_power_fraction=0.5)
+    assert not any("whole-node" in n for n in own.notes)
