@@ -29,6 +29,7 @@ from greenlab import batching, data, ddp, experiments, models, recipes, results,
 from greenlab.config import Settings, budget, device, is_quick, setup  # noqa: E402
 from greenlab.experiments import Comparison, compare  # noqa: E402
 from greenlab.models import count_params, flops  # noqa: E402
+from greenlab import memory  # noqa: E402  gl.memory.saved_for_backward: what autograd keeps
 from greenlab.train import RunResult, StopTraining, TrainConfig, train  # noqa: E402
 
 # --- lesson topics: compression, profiling and monitoring, leaderboard ---
