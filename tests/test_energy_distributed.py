@@ -13,6 +13,7 @@ import pytest
 from greenlab.energy import ComponentEnergy, Measurement, measure
 from greenlab.energy.distributed import (
     CollectiveWindow, DistributedMeasurement, node_id, rank_record, reduce_records, source_scope)
+from greenlab.energy.estimate import IDLE_FRACTION
 from greenlab.energy.sources import EnergySource
 
 WORKER = Path(__file__).with_name("distributed_energy_worker.py")
@@ -83,6 +84,28 @@ def test_a_lost_component_on_one_rank_makes_the_result_incomplete():
     result = reduce_records([_record(0, "a", {"cpu": (10.0, proc)}), rec, lost])
     assert not result.complete
     assert any("rank 2 on a: cpu: fake failed at window end (boom)" in p for p in result.problems)
+
+
+class _ProcessEstimate(EnergySource):
+    name, estimated, attribution, idle_watts = "estimate", True, "process", 4.0
+
+
+def test_a_process_estimates_idle_share_is_counted_once_per_node():
+    """Two ranks each charge the idle share of the CPUs they may use; the node pays it once."""
+    est = _ProcessEstimate("cpu")
+
+    def rank(r, node, joules):
+        comps = {"cpu": ComponentEnergy("cpu", "estimate", joules, 2.0, joules / 2, True, 1.0)}
+        return rank_record(Measurement("w", 2.0, comps), [est], rank=r, node=node)
+
+    m = reduce_records([rank(0, "a", 20.0), rank(1, "a", 30.0), rank(2, "b", 10.0)])
+    idle = 4.0 * 2.0  # W x s
+    assert m.components["cpu"].joules == pytest.approx((20 - idle) + (30 - idle) + idle + 10.0)
+    assert m.nodes["a"]["joules"] == pytest.approx(50.0 - idle)
+    assert [r["joules"] for r in m.ranks] == pytest.approx([20.0, 30.0, 10.0])  # each rank's own
+    shares = [d for d in m.devices if d.get("part") == "idle share"]
+    assert [(d["node"], d["seen_by"]) for d in shares] == [("a", [0, 1]), ("b", [2])]
+    assert m.components["cpu"].estimated and m.complete
 
 
 def test_scopes_are_inferred_from_the_source():
@@ -181,20 +204,27 @@ def test_two_ranks_reduced_total_is_the_sum_of_their_own_figures(two_ranks):
 
 
 def test_two_ranks_with_this_machines_sources(two_ranks):
-    """Whatever discover() offers here: process-scope figures add up over ranks, node-wide
-    ones are taken once."""
+    """Whatever this machine offers: a per-process estimate's busy parts add up over the ranks
+    and its idle share is paid once; node-wide and device figures are taken once."""
     red = two_ranks[0]["real_reduced"]
     assert red["complete"] is True
     for kind, comp in red["components"].items():
-        rows = [d for d in red["devices"] if d["kind"] == kind]
         expected = 0.0
-        for rep in two_ranks:
-            for name, item in rep["real_local"]["components"].items():
-                if name.split(":")[0] == kind and any(d["rank"] == rep["rank"] and d["component"] == name
-                                                      for d in rows):
-                    expected += item["joules"]
-        assert comp["joules"] == pytest.approx(expected, rel=1e-12)
-        assert comp["source"] and comp["estimated"] == any(d["estimated"] for d in rows)
+        for name, item in two_ranks[0]["real_local"]["components"].items():
+            if name.split(":")[0] != kind:
+                continue
+            if item.get("attribution") == "process":
+                share = [d for d in red["devices"] if d.get("part") == "idle share"]
+                idle_watts = share[0]["idle_watts_model"]
+                expected += sum(rep["real_local"]["components"][name]["joules"] - idle_watts *
+                                rep["real_local"]["components"][name]["seconds"] for rep in two_ranks)
+                expected += idle_watts * item["seconds"]
+                # two busy ranks on one node cannot exceed the model's own maximum power
+                assert comp["watts"] <= idle_watts / IDLE_FRACTION * 1.001
+            else:
+                expected += item["joules"]
+        assert comp["joules"] == pytest.approx(expected, rel=1e-9)
+        assert comp["source"]
 
 
 def test_three_ranks_one_failing_to_measure_and_one_losing_a_reading_give_an_incomplete_result(tmp_path):

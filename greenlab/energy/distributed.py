@@ -23,6 +23,11 @@ and a device with a ``device_id`` attribute; otherwise it follows the source's `
 node-wide).
 A node is named by ``GREENLAB_NODE_ID`` when set, else by the host name.
 
+A per-process CPU estimate holds two parts: the busy part (this process's CPU time) and the idle
+share of the CPUs the process may use. The idle share is the node's, not the rank's: two ranks on
+one node that may use the same CPUs would each charge it, so it is split off and counted once
+per node and CPU set (summing the ranks' whole estimates could exceed the model's own P_max).
+
 A figure seen by several ranks is taken from the lowest rank that has it. A rank that failed to
 measure (or lost a component) makes the whole result incomplete, naming the rank and the reason;
 its figures are never silently left out of a whole-looking total.
@@ -225,12 +230,20 @@ def rank_record(measurement: Measurement | None, sources: list, error: str = "",
             item = {"joules": float(c.joules), "seconds": float(c.seconds), "source": c.source,
                     "estimated": bool(c.estimated), "rel_uncertainty": float(c.rel_uncertainty),
                     "scope": scope, "device_id": identity, "note": c.note, "model": c.model,
-                    "attribution": str(getattr(c, "attribution", "") or ""),
+                    "attribution": str(getattr(c, "attribution", "") or ""), "kind": _kind(name),
                     "complete": bool(getattr(c, "complete", True)),
                     "problems": [str(p) for p in getattr(c, "problems", []) or []]}
             if idle is not None and name in idle.watts_by_component:
                 item["idle_watts"] = float(idle.watts_by_component[name])
             components[name] = item
+            idle_part = _idle_share(source, item) if scope == "process" else None
+            if idle_part is not None:
+                item["joules"] -= idle_part["joules"]
+                item["part"] = "busy"
+                if "idle_watts" in item:  # measured idle power: the model's idle share is its floor
+                    idle_part["idle_watts"] = min(item["idle_watts"], idle_part["idle_watts_model"])
+                    item["idle_watts"] -= idle_part["idle_watts"]
+                components[f"{name} idle share"] = idle_part
         for name in [s.component for s in sources if s.component not in components]:
             if any(p.startswith(f"{name}:") for p in problems):
                 continue
@@ -270,8 +283,9 @@ def reduce_records(records: list, label: str = "window") -> DistributedMeasureme
             if key in counted:
                 counted[key]["seen_by"].append(rec["rank"])
                 continue
-            counted[key] = dict(item, component=name, kind=_kind(name), node=rec["node"],
-                                rank=rec["rank"], key=list(key), seen_by=[rec["rank"]])
+            counted[key] = dict(item, component=name, kind=item.get("kind") or _kind(name),
+                                node=rec["node"], rank=rec["rank"], key=list(key),
+                                seen_by=[rec["rank"]])
             if not item["complete"]:
                 reasons = "; ".join(item["problems"]) or "no reason given"
                 problems.append(f"{where}: {name} ({item['source']}) is incomplete: {reasons}")
@@ -368,7 +382,37 @@ def _key(rec: dict, name: str, item: dict) -> tuple:
         return ("process", rec["node"], rec["rank"], name)
     if item["scope"] == "device" and item.get("device_id"):
         return ("device", rec["node"], item["device_id"])
-    return ("node", rec["node"], name, item["source"])
+    return ("node", rec["node"], name, item["source"], item.get("device_id") or "")
+
+
+def _idle_share(source, item: dict) -> dict | None:
+    """The node-wide idle part of a per-process estimate over the window, as its own item
+    (None when the source has no idle term). Keyed by the CPUs the process may use."""
+    idle_watts = getattr(source, "idle_watts", None)
+    if not item["estimated"] or not isinstance(idle_watts, (int, float)) or idle_watts <= 0:
+        return None
+    joules = min(float(idle_watts) * item["seconds"], max(item["joules"], 0.0))
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = []
+    item = {k: v for k, v in item.items() if k != "idle_watts"}
+    return dict(item, joules=joules, scope="node", part="idle share", idle_watts_model=idle_watts,
+                device_id=f"idle share of CPUs {_ranges(cpus) or 'all'} at {idle_watts:g} W",
+                note=f"idle share of the CPUs this process may use ({idle_watts:g} W), split off "
+                     "the per-process estimate so it is counted once per node")
+
+
+def _ranges(numbers: list) -> str:
+    """[0, 1, 2, 5] -> "0-2,5"."""
+    out, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            out.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ",".join(out)
 
 
 def _kind(component: str) -> str:
