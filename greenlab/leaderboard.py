@@ -8,8 +8,9 @@
 The board is one JSON file. Every write is crash-safe: the new content goes to a temporary file
 that is flushed to disk and renamed over the old one, after the previous content has been kept
 as ``<file>.bak``. A file damaged some other way (edited by hand, truncated copy) raises
-``LeaderboardError`` naming the backup; ``recover()`` restores it. Two processes adding at the
-same instant can lose one entry (there are no lock files); add from one process at a time.
+``LeaderboardError`` naming the backup; ``recover()`` restores it. Each add reads, extends and
+writes the file under an OS file lock (``<file>.lock``, see ``greenlab.filelock``), so several
+processes adding at once lose no entry.
 
 Ranking: entries that reached their target accuracy come first, ordered by the chosen metric
 (default ``joules_to_target``, lowest first); the rest follow, by accuracy (highest first).
@@ -23,6 +24,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from greenlab.filelock import locked
 from greenlab.profiling import atomic_write_bytes
 
 FORMAT = "greenlab-leaderboard"
@@ -91,9 +93,14 @@ class Leaderboard:
             co2e_g = carbon.co2e_g(joules, grid)
             co2e_note = (f"greenlab.carbon: {grid.g_per_kwh:g} g/kWh for {grid.code} "
                          f"({grid.source}, {grid.year}), PUE {carbon.DEFAULT_PUE:g}")
-        entries = self.entries()
+        if not isinstance(region, str) or not region.strip():
+            raise ValueError(f"region must be a region code such as 'WORLD' or 'FRA', got {region!r}")
+        if estimated is not None and not isinstance(estimated, bool):
+            raise ValueError(f"estimated must be True, False or None, got {estimated!r}")
+        for label, value in (("sources", sources), ("provenance", provenance)):
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(f"{label} must be a dict or None, got {type(value).__name__}")
         entry = {
-            "id": max((e.get("id", 0) for e in entries), default=0) + 1,
             "name": name.strip(),
             "joules": joules, "seconds": seconds, "accuracy": accuracy,
             "target_accuracy": target_accuracy, "target_reached": reached,
@@ -103,8 +110,14 @@ class Leaderboard:
             "provenance": dict(provenance or {}), "note": str(note),
             "added": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        json.dumps(entry, allow_nan=False)  # plain data only, before anything is written
-        self._write(entries + [entry])
+        try:
+            json.dumps(entry, allow_nan=False)  # plain data only, before anything is written
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"sources/provenance must hold plain JSON data: {exc}") from None
+        with locked(self.path):  # read, extend and write as one step for every process
+            entries = self.entries()
+            entry = {"id": max((e.get("id", 0) for e in entries), default=0) + 1, **entry}
+            self._write(entries + [entry])
         return entry
 
     def add_result(self, name: str, result, target_accuracy: float | None = None, note: str = "") -> dict:
@@ -175,14 +188,15 @@ class Leaderboard:
     def recover(self) -> int:
         """Restore the backup over a damaged file (the damaged one is kept beside it as
         ``<file>.damaged-<UTC time>``). Returns the number of entries restored."""
-        if not self.backup_path.exists():
-            raise LeaderboardError(f"no backup at {self.backup_path} to recover from")
-        data = self.backup_path.read_bytes()
-        entries = _parse(data)
-        if self.path.exists():
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-            os.replace(self.path, self.path.with_name(f"{self.path.name}.damaged-{stamp}"))
-        atomic_write_bytes(self.path, data)
+        with locked(self.path):
+            if not self.backup_path.exists():
+                raise LeaderboardError(f"no backup at {self.backup_path} to recover from")
+            data = self.backup_path.read_bytes()
+            entries = _parse(data)
+            if self.path.exists():
+                stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+                os.replace(self.path, self.path.with_name(f"{self.path.name}.damaged-{stamp}"))
+            atomic_write_bytes(self.path, data)
         return len(entries)
 
     def _write(self, entries: list) -> None:

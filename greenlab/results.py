@@ -1,6 +1,7 @@
 """The results log: one JSON object per line (JSONL) in ``greenlab.config.results_dir()``.
 
-Appends are crash-safe: a record is serialised completely before the file is opened, then
+Appends are crash-safe and safe between processes (each takes the OS file lock
+``runs.jsonl.lock``, see ``greenlab.filelock``): a record is serialised completely before the file is opened, then
 written as one line with a single ``write`` followed by ``flush`` and ``os.fsync``. A line torn
 by a crash is skipped by ``load()`` (with a warning that says how many), and the next append
 starts on a fresh line so it is never glued onto the torn one.
@@ -8,12 +9,15 @@ starts on a fresh line so it is never glued onto the torn one.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import warnings
 from datetime import date, datetime
 from pathlib import Path
+
+from greenlab.filelock import locked
 
 FILENAME = "runs.jsonl"
 
@@ -43,16 +47,30 @@ def append(record: dict, path=None) -> Path:
         raise ValueError(f"record cannot be stored as JSON: {exc}") from None
     data = line.encode("utf-8")
     target = log_path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "ab+") as f:
-        if f.tell() > 0:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":  # a torn last line: start ours on a new line
-                data = b"\n" + data
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        if target.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(target))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with locked(target), open(target, "ab+") as f:  # the torn-line check and the write as one step
+            if f.tell() > 0:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":  # a torn last line: start ours on a new line
+                    data = b"\n" + data
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise ResultsLogError(f"cannot write the results log {target}: "
+                              f"{exc.strerror or exc}", path=target) from exc
     return target
+
+
+class ResultsLogError(OSError):
+    """The results log could not be written; ``path`` is the file."""
+
+    def __init__(self, message: str, path=None):
+        super().__init__(message)
+        self.path = path
 
 
 def load(path=None) -> list[dict]:

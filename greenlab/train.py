@@ -746,9 +746,12 @@ class _Run:
 
     def restore(self, saved, path):
         """Load a checkpoint payload (from ``load_train_checkpoint``) into this run."""
+        from greenlab.profiling import check_optimizer_state
+
         st = saved["extra"]["train_state"]
         try:
             self.model.load_state_dict(saved["model"])
+            check_optimizer_state(saved, self.optimizer, path)
             self.optimizer.load_state_dict(saved["optimizer"])
             if self.scheduler is not None:
                 self.scheduler.load_state_dict(st["scheduler"])
