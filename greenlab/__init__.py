@@ -44,6 +44,20 @@ from greenlab import checks as check  # noqa: E402  gl.check.<exercise>(answer)
 from greenlab import reference  # noqa: E402  gl.reference.show("experiment")
 
 
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext greenlab``: the ``%%energy`` and ``%energy_meter`` magics (needs IPython,
+    which ``import greenlab`` itself does not)."""
+    from greenlab.magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython) -> None:
+    from greenlab.magics import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
 def __getattr__(name: str):
     """``gl.widgets`` is imported on first use: it needs ipywidgets and matplotlib, which a
     headless machine (a GPU box running benchmarks, a script) may not have or want."""
