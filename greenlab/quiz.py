@@ -47,6 +47,8 @@ from importlib import resources
 KINDS = ("single", "multiple", "numeric")
 SEED_ENV = "GREENLAB_QUIZ_SEED"
 _SESSION_SEED = secrets.randbits(32)  # drawn once per process: one kernel session
+ANSWER_HINT = ("Grade your answers with .grade([...]) on the returned quiz: one entry per question, "
+               "an option's index as shown (a = 0) or its text, a list for 'choose all', a number for numeric.")
 
 
 @dataclass(frozen=True)
@@ -216,10 +218,6 @@ def quiz(questions, title: str | None = None, display: str = "auto",
         if not show_answers:
             print("\n" + ANSWER_HINT)
     return q
-
-
-ANSWER_HINT = ("Grade your answers with .grade([...]) on the returned quiz: one entry per question, "
-               "an option's index as shown (a = 0) or its text, a list for 'choose all', a number for numeric.")
 
 
 def lessons() -> list[str]:

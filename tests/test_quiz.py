@@ -1,8 +1,13 @@
 """greenlab.quiz: validation, grading, text fallback and the ipywidgets view (no browser)."""
 
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
-from greenlab.quiz import Quiz, grade_question, make_question, quiz
+from greenlab.quiz import Quiz, grade_question, lessons, load, make_question, quiz, session_seed, shuffled
 
 SINGLE = {
     "kind": "single",
@@ -154,13 +159,6 @@ def test_widget_mode_displays_the_quiz_view(capsys):
 
 
 # --- lesson quizzes: data in the package, shuffled options, no answer key in learner notebooks ---
-
-import json  # noqa: E402
-import re  # noqa: E402
-from collections import Counter  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from greenlab.quiz import lessons, load, session_seed, shuffled  # noqa: E402
 
 LESSONS = Path(__file__).resolve().parent.parent / "lessons"
 ANSWER_KEY = re.compile(r"""["'](correct|feedback)["']\s*:|correct\s*=\s*True|\[correct\]""")
