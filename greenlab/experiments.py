@@ -1,9 +1,17 @@
-"""A/B comparisons: warm-up, repeats in alternating order, spread, confidence intervals, ratios.
+"""A/B comparisons: paired repeats, spread, confidence intervals and verdicts.
 
     cmp = gl.compare({"fp32": cfg_a, "bf16": cfg_b}, model_fn=make_model, data=ds, repeats=3)
-    print(cmp)                      # a plain table
-    cmp.ratios["bf16"]["joules"]    # energy of bf16 / energy of fp32
+    print(cmp)                            # a plain table
+    cmp.verdict("bf16", "fp32", "joules")  # "bf16 is 23% lower in energy than fp32 (95% CI 15–31%)"
     print(cmp.stakeholder_summary())
+
+Runs are *paired*: repeat r gives every variant the same seed (so the same initial weights,
+sample order and augmentations), and the verdicts compare each variant with the baseline within
+a repeat (a t-interval on the log of the per-repeat ratios), so noise shared by a repeat cancels.
+Schedule evaluations in samples (``TrainConfig(eval_every_samples=...)``) when variants differ in
+batch size, so that every variant is checked after the same amount of data.
+
+``equal_accuracy_saving`` states a saving only beside the accuracy it was bought at.
 
 Also the ``greenlab run`` command (``add_run_arguments`` / ``run_main``).
 """
@@ -18,9 +26,19 @@ import sys
 
 from greenlab.units import format_energy
 
-METRICS = ("seconds", "joules", "final_accuracy", "seconds_to_target", "joules_to_target",
+METRICS = ("seconds", "joules", "final_accuracy", "val_accuracy", "seconds_to_target", "joules_to_target",
            "samples_per_second", "co2e_g")
 _RATIO_METRICS = ("seconds", "joules", "seconds_to_target", "joules_to_target", "samples_per_second", "co2e_g")
+_ACCURACY_METRICS = ("final_accuracy", "val_accuracy")
+# plain words for each metric, used in verdicts
+METRIC_WORDS = {"seconds": "time", "joules": "energy", "seconds_to_target": "time to target",
+                "joules_to_target": "energy to target", "samples_per_second": "throughput",
+                "co2e_g": "CO2e", "final_accuracy": "test accuracy", "val_accuracy": "validation accuracy"}
+# An interval needs at least this many paired repeats: with 2, Student's t has one degree of
+# freedom (t = 12.7) and the interval is too wide to read, so none is printed.
+MIN_REPEATS_FOR_INTERVAL = 3
+# run statuses that mean "cut short by the user": such a run is kept but left out of every mean
+PARTIAL_STATUSES = ("interrupted",)
 
 
 @dataclasses.dataclass
@@ -38,18 +56,151 @@ class Stat:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def interval(self):
+        """(low, high) of the 95% interval for the mean, clipped at 0 (these metrics are never
+        negative), or None with fewer than MIN_REPEATS_FOR_INTERVAL values."""
+        if self.ci95 is None or self.n < MIN_REPEATS_FOR_INTERVAL:
+            return None
+        return max(0.0, self.mean - self.ci95), self.mean + self.ci95
+
+
+@dataclasses.dataclass
+class Paired:
+    """A variant against the baseline on one metric, over the repeats where both have a value.
+
+    Ratio metrics (energy, time, ...): ``estimate`` is the geometric mean of the per-repeat
+    ratios variant / baseline, ``low``/``high`` its 95% interval (a t-interval on the log
+    ratios). Accuracy metrics: ``estimate`` is the mean difference variant - baseline (fraction),
+    ``low``/``high`` its 95% t-interval. ``low``/``high`` are None with fewer than
+    MIN_REPEATS_FOR_INTERVAL pairs."""
+
+    variant: str
+    baseline: str
+    metric: str
+    n: int
+    kind: str  # "ratio" or "difference"
+    estimate: float | None
+    low: float | None
+    high: float | None
+
+    @property
+    def detectable(self) -> bool | None:
+        """True when the interval excludes "no difference", False when it includes it, None
+        without an interval."""
+        if self.low is None:
+            return None
+        null = 1.0 if self.kind == "ratio" else 0.0
+        return not (self.low <= null <= self.high)
+
+    def sentence(self) -> str:
+        """The verdict as a sentence, e.g. "green is 23% lower in energy than naive (95% CI 15–31%)"."""
+        what = METRIC_WORDS.get(self.metric, self.metric)
+        pair = f"{self.variant} vs {self.baseline}"
+        if self.n == 0 or self.estimate is None:
+            return f"{pair}: no repeat where both have a {what} figure, so nothing to compare"
+        if self.low is None:
+            return (f"{pair}: {self._point(what)} over {self.n} paired repeat(s); too few repeats for "
+                    f"an interval (at least {MIN_REPEATS_FOR_INTERVAL} are needed), so no difference is claimed")
+        if not self.detectable:
+            return (f"no detectable difference in {what} between {self.variant} and {self.baseline} at "
+                    f"{self.n} repeats (95% CI {self._range()})")
+        return f"{self.variant} is {self._effect(what)} than {self.baseline} (95% CI {self._range()})"
+
+    def short(self) -> str:
+        """A table cell: "-23% (-31% to -15%)", "no detectable difference", "no interval"."""
+        if self.n == 0 or self.estimate is None:
+            return "-"
+        if self.low is None:
+            return f"{self._signed(self.estimate)} (no interval)"
+        if not self.detectable:
+            return "no detectable difference"
+        return f"{self._signed(self.estimate)} ({self._signed(self.low)} to {self._signed(self.high)})"
+
+    # --- wording helpers ---
+    def _signed(self, v) -> str:
+        if self.kind == "difference":
+            return f"{v * 100:+.1f} pt"
+        if v >= 2:
+            return f"{v:.3g}x"
+        return f"{v - 1:+.0%}"
+
+    def _point(self, what) -> str:
+        if self.kind == "difference":
+            return f"{what} differs by {self.estimate * 100:+.1f} points"
+        return f"{self.variant} used {self.estimate:.0%} of {self.baseline}'s {what}"
+
+    def _effect(self, what) -> str:
+        if self.kind == "difference":
+            word = "higher" if self.estimate > 0 else "lower"
+            return f"{abs(self.estimate) * 100:.1f} points {word} in {what}"
+        if self.estimate >= 2:
+            return f"{self.estimate:.3g} times higher in {what}"
+        if self.estimate > 1:
+            return f"{self.estimate - 1:.0%} higher in {what}"
+        return f"{1 - self.estimate:.0%} lower in {what}"
+
+    def _range(self) -> str:
+        lo, hi = self.low, self.high
+        if self.kind == "difference":
+            if self.detectable and self.estimate < 0:
+                lo, hi = -hi, -lo
+            return f"{lo * 100:.1f}–{hi * 100:.1f} points"
+        if not self.detectable:
+            return f"of the ratio {lo:.3g}–{hi:.3g}"
+        if self.estimate >= 2:
+            return f"{lo:.3g}–{hi:.3g} times"
+        if self.estimate > 1:
+            return f"{(lo - 1) * 100:.0f}–{(hi - 1) * 100:.0f}%"
+        return f"{(1 - hi) * 100:.0f}–{(1 - lo) * 100:.0f}%"
+
+
+def paired(variant_values, baseline_values, metric: str, variant: str = "variant",
+           baseline: str = "baseline") -> Paired:
+    """Compare two lists of per-repeat values (same length, None where a run had no value)."""
+    if len(variant_values) != len(baseline_values):
+        raise ValueError(f"paired values need the same number of repeats, got {len(variant_values)} "
+                         f"and {len(baseline_values)}")
+    kind = "difference" if metric in _ACCURACY_METRICS else "ratio"
+    pairs = [(float(a), float(b)) for a, b in zip(variant_values, baseline_values)
+             if a is not None and b is not None and math.isfinite(float(a)) and math.isfinite(float(b))]
+    if kind == "ratio":
+        pairs = [(a, b) for a, b in pairs if a > 0 and b > 0]
+        diffs = [math.log(a / b) for a, b in pairs]
+    else:
+        diffs = [a - b for a, b in pairs]
+    n = len(diffs)
+    if n == 0:
+        return Paired(variant, baseline, metric, 0, kind, None, None, None)
+    mean = sum(diffs) / n
+    low = high = None
+    if n >= MIN_REPEATS_FOR_INTERVAL:
+        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+        half = t_quantile_975(n - 1) * sd / math.sqrt(n)
+        low, high = mean - half, mean + half
+    if kind == "ratio":
+        return Paired(variant, baseline, metric, n, kind, math.exp(mean),
+                      None if low is None else math.exp(low), None if high is None else math.exp(high))
+    return Paired(variant, baseline, metric, n, kind, mean, low, high)
+
 
 def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, callbacks=(),
             log: bool = False, device=None, sources=None, idle=None, save: bool = True,
-            results_path=None) -> "Comparison":
-    """Train each variant ``repeats`` times and summarise.
+            results_path=None, stop_event=None, seed: int | None = None) -> "Comparison":
+    """Train each variant ``repeats`` times, paired, and summarise.
 
-    variants: {name: TrainConfig}; the first is the baseline for ratios.
-    model_fn: returns a fresh model; it is called after seeding with the variant's seed, so
-      every run starts from the same weights.
+    variants: {name: TrainConfig}; the first is the baseline for ratios and verdicts. The
+      variants must share one seed (leave ``seed`` at its default in each).
+    model_fn: returns a fresh model; it is called after seeding, so within a repeat every
+      variant starts from the same weights.
+    seed: repeat r runs every variant with seed ``seed + r`` (default: the variants' seed), so
+      within a repeat all variants see the same initial weights and sample order, and repeats
+      differ from each other.
     warmup: rounds of every variant run first and discarded (not saved), to warm caches,
       clocks and allocators. Repeat r runs the variants in an order rotated by r, so no
       variant always goes first.
+    stop_event: a threading.Event; setting it (like Ctrl-C) stops the whole comparison. Runs
+      finished before are kept; the run cut short is kept in ``partial`` and left out of every
+      mean and verdict.
     """
     from greenlab.config import seed_everything
     from greenlab.train import TrainConfig, train
@@ -67,75 +218,140 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    seeds = {cfg.seed for cfg in variants.values()}
+    if seed is None:
+        if len(seeds) > 1:
+            raise ValueError(f"the variants differ in seed ({sorted(seeds)}); a paired comparison gives "
+                             "every variant the same seed in each repeat: leave TrainConfig.seed alone "
+                             "and pass compare(..., seed=N) to choose it")
+        seed = seeds.pop()
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
 
     names = list(variants)
     configs = {n: (c if c.label else dataclasses.replace(c, label=n)) for n, c in variants.items()}
 
-    def one(name, keep):
-        cfg = configs[name]
-        seed_everything(cfg.seed)
+    def one(name, repeat_seed, keep):
+        cfg = dataclasses.replace(configs[name], seed=repeat_seed)
+        seed_everything(repeat_seed)
         model = model_fn()
         return train(model, data, cfg, callbacks=callbacks, device=device, log=log, sources=sources,
-                     idle=idle, save=save and keep, results_path=results_path)
+                     idle=idle, save=save and keep, results_path=results_path, stop_event=stop_event)
 
-    for _ in range(warmup):
-        for name in names:
-            one(name, keep=False)
-    runs = {n: [] for n in names}
-    order = []
-    for r in range(repeats):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            order.append(name)
-            runs[name].append(one(name, keep=True))
-    return Comparison(names, runs, order)
+    def cut_short(result) -> bool:
+        return result.status in PARTIAL_STATUSES or (stop_event is not None and stop_event.is_set())
+
+    repeat_runs = []  # one {name: RunResult} per repeat (finished runs only)
+    order, partial, interrupted = [], [], False
+    try:
+        for _ in range(warmup):
+            for name in names:
+                if cut_short(one(name, seed, keep=False)):
+                    raise KeyboardInterrupt
+        for r in range(repeats):
+            shift = r % len(names)
+            repeat_runs.append({})
+            for name in names[shift:] + names[:shift]:
+                result = one(name, seed + r, keep=True)
+                if cut_short(result):
+                    partial.append((name, r, result))
+                    raise KeyboardInterrupt
+                order.append(name)
+                repeat_runs[r][name] = result
+    except KeyboardInterrupt:
+        interrupted = True
+    return Comparison(names, repeat_runs, order, partial=partial, interrupted=interrupted,
+                      requested_repeats=repeats)
 
 
 class Comparison:
-    """Results of ``compare``: ``runs`` (name -> list of RunResult), ``stats`` (name -> metric
-    -> Stat), ``ratios`` (name -> metric -> mean / baseline mean), ``order`` (run order)."""
+    """Results of ``compare``.
 
-    def __init__(self, names, runs, order):
+    ``runs``: name -> list of finished RunResults (the partial run of an interrupted comparison
+    is not among them); ``repeat_runs``: one {name: RunResult} per repeat, for pairing;
+    ``stats``: name -> metric -> Stat; ``ratios``: name -> metric -> mean / baseline mean;
+    ``order``: run order; ``partial``: [(name, repeat, RunResult)] cut short by an interrupt;
+    ``interrupted``: True when the comparison was stopped before it finished."""
+
+    def __init__(self, names, repeat_runs, order, partial=(), interrupted=False, requested_repeats=None):
         self.names = list(names)
         self.baseline = self.names[0]
-        self.runs = runs
-        self.order = order
-        self.stats = {n: {m: summarize([getattr(r, m) for r in runs[n]]) for m in METRICS} for n in names}
+        self.repeat_runs = [dict(r) for r in repeat_runs]
+        self.runs = {n: [rr[n] for rr in self.repeat_runs if n in rr] for n in self.names}
+        self.order = list(order)
+        self.partial = list(partial)
+        self.interrupted = bool(interrupted)
+        self.requested_repeats = requested_repeats if requested_repeats is not None else len(self.repeat_runs)
+        self.stats = {n: {m: summarize([getattr(r, m, None) for r in self.runs[n]]) for m in METRICS}
+                      for n in self.names}
         self.ratios = {}
-        for n in names:
+        for n in self.names:
             self.ratios[n] = {}
             for m in _RATIO_METRICS:
                 a, b = self.stats[n][m].mean, self.stats[self.baseline][m].mean
                 self.ratios[n][m] = a / b if (a is not None and b) else None
-        first = runs[self.names[0]][0]
-        self.provenance = first.provenance
-        self.estimated = any(r.estimated for rs in runs.values() for r in rs)
-        self.target = first.config.get("target_accuracy")
+        every = [r for rs in self.runs.values() for r in rs] + [p[2] for p in self.partial]
+        first = every[0] if every else None
+        self.provenance = first.provenance if first is not None else {}
+        self.estimated = any(r.estimated for r in every)
+        self.target = first.config.get("target_accuracy") if first is not None else None
 
     @property
     def repeats(self) -> int:
-        return len(self.runs[self.baseline])
+        """Repeats in which every variant finished."""
+        return sum(1 for rr in self.repeat_runs if all(n in rr for n in self.names))
 
     def reached_target(self, name) -> bool:
-        """True when every run of ``name`` reached the target accuracy."""
-        return self.target is not None and all(r.joules_to_target is not None for r in self.runs[name])
+        """True when every finished run of ``name`` reached the target accuracy."""
+        runs = self.runs[name]
+        return self.target is not None and bool(runs) and all(r.joules_to_target is not None for r in runs)
+
+    def paired(self, variant, baseline=None, metric: str = "joules") -> Paired:
+        """``variant`` against ``baseline`` (default: the first variant) on ``metric``, paired by
+        repeat (see ``Paired``)."""
+        baseline = self.baseline if baseline is None else baseline
+        for name in (variant, baseline):
+            if name not in self.names:
+                raise ValueError(f"unknown variant {name!r}; this comparison has {', '.join(self.names)}")
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+        rows = [rr for rr in self.repeat_runs if variant in rr and baseline in rr]
+        return paired([getattr(rr[variant], metric, None) for rr in rows],
+                      [getattr(rr[baseline], metric, None) for rr in rows], metric, variant, baseline)
+
+    def verdict(self, variant, baseline=None, metric: str = "joules") -> str:
+        """One sentence: "X is 23% lower in energy than Y (95% CI 15–31%)", "no detectable
+        difference in energy between X and Y at 3 repeats (...)", or, with fewer than
+        MIN_REPEATS_FOR_INTERVAL paired repeats, the point ratio and "too few repeats for an
+        interval"."""
+        return self.paired(variant, baseline, metric).sentence()
+
+    def headline_metric(self, kind: str = "joules") -> str:
+        """``joules_to_target`` (or ``seconds_to_target``) when every variant reached the target in
+        every finished run, else ``joules`` (``seconds``)."""
+        to_target = self.target is not None and all(self.reached_target(n) for n in self.names)
+        return f"{kind}_to_target" if to_target else kind
 
     def table(self) -> list:
-        """One dict per variant: means, 95% interval half-widths (ci) and ratios to the baseline."""
+        """One dict per variant: means, 95% intervals (None with too few repeats) and paired
+        verdicts against the baseline."""
         rows = []
+        energy = self.headline_metric("joules")
         for n in self.names:
             s, q = self.stats[n], self.ratios[n]
             rows.append({
-                "variant": n, "runs": self.repeats,
-                "accuracy": s["final_accuracy"].mean,
-                "seconds": s["seconds"].mean, "seconds_ci": s["seconds"].ci95,
-                "joules": s["joules"].mean, "joules_ci": s["joules"].ci95,
+                "variant": n, "runs": len(self.runs[n]),
+                "accuracy": s["final_accuracy"].mean, "val_accuracy": s["val_accuracy"].mean,
+                "seconds": s["seconds"].mean, "seconds_interval": s["seconds"].interval(),
+                "joules": s["joules"].mean, "joules_interval": s["joules"].interval(),
                 "seconds_to_target": s["seconds_to_target"].mean,
                 "joules_to_target": s["joules_to_target"].mean,
-                "joules_to_target_ci": s["joules_to_target"].ci95,
-                "reached_target": f"{s['joules_to_target'].n}/{self.repeats}" if self.target else None,
+                "joules_to_target_interval": s["joules_to_target"].interval(),
+                "reached_target": f"{s['joules_to_target'].n}/{len(self.runs[n])}" if self.target else None,
                 "samples_per_second": s["samples_per_second"].mean,
                 "energy_ratio": q["joules"], "time_ratio": q["seconds"],
+                "energy_metric": energy,
+                "energy_vs_baseline": None if n == self.baseline else self.paired(n, metric=energy).short(),
                 "estimated": any(r.estimated for r in self.runs[n]),
             })
         return rows
@@ -156,21 +372,23 @@ class Comparison:
 
     def _cells(self) -> list:
         """Header and one row of display strings per variant."""
-        lines = [["variant", "runs", "accuracy", "time s", "energy J", "to target J", "samples/s",
-                  "energy x", "time x"]]
+        energy = self.headline_metric("joules")
+        lines = [["variant", "runs", "test acc", "time s", "energy J", "to target J", "samples/s",
+                  "energy" + (" to target" if energy != "joules" else "") + " vs " + self.baseline]]
         for row in self.table():
             lines.append([
                 row["variant"], str(row["runs"]), _pct(row["accuracy"]),
-                _pm(row["seconds"], row["seconds_ci"]), _pm(row["joules"], row["joules_ci"]),
-                _pm(row["joules_to_target"], row["joules_to_target_ci"]) if self.target else "-",
-                _num(row["samples_per_second"]), _num(row["energy_ratio"], 3), _num(row["time_ratio"], 3)])
+                _ci(row["seconds"], row["seconds_interval"]), _ci(row["joules"], row["joules_interval"]),
+                _ci(row["joules_to_target"], row["joules_to_target_interval"]) if self.target else "-",
+                _num(row["samples_per_second"]), row["energy_vs_baseline"] or "(baseline)"])
         return lines
 
     def __repr__(self) -> str:
         return str(self)
 
     def plot(self, ax=None):
-        """Bars of energy and time per variant with 95% intervals (std with 1 run).
+        """Bars of energy and time per variant with 95% intervals for the mean (clipped at 0;
+        none with fewer than MIN_REPEATS_FOR_INTERVAL runs, which the title says).
 
         ``ax``: None (a new figure with two axes), or a pair of matplotlib axes, or one axes
         (energy only). Energy to target is used when every variant reached the target.
@@ -184,65 +402,141 @@ class Comparison:
             axes = list(ax)
         else:
             axes = [ax]
-        to_target = self.target is not None and all(self.reached_target(n) for n in self.names)
-        energy_metric = "joules_to_target" if to_target else "joules"
-        time_metric = "seconds_to_target" if to_target else "seconds"
+        energy_metric, time_metric = self.headline_metric("joules"), self.headline_metric("seconds")
+        to_target = energy_metric != "joules"
         specs = [(energy_metric, "energy (J)" + (" to target" if to_target else "")),
                  (time_metric, "time (s)" + (" to target" if to_target else ""))]
         for a, (metric, label) in zip(axes, specs):
-            means = [self.stats[n][metric].mean or 0.0 for n in self.names]
-            errs = [self._err(n, metric) for n in self.names]
-            a.bar(self.names, means, yerr=errs, capsize=4, color="#4c9a6a")
+            means, lows, highs, missing = [], [], [], False
+            for n in self.names:
+                st = self.stats[n][metric]
+                mean = st.mean or 0.0
+                iv = st.interval()
+                missing = missing or iv is None
+                means.append(mean)
+                lows.append(mean - iv[0] if iv else 0.0)
+                highs.append(iv[1] - mean if iv else 0.0)
+            a.bar(self.names, means, yerr=None if missing else [lows, highs], capsize=4, color="#4c9a6a")
             a.set_ylabel(label + (" [estimate]" if self.estimated and "J" in label else ""))
-            a.set_title(f"{label}, mean of {self.repeats} run(s)")
+            note = "no intervals: too few repeats" if missing else "95% intervals"
+            a.set_title(f"{label}, mean of {self.repeats} run(s); {note}", fontsize=9)
         return axes
 
     def stakeholder_summary(self) -> str:
-        """A plain-language paragraph built only from the measured numbers, with units."""
+        """A plain-language paragraph built only from the measured numbers and the paired
+        verdicts, with units; a difference is claimed only where the interval shows one."""
         base = self.baseline
-        to_target = self.target is not None and all(self.reached_target(n) for n in self.names)
-        e_metric = "joules_to_target" if to_target else "joules"
-        t_metric = "seconds_to_target" if to_target else "seconds"
-        goal = f"reached {self.target:.0%} test accuracy" if to_target else "finished the same training budget"
+        e_metric, t_metric = self.headline_metric("joules"), self.headline_metric("seconds")
+        to_target = e_metric != "joules"
+        goal = (f"to reach {self.target:.0%} validation accuracy" if to_target
+                else "for the same training budget")
         sentences = []
+        if self.interrupted:
+            sentences.append(f"This comparison was interrupted after {self.repeats} of "
+                             f"{self.requested_repeats} repeat(s); the run cut short is left out.")
         for n in self.names[1:]:
-            e_ratio = self.ratios[n][e_metric]
-            t_ratio = self.ratios[n][t_metric]
             e_n, e_b = self.stats[n][e_metric].mean, self.stats[base][e_metric].mean
             t_n, t_b = self.stats[n][t_metric].mean, self.stats[base][t_metric].mean
-            if e_ratio is None or t_ratio is None:
+            if e_n is None or e_b is None:
                 continue
-            sentences.append(
-                f"{n} {goal} with {_change(e_ratio)} energy than {base} ({format_energy(e_n)} vs {format_energy(e_b)}) "
-                f"and in {_change(t_ratio)} time ({t_n:.3g} s vs {t_b:.3g} s).")
+            sentences.append(f"Energy {goal}: {n} {format_energy(e_n)}, {base} {format_energy(e_b)} "
+                             f"(means); {self.verdict(n, base, e_metric)}.")
+            if t_n is not None and t_b is not None:
+                sentences.append(f"Time {goal}: {n} {t_n:.3g} s, {base} {t_b:.3g} s; "
+                                 f"{self.verdict(n, base, t_metric)}.")
+            a_n, a_b = self.stats[n]["final_accuracy"].mean, self.stats[base]["final_accuracy"].mean
+            if not to_target and a_n is not None and a_b is not None and abs(a_n - a_b) >= 0.005:
+                sentences.append(f"The two did not reach the same accuracy ({n} {a_n:.1%}, {base} "
+                                 f"{a_b:.1%} on the test split), so the energy figures are not a "
+                                 "like-for-like saving.")
         if self.target is not None and not to_target:
             missed = [n for n in self.names if not self.reached_target(n)]
             sentences.append(f"Not every run reached the {self.target:.0%} target ({', '.join(missed)} "
                              "missed it at least once), so totals for the whole run are compared instead.")
         acc = ", ".join(f"{n} {_pct(self.stats[n]['final_accuracy'].mean)}" for n in self.names)
-        sentences.append(f"Final test accuracy: {acc}.")
+        sentences.append(f"Test accuracy at the end: {acc}.")
         p = self.provenance
         where = p.get("gpu") or p.get("cpu") or p.get("device")
-        sentences.append(f"Each figure is the mean of {self.repeats} run(s) per variant, measured on "
-                         f"{where} ({p.get('device')}) on {str(p.get('date', ''))[:10]} with torch "
-                         f"{p.get('torch')} and greenlab {p.get('greenlab')}; energy sources: "
+        sentences.append(f"Each figure is the mean of {self.repeats} paired run(s) per variant (same seed "
+                         f"and sample order within a repeat), measured on {where} ({p.get('device')}) on "
+                         f"{str(p.get('date', ''))[:10]} with torch {p.get('torch')} and greenlab "
+                         f"{p.get('greenlab')}; energy sources: "
                          f"{', '.join(f'{k} {v}' for k, v in p.get('energy_sources', {}).items())}.")
         if self.estimated:
-            sentences.append("The CPU figures are estimates from a power model, not meter readings, "
-                             "so treat differences of a few percent as noise.")
+            sentences.append("The CPU figures are estimates from a power model, not meter readings.")
         return " ".join(sentences)
-
-    def _err(self, name, metric):
-        s = self.stats[name][metric]
-        if s.ci95 is not None:
-            return s.ci95
-        return s.std or 0.0
 
     def _footnote(self) -> str:
         est = "; CPU energy is an estimate" if self.estimated else ""
-        tgt = f"; target accuracy {self.target:.0%}" if self.target else ""
-        return (f"mean ± 95% t-interval half-width over {self.repeats} run(s); ratios vs "
-                f"{self.baseline}{tgt}{est}")
+        tgt = f"; target validation accuracy {self.target:.0%}" if self.target else ""
+        spread = (f"mean (95% interval) over {self.repeats} paired run(s)"
+                  if self.repeats >= MIN_REPEATS_FOR_INTERVAL else
+                  f"mean of {self.repeats} run(s): too few repeats for an interval "
+                  f"(at least {MIN_REPEATS_FOR_INTERVAL} needed)")
+        stop = ""
+        if self.interrupted:
+            cut = ", ".join(f"{n} (repeat {r + 1}, {res.status})" for n, r, res in self.partial) or "none"
+            stop = (f"; INTERRUPTED after {self.repeats} of {self.requested_repeats} repeats, "
+                    f"cut short and left out: {cut}")
+        return (f"{spread}; verdicts vs {self.baseline} from per-repeat ratios{tgt}{est}{stop}")
+
+
+@dataclasses.dataclass
+class Saving:
+    """An energy (or time) saving stated beside the accuracy it was bought at; see
+    ``equal_accuracy_saving``. ``fraction``: 1 - candidate / baseline (negative: it cost more);
+    ``accuracy_change``: candidate - baseline accuracy (fraction; negative: less accurate)."""
+
+    candidate: str
+    baseline: str
+    fraction: float
+    candidate_accuracy: float
+    baseline_accuracy: float
+    tolerance: float
+    what: str = "energy"
+
+    @property
+    def accuracy_change(self) -> float:
+        return self.candidate_accuracy - self.baseline_accuracy
+
+    @property
+    def equal_accuracy(self) -> bool:
+        """True when the two accuracies are within ``tolerance`` (or the candidate is better)."""
+        return self.accuracy_change >= -self.tolerance
+
+    def sentence(self) -> str:
+        if self.fraction > 0:
+            change = f"used {self.fraction:.0%} less {self.what} than"
+        elif self.fraction < 0:
+            change = f"used {-self.fraction:.0%} more {self.what} than"
+        else:
+            change = f"used the same {self.what} as"
+        accs = f"{self.candidate_accuracy:.1%} vs {self.baseline_accuracy:.1%}"
+        if self.equal_accuracy:
+            return f"{self.candidate} {change} {self.baseline} at the same accuracy or better ({accs})"
+        return (f"{self.candidate} {change} {self.baseline} but is {-self.accuracy_change * 100:.1f} "
+                f"points less accurate ({accs}): not a like-for-like saving")
+
+
+def equal_accuracy_saving(candidate_joules: float, baseline_joules: float, candidate_accuracy: float,
+                          baseline_accuracy: float, candidate: str = "candidate",
+                          baseline: str = "baseline", tolerance: float = 0.01, what: str = "energy") -> Saving:
+    """A saving with its accuracy cost beside it. Accuracies are fractions in [0, 1];
+    ``tolerance`` (fraction, default one point) is how much less accurate the candidate may be
+    and still count as equal. Use ``Saving.equal_accuracy`` to refuse an unequal comparison,
+    or print ``Saving.sentence()``, which states the accuracy cost when there is one."""
+    for label, v in (("candidate_joules", candidate_joules), ("baseline_joules", baseline_joules)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{label} must be a finite number >= 0, got {v!r}")
+    if baseline_joules == 0:
+        raise ValueError("baseline_joules must be > 0 to state a saving against it")
+    for label, v in (("candidate_accuracy", candidate_accuracy), ("baseline_accuracy", baseline_accuracy)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+            raise ValueError(f"{label} must be a fraction in [0, 1], got {v!r}")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be a fraction in [0, 1), got {tolerance!r}")
+    return Saving(candidate, baseline, 1 - candidate_joules / baseline_joules, float(candidate_accuracy),
+                  float(baseline_accuracy), float(tolerance), what)
 
 
 def summarize(values) -> Stat:
@@ -288,7 +582,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=0, help="discarded warm-up rounds")
-    parser.add_argument("--target", type=float, default=None, help="target test accuracy in (0, 1]")
+    parser.add_argument("--target", type=float, default=None, help="target validation accuracy in (0, 1]")
     parser.add_argument("--n-train", type=int, default=None, help="training images (default: all, 2000 in quick mode)")
     parser.add_argument("--n-test", type=int, default=None, help="test images (default: all, 500 in quick mode)")
     parser.add_argument("--region", default="WORLD", help="grid region for CO2e")
@@ -299,7 +593,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_main(args) -> int:
     """Run ``greenlab run``: train each precision variant and print a results table.
-    Bad input prints a clear message and returns 2."""
+    Bad input prints a clear message and returns 2. Ctrl-C stops the whole comparison: the
+    finished runs are printed (the cut-short one is named and left out) and it returns 130."""
     from greenlab import config, data as gl_data, models
     from greenlab.train import TrainConfig
 
@@ -339,10 +634,17 @@ def run_main(args) -> int:
     except ValueError as exc:
         print(f"greenlab run: error: {exc}", file=sys.stderr)
         return 2
+    if cmp.interrupted and not cmp.repeats:
+        print("greenlab run: interrupted before any repeat finished; nothing to compare "
+              "(finished runs are in the results log)", file=sys.stderr)
+        return 130
     print(cmp)
     if len(precisions) > 1:
         print()
         print(cmp.stakeholder_summary())
+    if cmp.interrupted:
+        print("greenlab run: interrupted; the table holds the finished runs only", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -362,16 +664,6 @@ def _t_cdf_from_zero(t: float, df: int, intervals: int = 2000) -> float:
     return total * h / 3
 
 
-def _change(ratio: float) -> str:
-    if ratio < 1:
-        return f"{1 - ratio:.0%} less"
-    if ratio > 1:
-        return f"{ratio - 1:.0%} more"
-    return "the same"
-
-
-
-
 def _pct(x) -> str:
     return "-" if x is None else f"{x:.1%}"
 
@@ -380,7 +672,9 @@ def _num(x, digits=4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
-def _pm(mean, ci) -> str:
+def _ci(mean, interval) -> str:
     if mean is None:
         return "-"
-    return f"{mean:.4g}" + (f" ± {ci:.2g}" if ci is not None else "")
+    if interval is None:
+        return f"{mean:.4g}"
+    return f"{mean:.4g} ({interval[0]:.3g}–{interval[1]:.3g})"
