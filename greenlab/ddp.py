@@ -12,10 +12,12 @@ DDP's own all-reduce), reads its own shard of every epoch through ``DistributedS
 trains. Rank 0 evaluates on the test split and writes a JSON result. ``--standalone`` picks a free
 local port, so several runs never collide.
 
-Energy: the parent wraps the whole subprocess (start-up included) in ``greenlab.measure``. Every
-source greenlab uses is machine-wide (the CPU estimate counts system-wide busy time, RAPL reads the
-package, NVML reads every GPU), so that window covers all workers. Rank 0 also measures the
-training window alone (between two barriers), which leaves out start-up and evaluation.
+Energy: the training window (between two barriers, without start-up or evaluation) is a
+collective window (``greenlab.measure(..., distributed=True)``): every worker measures its own
+process and its own device, and the figures are reduced across workers, each shared device
+counted once (see ``greenlab.energy.distributed``); per-worker and per-node figures are kept.
+The parent also wraps the whole launch (start-up included) in ``greenlab.measure``, which counts
+the parent and its children (the torchrun tree) on this node.
 
 A "device" is one worker process. On a CPU each worker is one process with one thread
 (``threads_per_worker=1``), so two workers on two cores is a fair comparison with one; on a
@@ -56,8 +58,10 @@ class DDPResult:
 
     ``train_seconds``: rank 0's training time between two barriers (all workers start and end
     together), without start-up or evaluation. ``wall_seconds``: the parent's time for the whole
-    launch. ``energy``: the parent's ``Measurement`` of the whole launch (machine-wide sources).
-    ``train_energy``: rank 0's measurement of the training window (``Measurement.to_dict()``).
+    launch. ``energy``: the parent's ``Measurement`` of the whole launch. ``train_energy``: the
+    training window reduced across all workers (``DistributedMeasurement.to_dict()``: every
+    worker's process and device, shared devices counted once, with ``ranks`` and ``nodes``
+    breakdowns, ``complete`` and ``problems``).
     """
 
     nprocs: int
@@ -93,8 +97,36 @@ class DDPResult:
 
     @property
     def train_joules(self) -> float | None:
-        """Energy of the training window only (rank 0's measurement), joules."""
+        """Energy of the training window, all workers and nodes together, joules."""
         return None if self.train_energy is None else float(self.train_energy["joules"])
+
+    @property
+    def energy_complete(self) -> bool:
+        """False when a worker failed to measure or lost a component (see ``energy_problems``),
+        or when the whole-launch measurement is incomplete."""
+        return not self.energy_problems
+
+    @property
+    def energy_problems(self) -> list:
+        """Why an energy figure of this run is incomplete (empty when complete)."""
+        out = list((self.train_energy or {}).get("problems", []))
+        out += [f"whole launch: {p}" for p in getattr(self.energy, "problems", []) or []]
+        return out
+
+    @property
+    def joules_by_rank(self) -> list | None:
+        """Each worker's own figures in the training window, joules (shared devices included in
+        every worker that reads them, so these need not add up to ``train_joules``)."""
+        if self.train_energy is None or "ranks" not in self.train_energy:
+            return None
+        return [r["joules"] for r in self.train_energy["ranks"]]
+
+    @property
+    def joules_by_node(self) -> dict | None:
+        """Training-window energy counted on each node, joules; sums to ``train_joules``."""
+        if self.train_energy is None or "nodes" not in self.train_energy:
+            return None
+        return {name: node["joules"] for name, node in self.train_energy["nodes"].items()}
 
     @property
     def estimated(self) -> bool:
@@ -125,9 +157,13 @@ class DDPResult:
         energy = "energy not measured"
         if self.train_joules is not None:
             est = " (estimate)" if self.estimated else ""
-            energy = f"{self.train_joules:.4g} J training{est}"
+            nodes = self.joules_by_node or {}
+            where = f" over {self.nprocs} worker(s) on {len(nodes)} node(s)" if nodes else ""
+            energy = f"{self.train_joules:.4g} J training{where}{est}"
             if self.joules is not None:
                 energy += f", {self.joules:.4g} J whole launch"
+            if not self.energy_complete:
+                energy += " (INCOMPLETE: " + "; ".join(self.energy_problems) + ")"
         return (f"{self.label or 'ddp'}: {self.nprocs} worker(s) [{self.backend}/{self.device}], "
                 f"global batch {self.global_batch}, {self.steps} steps, {self.train_seconds:.3g} s "
                 f"training ({self.wall_seconds:.3g} s launch), {self.samples_per_second:.4g} samples/s, "
@@ -149,15 +185,19 @@ class ScalingReport:
 
     def text(self) -> str:
         """A plain-text table."""
-        head = ("workers", "global batch", "train s", "speedup", "efficiency", "train J",
+        head = ("workers", "nodes", "global batch", "train s", "speedup", "efficiency", "train J",
                 "worker-hours", "J per worker-hour", "accuracy")
         lines = [" | ".join(head)]
         for r in self.rows:
+            mark = "" if r["complete"] else " (incomplete)"
             lines.append(" | ".join([
-                str(r["workers"]), str(r["global_batch"]), f"{r['train_seconds']:.3g}",
-                f"{r['speedup']:.2f}x", f"{r['efficiency']:.2f}", _fmt(r["train_joules"], ".4g"),
-                f"{r['device_hours']:.3g}", _fmt(r["joules_per_device_hour"], ".4g"),
-                f"{r['accuracy']:.1%}"]))
+                str(r["workers"]), _fmt(r["nodes"], "d"), str(r["global_batch"]),
+                f"{r['train_seconds']:.3g}", f"{r['speedup']:.2f}x", f"{r['efficiency']:.2f}",
+                _fmt(r["train_joules"], ".4g") + mark, f"{r['device_hours']:.3g}",
+                _fmt(r["joules_per_device_hour"], ".4g") + mark, f"{r['accuracy']:.1%}"]))
+        problems = [f"{r['label'] or r['workers']}: {p}" for r in self.rows for p in r["problems"]]
+        if problems:
+            lines.append("incomplete energy: " + "; ".join(problems))
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -167,7 +207,7 @@ class ScalingReport:
         return self.text()
 
     def _repr_html_(self) -> str:
-        lines = self.text().splitlines()
+        lines = [line for line in self.text().splitlines() if " | " in line]
         head = "".join(f"<th>{c}</th>" for c in lines[0].split(" | "))
         body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in line.split(" | ")) + "</tr>"
                        for line in lines[1:])
@@ -302,7 +342,9 @@ def scaling_report(results) -> ScalingReport:
 
     speedup = baseline train_seconds / run train_seconds; efficiency =
     ``greenlab.scaling.scaling_efficiency`` scaled to the worker ratio, i.e.
-    speedup / (workers / baseline workers).
+    speedup / (workers / baseline workers). Energy is each run's training window reduced over
+    all its workers and nodes (``DDPResult.train_joules``); a run whose energy is incomplete is
+    marked so in the table and its problems listed below it.
     """
     from greenlab.scaling import scaling_efficiency
 
@@ -324,7 +366,9 @@ def scaling_report(results) -> ScalingReport:
             "speedup": speedup, "efficiency": efficiency, "train_joules": r.train_joules,
             "joules": r.joules, "device_hours": r.device_hours,
             "joules_per_device_hour": r.joules_per_device_hour, "accuracy": r.final_accuracy,
-            "estimated": r.estimated,
+            "estimated": r.estimated, "nodes": len(r.joules_by_node) if r.joules_by_node else None,
+            "joules_by_node": r.joules_by_node, "complete": r.energy_complete,
+            "problems": r.energy_problems,
         })
     return ScalingReport(rows)
 
@@ -340,8 +384,12 @@ def stakeholder_summary(baseline: DDPResult, scaled: DDPResult) -> str:
     if baseline.train_joules is not None and scaled.train_joules is not None:
         kind = "an estimate from a CPU power model" if scaled.estimated else "measured"
         ratio = scaled.train_joules / baseline.train_joules
-        text += (f"The training energy was {baseline.train_joules:.0f} J and {scaled.train_joules:.0f} J "
-                 f"({ratio:.2f}x; {kind}). ")
+        text += (f"The training energy, summed over every worker, was {baseline.train_joules:.0f} J "
+                 f"and {scaled.train_joules:.0f} J ({ratio:.2f}x; {kind}). ")
+        missing = [r.label or f"{r.nprocs} worker(s)" for r in (baseline, scaled) if not r.energy_complete]
+        if missing:
+            text += (f"The energy of {' and '.join(missing)} is incomplete (a worker could not be "
+                     "measured), so the true figure is higher. ")
     text += (f"Accuracy on held-out data was {baseline.final_accuracy:.1%} and "
              f"{scaled.final_accuracy:.1%} (global batch {baseline.global_batch} and "
              f"{scaled.global_batch}). ")
@@ -414,10 +462,10 @@ def _train_worker(config: dict) -> None:
         steps, samples, losses = 0, 0, []
         window = None
         dist.barrier()
-        if rank == 0 and config.get("measure_energy"):
+        if config.get("measure_energy"):  # every rank: a collective window, reduced at stop()
             from greenlab.energy import measure
 
-            window = measure("ddp training").start()
+            window = measure("ddp training", distributed=True).start()
         t0 = time.perf_counter()
         for epoch in range(config["epochs"]):
             sampler.set_epoch(epoch)
@@ -596,8 +644,9 @@ def _dataset(data):
 def _save_dataset(ds, path: Path) -> dict:
     import torch
 
+    # the validation split travels too, so workers train on exactly the parent's training split
     torch.save({"train_x": ds.train_x.cpu(), "train_y": ds.train_y.cpu(), "test_x": ds.test_x.cpu(),
-                "test_y": ds.test_y.cpu()}, path)
+                "test_y": ds.test_y.cpu(), "val_x": ds.val_x.cpu(), "val_y": ds.val_y.cpu()}, path)
     return {"name": ds.name, "path": str(path), "source": ds.source, "note": ds.note,
             "num_classes": ds.num_classes}
 

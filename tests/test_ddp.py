@@ -104,6 +104,21 @@ def test_energy_is_measured_with_provenance(two_workers):
     assert r.estimated == (r.energy.estimated or r.train_energy["estimated"])
 
 
+def test_training_energy_is_reduced_over_both_workers(two_workers):
+    """Every worker measured its own process; the reduction keeps each worker's figures and
+    counts what the node shares once."""
+    r = two_workers
+    e = r.train_energy
+    assert e["world_size"] == 2 and e["complete"] is True and r.energy_complete
+    assert [x["rank"] for x in e["ranks"]] == [0, 1] and len({x["pid"] for x in e["ranks"]}) == 2
+    assert all(j > 0 for j in r.joules_by_rank)
+    assert sum(r.joules_by_node.values()) == pytest.approx(r.train_joules)
+    assert sum(d["joules"] for d in e["devices"]) == pytest.approx(r.train_joules)
+    assert "over 2 worker(s) on 1 node(s)" in r.summary()
+    row = ddp.scaling_report([r]).rows[0]
+    assert row["nodes"] == 1 and row["complete"] is True and row["train_joules"] == r.train_joules
+
+
 def test_ddp_with_no_sync_accumulation_equals_one_large_batch(two_workers):
     """2 workers x 2 accumulated micro-batches of 8 must learn exactly what one process learns
     from the same 32-sample batches: DDP averages the gradients, no_sync defers the all-reduce."""
@@ -182,6 +197,20 @@ def test_scaling_report_speedup_efficiency_and_k():
     assert "1.67x" in ddp.scaling_report([one, two]).text()
     with pytest.raises(ValueError, match="DDPResult"):
         ddp.scaling_report([])
+
+
+def test_scaling_report_marks_incomplete_energy():
+    one = _fake(1, 10.0, 200.0)
+    two = _fake(2, 6.0, 240.0)
+    two.train_energy.update(problems=["rank 1 on n0 failed to measure (denied)"],
+                            nodes={"n0": {"ranks": [0, 1], "joules": 240.0}})
+    report = ddp.scaling_report([one, two])
+    assert report.rows[1]["complete"] is False and report.rows[1]["nodes"] == 1
+    assert report.rows[0]["complete"] is True and report.rows[0]["nodes"] is None
+    text = report.text()
+    assert "240 (incomplete)" in text and "rank 1 on n0 failed to measure (denied)" in text
+    assert "incomplete" in ddp.stakeholder_summary(one, two)
+    assert "<table>" in report._repr_html_() and "incomplete energy" not in report._repr_html_()
 
 
 def test_stakeholder_summary_uses_the_numbers():
