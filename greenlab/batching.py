@@ -532,7 +532,11 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
     ``base_config``: a ``TrainConfig``; each run copies it with ``batch_size``, ``target_accuracy``
     and (with ``scale_lr``) the linearly scaled learning rate from ``base_config.batch_size``.
     ``train_fn``: defaults to ``greenlab.train.train``; ``train_kwargs`` go to it (e.g. log=False).
-    Seeds differ per repeat (base seed + repeat).
+    Runs are paired: repeat r uses seed base seed + r at every batch size (same initial weights
+    and sample order). Evaluations are scheduled in samples so that every size is checked after
+    the same amount of data: ``base_config.eval_every`` steps become ``eval_every_samples`` =
+    eval_every x base_config's effective batch size (an ``eval_every_samples`` is kept as is).
+    The target is validation accuracy.
     """
     sizes = list(sizes)
     if not sizes:
@@ -544,6 +548,10 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
         raise ValueError(f"target_accuracy must be in (0, 1], got {target_accuracy!r}")
     if train_fn is None:
         from greenlab.train import train as train_fn
+    if getattr(base_config, "eval_every", None) is not None and getattr(base_config, "eval_every_samples", None) is None:
+        base_config = dataclasses.replace(
+            base_config, eval_every=None,
+            eval_every_samples=base_config.eval_every * base_config.batch_size * base_config.accum_steps)
     rows, runs = [], []
     for b in sizes:
         for rep in range(repeats):
@@ -588,7 +596,7 @@ def plot_sweep(result: SweepResult, ax=None):
     ax.set_xlabel("batch size")
     ax.set_ylabel("joules to target")
     missed = [b for b, j in energy.items() if j is None]
-    title = f"energy to {result.target_accuracy:.0%} accuracy"
+    title = f"energy to {result.target_accuracy:.0%} validation accuracy"
     if missed:
         title += f" (not reached at {missed})"
     ax.set_title(title)

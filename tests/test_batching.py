@@ -299,6 +299,15 @@ def test_sweep_bookkeeping_and_cost():
         gb.sweep_cost([])
 
 
+def test_sweep_evaluates_every_size_after_the_same_samples():
+    from greenlab.train import TrainConfig
+
+    train, seen = _fake_train({16: (10.0, True), 64: (12.0, True)})
+    gb.sweep_batch_sizes(lambda: None, None, [16, 64], TrainConfig(batch_size=16, accum_steps=2, eval_every=4),
+                         0.8, train_fn=train, verbose=False)
+    assert [(c.eval_every, c.eval_every_samples) for c in seen] == [(None, 128), (None, 128)]
+
+
 def test_plot_sweep_runs():
     import matplotlib
 
