@@ -3,15 +3,22 @@
 Runs CMD with inherited stdin/stdout/stderr inside one measurement window and reports the
 duration, energy per component (with source, estimate flag and uncertainty) and CO2e. The
 report goes to stderr (like ``time``); ``--json`` prints JSON on stdout instead. Returns the
-command's exit code, 127 if it cannot be found, 2 for usage errors.
+command's exit code (128 + N when signal N ended it), 127 if it cannot be found, 126 if it
+cannot be executed, 2 for usage errors. Like ``time``, it passes SIGINT, SIGTERM and SIGHUP on
+to the command and waits for it to end (it never kills the command itself), then reports the
+energy of what ran.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import warnings
 
 from greenlab.units import joules_to_kwh
@@ -40,17 +47,23 @@ def measure_main(args) -> int:
         warnings.simplefilter("ignore", ShortWindowWarning)
         window = measure("command", sync=False).start()
         try:
-            code = subprocess.call(cmd)
-        except (FileNotFoundError, PermissionError) as exc:
+            proc = subprocess.Popen(cmd)
+        except OSError as exc:
             window.stop()
-            problem = "command not found" if isinstance(exc, FileNotFoundError) \
-                else "permission denied"
+            code, problem = _start_failure(exc)
             print(f"greenlab measure: {problem}: {cmd[0]}", file=sys.stderr)
-            return 127 if isinstance(exc, FileNotFoundError) else 126
+            return code
         except BaseException:
             window.stop()
             raise
-        result = window.stop()
+        try:
+            code, received = _wait_forwarding_signals(proc)
+        finally:
+            result = window.stop()
+    if received:
+        names = ", ".join(signal.Signals(n).name for n in received)
+        result.warnings.append(f"greenlab measure received {names} and passed it on to the command; "
+                               "the energy is that of the part that ran")
     co2e = co2e_g(result.joules) if co2e_g is not None else None
     if getattr(args, "json", False):
         report = {"command": cmd, "exit_code": code, "region": region, "pue": pue,
@@ -59,6 +72,62 @@ def measure_main(args) -> int:
     else:
         print(_table(cmd, code, result, region, pue, co2e, carbon_problem), file=sys.stderr)
     return code
+
+
+def _start_failure(exc: OSError) -> tuple:
+    """(exit code, message) for a command that could not be started, as a shell would say it."""
+    if isinstance(exc, FileNotFoundError):
+        return 127, "command not found"
+    if exc.errno == errno.ENOEXEC:
+        return 126, "cannot execute (not a program; a script needs a '#!' first line)"
+    if isinstance(exc, PermissionError):
+        return 126, "permission denied"
+    return 126, f"cannot execute ({exc.strerror or exc})"
+
+
+def _wait_forwarding_signals(proc) -> tuple:
+    """Wait for ``proc`` like ``time`` does, passing SIGINT, SIGTERM and SIGHUP on to it; the
+    command decides how to end (it is never killed from here). Returns (exit code, signals
+    received): the command's code, or 128 + N when a signal N ended it."""
+    received = []
+    forwarded = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
+
+    def forward(signum, frame):
+        received.append(signum)
+        if signum == signal.SIGINT and _terminal_sent_it_to_the_group():
+            return  # Ctrl-C at the terminal already reached the command (same process group)
+        try:
+            proc.send_signal(signum)
+        except OSError:  # it has just ended
+            pass
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in forwarded:
+            previous[signum] = signal.signal(signum, forward)
+    try:
+        while True:
+            try:
+                code = proc.wait()
+                break
+            except KeyboardInterrupt:  # only when no handler could be installed
+                proc.send_signal(signal.SIGINT)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return (128 - code if code < 0 else code), received
+
+
+def _terminal_sent_it_to_the_group() -> bool:
+    """True when this process group is in the foreground of a terminal (so a SIGINT came from
+    Ctrl-C and went to every process in the group, the command included)."""
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        try:
+            if stream is not None and stream.isatty():
+                return os.tcgetpgrp(stream.fileno()) == os.getpgrp()
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
 
 
 def _carbon_function(region: str, pue):
