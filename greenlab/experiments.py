@@ -609,8 +609,11 @@ def run_main(args) -> int:
             raise ValueError(f"unknown model {args.model!r}; allowed: {', '.join(models.MODELS)}")
         if isinstance(args.repeats, bool) or args.repeats < 1:
             raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
-        n_train = args.n_train or (2000 if settings.quick else None)
-        n_test = args.n_test or (500 if settings.quick else None)
+        if isinstance(args.warmup, bool) or args.warmup < 0:
+            raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+        # 0 is refused by data.load like any other bad size; only "not given" means the default
+        n_train = args.n_train if args.n_train is not None else (2000 if settings.quick else None)
+        n_test = args.n_test if args.n_test is not None else (500 if settings.quick else None)
         variants = {p: TrainConfig(precision=p, batch_size=args.batch_size, accum_steps=args.accum,
                                    epochs=args.epochs, max_steps=args.max_steps, lr=args.lr,
                                    target_accuracy=args.target, region=args.region, label=p)
