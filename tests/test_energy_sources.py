@@ -282,3 +282,85 @@ def test_estimate_never_exceeds_p_max_in_any_interval():
     state["user"] = 0.05  # 50 ms of busy time reported in 10 ms on 2 CPUs: impossible, rounding
     window = source.read_joules() - first
     assert window <= source.max_watts * 0.01 + 1e-12
+
+
+# --- which GPUs count: the ones the work uses -------------------------------------------
+
+def fake_torch(monkeypatch, current=0, reserved=(), uuids=None, initialized=True, count=4):
+    import sys
+    import types
+
+    props = lambda i: types.SimpleNamespace(uuid=uuids[i]) if uuids else types.SimpleNamespace()
+    cuda = types.SimpleNamespace(
+        is_initialized=lambda: initialized, device_count=lambda: count,
+        current_device=lambda: current, memory_reserved=lambda i: 1 if i in reserved else 0,
+        get_device_properties=props)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+
+def counting_gpus(names=None):
+    names = names or ["A100"] * 4
+    return [FakeGpu(u, energy_mj=(lambda k=k: 1000 * (k + 1)), name=n)
+            for k, (u, n) in enumerate(zip(UUIDS, names))]
+
+
+def gpu_readings(found):
+    return {s.component: s.read_joules() for s in found.sources if s.component != "cpu"}
+
+
+def test_used_gpus_are_the_current_device_and_those_holding_memory(monkeypatch, tmp_path):
+    fake_torch(monkeypatch, current=1, reserved=(1, 3))
+    found = discover(FakePynvml(counting_gpus()), no_rapl(tmp_path), environ={})
+    assert gpu_readings(found) == {"gpu:1": 2.0, "gpu:3": 4.0}
+    assert found.problems == [] and found.gpu_selection.startswith("the GPUs this process uses")
+    found = discover(FakePynvml(counting_gpus()), no_rapl(tmp_path), environ={}, gpus="all")
+    assert set(gpu_readings(found)) == {"gpu:0", "gpu:1", "gpu:2", "gpu:3"}
+
+
+def test_used_gpus_map_to_nvml_by_uuid_whatever_the_order(monkeypatch, tmp_path):
+    # fastest-first: CUDA's device 0 is the H100, third on the PCI bus
+    names = ["T4", "T4", "H100", "T4"]
+    fake_torch(monkeypatch, current=0, uuids=[UUIDS[2].lower()[4:], UUIDS[0], UUIDS[1], UUIDS[3]])
+    found = discover(FakePynvml(counting_gpus(names)), no_rapl(tmp_path), environ={})
+    assert gpu_readings(found) == {"gpu:0": 3.0}  # NVML's device 2
+    assert found.problems == []
+
+
+def test_mixed_gpus_without_uuids_or_pci_order_are_flagged(monkeypatch, tmp_path):
+    fake_torch(monkeypatch, current=0)  # torch gives no UUIDs
+    names = ["T4", "T4", "H100", "T4"]
+    found = discover(FakePynvml(counting_gpus(names)), no_rapl(tmp_path), environ={})
+    (problem,) = found.problems
+    assert problem.startswith("gpu:0: CUDA_DEVICE_ORDER is not PCI_BUS_ID") and "H100" in problem
+    found = discover(FakePynvml(counting_gpus(names)), no_rapl(tmp_path),
+                     environ={"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "2"})
+    assert found.problems == [] and gpu_readings(found) == {"gpu:0": 3.0}
+
+
+def test_before_torch_uses_cuda_every_visible_gpu_counts(monkeypatch, tmp_path):
+    fake_torch(monkeypatch, initialized=False)
+    found = discover(FakePynvml(counting_gpus()), no_rapl(tmp_path),
+                     environ={"CUDA_VISIBLE_DEVICES": "3,0"})
+    assert gpu_readings(found) == {"gpu:0": 4.0, "gpu:1": 1.0}
+    assert "torch has not initialised CUDA" in found.gpu_selection
+
+
+def test_explicit_gpu_lists(tmp_path):
+    lib = FakePynvml(counting_gpus())
+    assert gpu_readings(discover(lib, no_rapl(tmp_path), environ={}, gpus=[])) == {}
+    assert gpu_readings(discover(lib, no_rapl(tmp_path), environ={}, gpus=[2])) == {"gpu:2": 3.0}
+    found = discover(lib, no_rapl(tmp_path), environ={"CUDA_VISIBLE_DEVICES": "1"}, gpus=[0, 5])
+    assert gpu_readings(found) == {"gpu:0": 2.0}
+    assert found.problems == ["gpu:5: used by this work but not readable through NVML (NVML does "
+                              "not list it); its energy is not measured"]
+    for bad in ("some", [0, -1], [True], 3):
+        with pytest.raises(ValueError, match="gpus"):
+            discover(lib, no_rapl(tmp_path), environ={}, gpus=bad)
+
+
+def test_gpu_used_but_nvml_missing_is_a_problem(monkeypatch, tmp_path):
+    fake_torch(monkeypatch, current=0)
+    found = discover(FakePynvml([], driver=False), no_rapl(tmp_path), environ={})
+    (problem,) = found.problems
+    assert problem.startswith("gpu:0: used by this work but not readable through NVML (NVML not "
+                              "available")
