@@ -23,7 +23,7 @@ def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=
     environment (for tests).
     """
     env = os.environ if environ is None else environ
-    found = discover(nvml_module, rapl_root, env)
+    found = discover(nvml_module, rapl_root, env, gpus="all")  # describe every visible GPU
     lib = _nvml.get_nvml(nvml_module)
     by_component = {s.component: s for s in found.sources}
     torch_info = _torch_info()
@@ -35,6 +35,7 @@ def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=
         "rapl": {"status": found.rapl_status, "reason": found.rapl_reason},
         "sources": {s.component: s.describe() for s in found.sources},
         "problems": list(found.problems),
+        "energy": _energy_policy(found),
         "torch": torch_info,
         "quick_mode": _quick_mode(env, torch_info["device"]),
         "python": sys.version.split()[0],
@@ -79,13 +80,19 @@ def format_report(report: dict) -> str:
     for component, s in report["sources"].items():
         tag = f"estimate, +-{s['rel_uncertainty']:.0%}" if s["estimated"] \
             else f"measured, +-{s['rel_uncertainty']:.0%}"
-        lines.append(f"  {component:<7} {s['source']} ({tag})")
+        whose = f", {s['attribution']}" if s.get("attribution") else ""
+        lines.append(f"  {component:<7} {s['source']} ({tag}{whose})")
         if s["note"]:
             lines.append(f"          note: {s['note']}")
         if s["model"]:
             lines.append(f"          model: {s['model']}")
     for problem in report["problems"]:
         lines.append(f"  problem: {problem}")
+    e = report.get("energy")
+    if e:
+        lines.append(f"Energy   CPU estimate attribution: {e['attribution']} ({e['attribution_text']})")
+        lines.append(f"         CPUs for the estimate: {e['cpus']:g} ({e['cpus_how']})")
+        lines.append(f"         GPUs counted: {e['gpus']}")
     t = report["torch"]
     lines.append(f"torch    {t['version'] or 'not installed'}, device {t['device']}")
     if t.get("native_precisions"):
@@ -97,7 +104,28 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _energy_policy(found) -> dict:
+    """Whose energy windows count by default: the CPU estimate's attribution, the CPUs it is
+    sized by, and which GPUs are counted."""
+    from greenlab.energy.cpus import allocated_cpus
+
+    alloc = allocated_cpus()
+    return {
+        "attribution": "process",
+        "attribution_text": "CPU time of the measuring process and its children; "
+                            "attribution='machine' counts everyone's",
+        "cpus": alloc.cpus, "cpus_how": alloc.how,
+        "gpus": "the ones the work uses (gpus='used': torch's current device and any holding "
+                "its memory; every visible GPU until torch initialises CUDA); gpus='all' for all",
+    }
+
+
 def _gpu_info(lib, gpu, source) -> dict:
+    if gpu.nvml_index is None:  # a MIG instance: NVML has no per-instance energy
+        return {"component": f"gpu:{gpu.cuda_index}", "cuda_index": gpu.cuda_index,
+                "nvml_index": None, "name": f"MIG instance {gpu.mig}", "architecture": "unknown",
+                "memory_gib": None, "power_limit_w": None, "energy_counter_supported": False,
+                "instant_power_available": False, "energy_source": None}
     handle = lib.handle(gpu.nvml_index)
     try:
         lib.energy_joules(handle)

@@ -227,3 +227,22 @@ def test_doctor_reports_the_chosen_device_and_its_precisions(monkeypatch, tmp_pa
     assert report["torch"]["native_precisions"] == {"bf16": True, "fp16": True}
     assert report["quick_mode"]["on"] and "MPS" in report["quick_mode"]["reason"]
     assert "native 16-bit on mps: bf16 yes, fp16 yes" in hardware.format_report(report)
+
+
+def test_doctor_states_whose_energy_is_counted(tmp_path):
+    report = doctor(nvml_module=fake_pynvml(), rapl_root=tmp_path / "none", environ={})
+    energy = report["energy"]
+    assert energy["attribution"] == "process" and energy["cpus"] > 0
+    assert report["sources"]["cpu"]["attribution"] == "process"
+    assert report["sources"]["gpu:0"]["attribution"] == "device"
+    table = format_report(report)
+    assert "CPU estimate attribution: process" in table and "GPUs counted: the ones the work uses" in table
+    assert "estimate, +-100%, process" in table
+
+
+def test_doctor_names_a_mig_instance_and_its_policy(tmp_path):
+    report = doctor(nvml_module=fake_pynvml(), rapl_root=tmp_path / "none",
+                    environ={"CUDA_VISIBLE_DEVICES": "MIG-1a2b3c"})
+    (gpu,) = report["gpus"]
+    assert gpu["name"] == "MIG instance MIG-1a2b3c" and gpu["energy_source"] is None
+    assert any("MIG instance" in p and "not measured" in p for p in report["problems"])
