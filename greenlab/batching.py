@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from greenlab import validation
+
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -106,10 +108,21 @@ def find_max_batch(model, input_shape, device=None, start: int = 1, limit: int =
         raise ValueError(f"start ({start}) must be <= limit ({limit})")
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if memory_budget_bytes is not None and (isinstance(memory_budget_bytes, bool)
-                                            or not isinstance(memory_budget_bytes, (int, float))
-                                            or memory_budget_bytes <= 0):
-        raise ValueError(f"memory_budget_bytes must be a positive number of bytes, got {memory_budget_bytes!r}")
+    memory_budget_bytes = validation.number("memory_budget_bytes", memory_budget_bytes, low=0,
+                                            low_open=True, allow_none=True)
+    if not isinstance(model, torch.nn.Module):
+        raise validation.ArgumentTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):
+        raise validation.ArgumentTypeError(f"input_shape must be a tuple of positive sizes such as "
+                                           f"(1, 28, 28), got {input_shape!r}")
+    input_shape = tuple(validation.integer("input_shape entries", s, low=1, high=2**31)
+                        for s in input_shape)
+    validation.integer("num_classes", num_classes, low=2, allow_none=True)
+    if step_fn is not None and not callable(step_fn):
+        raise validation.ArgumentTypeError(f"step_fn must be a callable batch_size -> peak bytes, got {step_fn!r}")
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        raise validation.ArgumentTypeError(f"optimizer must be a torch.optim.Optimizer or None, "
+                                           f"got {type(optimizer).__name__}")
     dev = torch.device(device) if device is not None else _model_device(model)
     if step_fn is None and dev.type != "cuda" and memory_budget_bytes is None:
         raise ValueError("on a CPU nothing runs out of memory in a useful way (the system swaps); "
@@ -257,25 +270,21 @@ class OnPlateau:
     def __init__(self, start: int, factor: float = 2, patience: int = 1, max_size: int = 4096,
                  min_delta: float = 0.0):
         self.size = _check_positive_int("start", start)
-        if not isinstance(factor, (int, float)) or factor <= 1:
-            raise ValueError(f"factor must be a number > 1, got {factor!r}")
-        self.factor = factor
+        self.factor = validation.number("factor", factor, low=1, low_open=True, high=1e6)
         self.patience = _check_positive_int("patience", patience)
         self.max_size = _check_positive_int("max_size", max_size)
         if max_size < start:
             raise ValueError(f"max_size ({max_size}) must be >= start ({start})")
-        if not isinstance(min_delta, (int, float)) or min_delta < 0:
-            raise ValueError(f"min_delta must be a number >= 0, got {min_delta!r}")
-        self.min_delta = float(min_delta)
+        self.min_delta = validation.number("min_delta", min_delta, low=0, high=1e6)
         self.best_loss = math.inf
         self.bad_epochs = 0
         self.history = []  # (loss, size after observing it)
 
     def observe(self, loss: float) -> int:
         """Record one epoch's loss; returns the batch size for the next epoch."""
-        loss = float(loss)
-        if not math.isfinite(loss):
-            raise ValueError(f"loss must be finite, got {loss}")
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            loss = loss.item()
+        loss = validation.number("loss", loss)
         if loss < self.best_loss - self.min_delta * abs(self.best_loss if math.isfinite(self.best_loss) else 0):
             self.best_loss = loss
             self.bad_epochs = 0
@@ -331,11 +340,13 @@ def on_plateau(start: int, factor: float = 2, patience: int = 1, max_size: int =
 
 def linear_scaling_lr(base_lr: float, base_batch: int, batch: int) -> float:
     """Linear scaling rule (Goyal et al., 2017): lr = base_lr x batch / base_batch."""
-    if not isinstance(base_lr, (int, float)) or base_lr <= 0:
-        raise ValueError(f"base_lr must be a positive number, got {base_lr!r}")
+    base_lr = validation.number("base_lr", base_lr, low=0, low_open=True)
     _check_positive_int("base_batch", base_batch)
     _check_positive_int("batch", batch)
-    return float(base_lr) * batch / base_batch
+    lr = base_lr * batch / base_batch
+    if not math.isfinite(lr):
+        raise ValueError(f"base_lr x batch / base_batch overflows: base_lr={base_lr!r}, batch={batch}")
+    return lr
 
 
 class Warmup:
@@ -381,8 +392,11 @@ class StepDecay:
     """Learning-rate multiplier (step -> multiplier): divided by ``factor`` at each milestone step."""
 
     def __init__(self, milestone_steps, factor: float):
-        self.milestone_steps = sorted(int(m) for m in milestone_steps)
-        self.factor = float(factor)
+        if isinstance(milestone_steps, (str, bytes)) or not hasattr(milestone_steps, "__iter__"):
+            raise validation.ArgumentTypeError(f"milestone_steps must be a list of steps, got {milestone_steps!r}")
+        self.milestone_steps = sorted(validation.integer("milestone_steps entries", m, low=0)
+                                      for m in milestone_steps)
+        self.factor = validation.number("factor", factor, low=0, low_open=True, high=1e6)
 
     def __call__(self, step: int) -> float:
         passed = sum(1 for m in self.milestone_steps if step >= m)
@@ -544,8 +558,7 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
     for b in sizes:
         _check_positive_int("batch size", b)
     _check_positive_int("repeats", repeats)
-    if not isinstance(target_accuracy, (int, float)) or not 0 < target_accuracy <= 1:
-        raise ValueError(f"target_accuracy must be in (0, 1], got {target_accuracy!r}")
+    validation.number("target_accuracy", target_accuracy, low=0, high=1, low_open=True)
     if train_fn is None:
         from greenlab.train import train as train_fn
     if getattr(base_config, "eval_every", None) is not None and getattr(base_config, "eval_every_samples", None) is None:
@@ -622,13 +635,14 @@ def batch_growth_vs_lr_decay(base_config, n_train: int, milestones, factor: floa
     batch growth takes fewer optimiser steps.
     """
     _check_positive_int("n_train", n_train)
-    milestones = sorted(int(m) for m in milestones)
+    if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
+        raise validation.ArgumentTypeError(f"milestones must be a list of epochs, got {milestones!r}")
+    milestones = sorted(validation.integer("milestones entries", m) for m in milestones)
     if not milestones or milestones[0] < 1:
         raise ValueError(f"milestones must be epochs >= 1, got {milestones}")
     if milestones[-1] >= base_config.epochs:
         raise ValueError(f"milestones must be below epochs ({base_config.epochs}), got {milestones}")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 1:
-        raise ValueError(f"factor must be a number > 1, got {factor!r}")
+    validation.number("factor", factor, low=1, low_open=True, high=1e6)
     per_step = base_config.batch_size * getattr(base_config, "accum_steps", 1)
     steps_per_epoch = math.ceil(n_train / per_step)
     decay = dataclasses.replace(base_config, batch_schedule=None,
