@@ -401,6 +401,66 @@ def stakeholder_summary(baseline: DDPResult, scaled: DDPResult) -> str:
     return text
 
 
+def parse_worker_counts(text) -> list:
+    """``"1,2,4"`` -> [1, 2, 4] (for ``greenlab run --workers``); ValueError names the problem."""
+    counts = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise ValueError(f"--workers takes worker counts >= 1 separated by commas, e.g. 1,2; "
+                             f"got {text!r}")
+        counts.append(int(part))
+    if len(set(counts)) != len(counts):
+        raise ValueError(f"--workers lists a count twice: {text}")
+    return counts
+
+
+def run_workers_command(args, data, counts: list) -> int:
+    """``greenlab run --workers N[,M...]``: one data-parallel run per worker count through
+    torchrun, each with its energy reduced over all workers and nodes, then the scaling table.
+    Returns the exit code (2 for an option the data-parallel runs do not support)."""
+    unsupported = {"--precision (only fp32)": [p.strip() for p in str(args.precision).split(",")] != ["fp32"],
+                   "--target": args.target is not None, "--repeats": args.repeats != 1,
+                   "--warmup": args.warmup != 0}
+    bad = [name for name, given in unsupported.items() if given]
+    if bad:
+        print(f"greenlab run: error: --workers does not support {', '.join(bad)}", file=sys.stderr)
+        return 2
+    results = []
+    for n in counts:
+        try:
+            r = run_ddp(n, data=data, model={"name": args.model}, per_worker_batch=args.batch_size,
+                        accum_steps=args.accum, epochs=args.epochs, max_steps=args.max_steps,
+                        lr=args.lr, device=args.device, timeout_s=24 * 3600.0,
+                        label=f"{n} worker(s)")
+        except ValueError as exc:
+            print(f"greenlab run: error: {exc}", file=sys.stderr)
+            return 2
+        results.append(r)
+        print(r.summary())
+        for line in energy_breakdown(r):
+            print("  " + line)
+    if len(results) > 1:
+        print()
+        print(scaling_report(results).text())
+    print("(data-parallel runs are not added to the results log)")
+    return 0
+
+
+def energy_breakdown(result: DDPResult) -> list:
+    """Lines naming each node and worker with the training energy counted there, joules."""
+    e = result.train_energy or {}
+    lines = []
+    for name, node in (e.get("nodes") or {}).items():
+        ranks = ", ".join(str(r) for r in node["ranks"])
+        lines.append(f"node {name}: workers {ranks}, {node['joules']:.4g} J counted here")
+    for r in e.get("ranks") or []:
+        own = ", ".join(f"{k} {c['joules']:.4g} J {c['source']}" for k, c in r["components"].items())
+        state = "" if r["ok"] else f" FAILED: {r['error']}"
+        lines.append(f"worker {r['rank']} on {r['node']} (pid {r['pid']}): {own or 'nothing'}{state}")
+    return lines
+
+
 # --- the worker (runs inside each torchrun process) ---------------------------------------------
 
 

@@ -589,13 +589,17 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--quick", action="store_true", help="small sizes (also GREENLAB_QUICK=1 or CI)")
     parser.add_argument("--no-save", action="store_true", help="do not append runs to the results log")
+    parser.add_argument("--workers", default=None,
+                        help="data-parallel worker processes through torchrun, e.g. 2; several "
+                             "separated by commas print a scaling table, e.g. 1,2 (fp32 only)")
 
 
 def run_main(args) -> int:
     """Run ``greenlab run``: train each precision variant and print a results table.
     Bad input prints a clear message and returns 2. Ctrl-C stops the whole comparison: the
-    finished runs are printed (the cut-short one is named and left out) and it returns 130."""
-    from greenlab import config, data as gl_data, models
+    finished runs are printed (the cut-short one is named and left out) and it returns 130.
+    ``--workers`` runs data-parallel training through torchrun instead (``greenlab.ddp``)."""
+    from greenlab import config, data as gl_data, ddp, models
     from greenlab.train import TrainConfig
 
     try:
@@ -618,10 +622,13 @@ def run_main(args) -> int:
                                    epochs=args.epochs, max_steps=args.max_steps, lr=args.lr,
                                    target_accuracy=args.target, region=args.region, label=p)
                     for p in precisions}
+        workers = None if args.workers is None else ddp.parse_worker_counts(args.workers)
         ds = gl_data.load(args.dataset, n_train=n_train, n_test=n_test)
     except ValueError as exc:
         print(f"greenlab run: error: {exc}", file=sys.stderr)
         return 2
+    if workers is not None:
+        return ddp.run_workers_command(args, ds, workers)
     c, h, w = ds.input_shape
     if args.model == "mlp":
         kw = {"input_shape": (c, h, w), "num_classes": ds.num_classes}

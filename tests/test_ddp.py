@@ -155,15 +155,19 @@ def test_bad_worker_config_raises_with_worker_error_and_stderr_tail():
     assert "stderr" in text and "  | " in text
 
 
-def test_timeout_kills_the_launch_and_leaves_no_workers():
+def test_timeout_kills_the_launch_and_leaves_no_workers(monkeypatch):
+    configs = []  # this launch's config path: other launches on a shared machine are not ours
+    launch = ddp.launch_command
+    monkeypatch.setattr(ddp, "launch_command", lambda path, n: configs.append(str(path)) or launch(path, n))
     started = time.monotonic()
     with pytest.raises(ddp.DDPError, match="timeout of 0.5 s"):
         ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, timeout_s=0.5,
                     measure_energy=False)
     assert time.monotonic() - started < 30
     time.sleep(0.2)
+    assert len(configs) == 1
     left = [p for p in psutil.process_iter(["cmdline"])
-            if any("greenlab-ddp-" in part for part in (p.info["cmdline"] or []))]
+            if any(configs[0] in part for part in (p.info["cmdline"] or []))]
     assert left == []
 
 
@@ -216,3 +220,50 @@ def test_scaling_report_marks_incomplete_energy():
 def test_stakeholder_summary_uses_the_numbers():
     text = ddp.stakeholder_summary(_fake(1, 10.0, 200.0), _fake(2, 6.0, 240.0, accuracy=0.8))
     assert "1.67x" in text and "83%" in text and "estimate" in text and "80.0%" in text
+
+
+# --- `greenlab run --workers` --------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_isolated(monkeypatch, tmp_path):
+    from greenlab import config
+
+    monkeypatch.setenv("GREENLAB_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("GREENLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(config, "_current", None)
+
+
+CLI_TINY = ["run", "--dataset", "synthetic", "--model", "mlp", "--n-train", "128", "--n-test", "32",
+            "--batch-size", "16", "--max-steps", "2"]
+
+
+def test_run_with_workers_reports_the_reduced_energy_per_node_and_worker(cli_isolated, capsys):
+    from greenlab import results
+    from greenlab.cli import main
+
+    assert main(CLI_TINY + ["--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 worker(s): 2 worker(s) [gloo/cpu]" in out and "over 2 worker(s) on 1 node(s)" in out
+    assert "node " in out and "workers 0, 1" in out
+    assert "worker 0 on " in out and "worker 1 on " in out
+    assert results.load() == []
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--workers", "0"], "worker counts >= 1"),
+    (["--workers", "2,2"], "twice"),
+    (["--workers", "2", "--precision", "bf16"], "--precision"),
+    (["--workers", "2", "--target", "0.5"], "--target"),
+])
+def test_run_with_bad_workers_exits_2(cli_isolated, capsys, extra, words):
+    from greenlab.cli import main
+
+    assert main(CLI_TINY + extra) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_parse_worker_counts():
+    assert ddp.parse_worker_counts("1, 2,4") == [1, 2, 4]
+    with pytest.raises(ValueError, match="e.g. 1,2"):
+        ddp.parse_worker_counts("two")
