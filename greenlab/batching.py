@@ -124,6 +124,9 @@ def find_max_batch(model, input_shape, device=None, start: int = 1, limit: int =
         raise validation.ArgumentTypeError(f"optimizer must be a torch.optim.Optimizer or None, "
                                            f"got {type(optimizer).__name__}")
     dev = torch.device(device) if device is not None else _model_device(model)
+    if step_fn is None and device is not None and _model_device(model).type != dev.type:
+        raise ValueError(f"the model is on {_model_device(model)} but device={str(device)!r}: move it "
+                         f"first (model.to({str(device)!r})) or leave device=None to probe where it is")
     if step_fn is None and dev.type != "cuda" and memory_budget_bytes is None:
         raise ValueError("on a CPU nothing runs out of memory in a useful way (the system swaps); "
                          "pass memory_budget_bytes=..., e.g. 2 * 2**30 for 2 GiB")

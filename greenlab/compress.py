@@ -357,13 +357,35 @@ class SpeedComparison:
     """Inference timings of several models on the same batch, measured in interleaved rounds
     (one forward pass of each model per round), so background load hits all of them alike.
     ``median_seconds``: per model, median seconds per batch; ``ratios``: per model, median over
-    rounds of (its time / the baseline's time in the same round)."""
+    rounds of (its time / the baseline's time in the same round); ``round_ratios``: those
+    per-round ratios, the spread ``verdict`` reads."""
 
     median_seconds: dict
     ratios: dict
     baseline: str
     rounds: int
     batch_size: int
+    round_ratios: dict = field(default_factory=dict)
+
+    def verdict(self, name: str) -> str:
+        """``name``'s time against the baseline's, in words, with its spread: "faster" or "slower"
+        only when the middle half of the rounds' ratios (quartiles) lies on one side of 1,
+        otherwise "no clear difference". Timings on a shared machine are noisy: show this,
+        don't assert on it."""
+        if name not in self.ratios:
+            raise ValueError(f"name must be one of {list(self.ratios)}, got {name!r}")
+        ratios = self.round_ratios.get(name, [])
+        median = self.ratios[name]
+        if len(ratios) < 4:
+            return (f"{median:.2f}x the time of {self.baseline} (median of {len(ratios) or self.rounds} "
+                    "rounds; too few rounds to tell a difference from noise)")
+        low, _, high = statistics.quantiles(ratios, n=4)
+        spread = f"median {median:.2f}x the time of {self.baseline}, middle half of {len(ratios)} rounds {low:.2f}-{high:.2f}x"
+        if high < 1:
+            return f"faster than {self.baseline}: {spread}"
+        if low > 1:
+            return f"slower than {self.baseline}: {spread}"
+        return f"no clear difference from {self.baseline}: {spread}"
 
     def table(self) -> str:
         lines = [f"{'model':<20} {'median ms/batch':>16} {'x ' + self.baseline:>14}"]
@@ -406,9 +428,11 @@ def compare_inference_speed(variants: dict, x: torch.Tensor, rounds: int = 25, w
         for name, m in variants.items():
             m.train(modes[name])
     base = times[baseline]
-    ratios = {name: statistics.median(t / b for t, b in zip(ts, base)) for name, ts in times.items()}
+    round_ratios = {name: [t / b for t, b in zip(ts, base)] for name, ts in times.items()}
+    ratios = {name: statistics.median(rs) for name, rs in round_ratios.items()}
     return SpeedComparison(median_seconds={n: statistics.median(ts) for n, ts in times.items()},
-                           ratios=ratios, baseline=baseline, rounds=rounds, batch_size=x.shape[0])
+                           ratios=ratios, baseline=baseline, rounds=rounds, batch_size=x.shape[0],
+                           round_ratios=round_ratios)
 
 
 def break_even_inferences(compression_joules: float, joules_per_inference_before: float,

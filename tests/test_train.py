@@ -110,15 +110,34 @@ def test_history_carries_cumulative_joules_and_result_fields(ds, tmp_path):
     assert len(saved) == 1 and saved[0]["status"] == "completed" and saved[0]["kind"] == "train"
 
 
-def test_target_accuracy_records_time_and_energy_and_stops(ds):
+class StepClock:
+    """A fake ``time.perf_counter`` that stands still except for one second per optimizer step
+    (its ``on_step``), so time and the 10 W meter's joules are exact whatever the machine's load."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def on_step(self, state):
+        self.now += 1.0
+
+
+def test_target_accuracy_records_time_and_energy_and_stops(ds, monkeypatch):
+    import time
+
+    clock = StepClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
     res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=5, eval_every=2, lr=0.1,
-                                              target_accuracy=0.5))
+                                              target_accuracy=0.5), callbacks=[clock])
     assert res.status == "target-reached"
     hit = next(h for h in res.history if h["accuracy"] >= 0.5)
     assert res.steps_to_target == hit["step"] == res.steps
     assert res.joules_to_target == hit["joules"]
     assert res.seconds_to_target == hit["seconds"] <= res.seconds
-    assert res.joules_to_target == pytest.approx(10 * res.seconds_to_target, rel=0.05, abs=0.05)
+    assert res.seconds_to_target == pytest.approx(res.steps_to_target * 1.0)  # one fake second a step
+    assert res.joules_to_target == pytest.approx(10 * res.seconds_to_target)  # the 10 W meter, exactly
 
 
 def test_training_reads_the_validation_split_and_scores_the_test_split_once(ds):
