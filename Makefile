@@ -6,19 +6,34 @@ STAMP  := $(VENV)/.greenlab-installed
 
 # Tests run the lessons in quick mode: real training, only smaller.
 PYTEST_ARGS ?=
+# make lab: your own copy of the lessons (git-ignored; make test never checks it), extra
+# JupyterLab options (e.g. LAB_ARGS="--port=8890 --ServerApp.open_browser=True"); root needs --allow-root.
+LAB_DIR  ?= my-lessons
+LAB_ARGS ?=
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=300
 
-.PHONY: lab test unit lessons notebooks check-notebooks benchmarks gpu-check clean
+.PHONY: lab my-lessons test unit lessons notebooks check-notebooks benchmarks gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
+	@echo "greenlab: installing into $(VENV): PyTorch, JupyterLab and the test tools (several GB the first time,"
+	@echo "greenlab: a few minutes; pip shows its progress below). See README for a smaller CPU-only PyTorch."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --upgrade --quiet pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
-## make lab: install if needed, then JupyterLab on lessons/ (localhost only, token authentication)
-lab: $(STAMP)
-	$(VENV)/bin/jupyter lab lessons/ --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False
+## make lab: install if needed, copy the lessons to my-lessons/ (missing ones only, nothing is
+## overwritten), then JupyterLab on my-lessons/ (localhost only, token authentication)
+lab: $(STAMP) my-lessons
+	$(VENV)/bin/jupyter lab $(LAB_DIR)/ --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False $(ROOT_FLAG) $(LAB_ARGS)
+
+my-lessons:
+	@mkdir -p $(LAB_DIR)
+	@for f in lessons/*.ipynb; do \
+	  if [ ! -e "$(LAB_DIR)/$${f##*/}" ]; then cp "$$f" "$(LAB_DIR)/" && echo "greenlab: copied $$f to $(LAB_DIR)/"; fi; \
+	done
+	@echo "greenlab: your lessons are in $(LAB_DIR)/ (yours to edit; lessons/ stays as shipped)"
 
 ## make test: install if needed, then every unit test, the browser test and every lesson (quick mode)
 test: $(STAMP)

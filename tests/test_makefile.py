@@ -1,0 +1,56 @@
+"""make lab: a learner's own copy of the lessons, never overwritten; works as root; LAB_ARGS."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    for name in ("pyproject.toml", "constraints.txt"):  # what the install step depends on
+        (tmp_path / name).write_text("")
+    (tmp_path / "lessons").mkdir()
+    for name in ("01_a.ipynb", "02_b.ipynb"):
+        (tmp_path / "lessons" / name).write_text(f"shipped {name}")
+    return tmp_path
+
+
+def make(cwd, *args):
+    return subprocess.run(["make", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def test_my_lessons_copies_missing_lessons_and_never_overwrites(checkout):
+    make(checkout, "-s", "my-lessons")
+    mine = checkout / "my-lessons"
+    assert sorted(p.name for p in mine.iterdir()) == ["01_a.ipynb", "02_b.ipynb"]
+    (mine / "01_a.ipynb").write_text("my answers")
+    (checkout / "lessons" / "03_c.ipynb").write_text("shipped later")
+    out = make(checkout, "-s", "my-lessons")
+    assert (mine / "01_a.ipynb").read_text() == "my answers"
+    assert (mine / "03_c.ipynb").read_text() == "shipped later"
+    assert "03_c.ipynb" in out and "01_a.ipynb" not in out
+
+
+def test_lab_opens_my_lessons_with_lab_args_and_allow_root_only_for_root(checkout):
+    line = [l for l in make(checkout, "-n", "lab", "LAB_ARGS=--port=8890").splitlines() if "jupyter lab" in l][-1]
+    assert "my-lessons/" in line and line.rstrip().endswith("--port=8890")
+    assert ("--allow-root" in line) == (os.geteuid() == 0)
+    forced = make(checkout, "-n", "lab", "ROOT_FLAG=--allow-root")
+    assert "--allow-root" in forced
+
+
+def test_install_is_not_silent_and_my_lessons_is_ignored_and_untested():
+    makefile = (ROOT / "Makefile").read_text()
+    install = makefile.split("$(STAMP): pyproject.toml constraints.txt", 1)[1].split("\n\n", 1)[0]
+    assert "--quiet" not in install and "echo" in install
+    assert "/my-lessons/" in (ROOT / ".gitignore").read_text().split()
+    test_line = [l for l in makefile.splitlines() if l.startswith("\t") and "pytest tests lessons" in l]
+    assert test_line and "my-lessons" not in test_line[0]
