@@ -168,3 +168,30 @@ def test_heavier_own_work_reads_more_in_process_mode():
     idle_w = (j1 - j0) / 0.3
     assert idle_w == pytest.approx(source.idle_watts, rel=0.3)
     assert (j2 - j1) > (j1 - j0)  # the same or shorter wall time, more energy: work counted
+
+
+def test_greenlab_measure_counts_the_commands_cpu_time(capsys, monkeypatch, tmp_path):
+    """The command is a child: its CPU time is in the default (process) estimate."""
+    import argparse
+    import json
+
+    import importlib
+
+    from greenlab.energy import command
+
+    measure_mod = importlib.import_module("greenlab.energy.measure")
+    measure_fn = measure_mod.measure
+    monkeypatch.setattr(measure_mod, "measure", lambda label, **kw: measure_fn(
+        label, sources=[CpuEstimateSource(n_logical=2, n_physical=2)], sync=False))
+    busy = [sys.executable, "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"]
+    ns = argparse.Namespace(cmd=["--", *busy], json=True, region="WORLD", pue=None)
+    assert command.measure_main(ns) == 0
+    report = json.loads(capsys.readouterr().out)
+    cpu = report["components"]["cpu"]
+    assert cpu["attribution"] == "process"
+    # at least P_idle over the run plus half the dynamic range for 0.5 CPU-seconds on 2 CPUs
+    assert cpu["joules"] >= 4.8 * report["seconds"] + 19.2 * 0.45 / 2
+    ns.json = False
+    assert command.measure_main(ns) == 0
+    assert "cpu: greenlab and the command's processes only" in capsys.readouterr().err

@@ -94,7 +94,26 @@ def test_source_exception_stops_thread_and_is_recorded():
         time.sleep(0.01)
     assert not mon.running and monitor_threads() == []
     assert isinstance(mon.error, OSError)
+    assert not mon.complete
+    assert mon.problems == ["cpu: rapl failed (OSError: sensor vanished); monitoring stopped"]
     mon.stop()
+
+
+def test_monitor_carries_discovery_problems_and_source_faults(tmp_path):
+    from greenlab.energy.nvml import Nvml
+    from greenlab.energy.sources import NvmlCounterSource, default_sources
+
+    from fakes import FakeGpu, FakePynvml
+
+    bad = default_sources(FakePynvml([FakeGpu("GPU-x", energy_mj=None, power_mw=None)]),
+                          tmp_path / "none", environ={}, gpus="all")
+    mon = PowerMonitor(hz=50, sources=bad)
+    assert not mon.complete and mon.problems[0].startswith("gpu:0: visible but unreadable")
+    readings = iter([9_000_000] + [10_000] * 1000)  # mJ: the counter resets after one read
+    lib = Nvml(FakePynvml([FakeGpu("GPU-r", energy_mj=lambda: next(readings))]))
+    with PowerMonitor(hz=100, sources=[NvmlCounterSource(lib, lib.handle(0), "gpu:0")]) as mon:
+        time.sleep(0.1)
+    assert any("energy counter went backwards" in p for p in mon.problems)
 
 
 def test_keyboard_interrupt_in_with_block_leaves_no_thread():

@@ -45,7 +45,8 @@ def measure_main(args) -> int:
 
     with warnings.catch_warnings():  # the report lists window warnings itself
         warnings.simplefilter("ignore", ShortWindowWarning)
-        window = measure("command", sync=False).start()
+        # the command's GPU use cannot be seen from here: every visible GPU is counted
+        window = measure("command", sync=False, gpus="all").start()
         try:
             proc = subprocess.Popen(cmd)
         except OSError as exc:
@@ -165,7 +166,20 @@ def _table(cmd, code, result, region, pue, co2e, carbon_problem) -> str:
         lines.append(f"  CO2e       {co2e:.3g} g (region {region}, PUE {pue_text})")
     else:
         lines.append(f"  CO2e       {carbon_problem}")
-    lines.append("  energy is machine-wide: other processes running meanwhile are included")
+    lines.append(f"  counted    {_whose(result.components.values())}")
+    for problem in result.problems:
+        lines.append(f"  INCOMPLETE: {problem}")
     for text in result.warnings:
         lines.append(f"  warning: {text}")
     return "\n".join(lines)
+
+
+_WHOSE = {"process": "greenlab and the command's processes only",
+          "device": "the whole GPU, every process on it included",
+          "machine": "the whole machine, other programs running meanwhile included"}
+
+
+def _whose(components) -> str:
+    """Whose energy each component holds, e.g. ``cpu: greenlab and the command's processes``."""
+    parts = [f"{c.component}: {_WHOSE.get(c.attribution, 'the whole machine')}" for c in components]
+    return "; ".join(parts) or "nothing"

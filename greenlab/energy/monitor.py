@@ -44,7 +44,9 @@ class PowerMonitor:
 
     ``hz``: samples per second, 0 < hz <= 1000. ``window_s``: seconds of history kept.
     ``error`` holds the exception that stopped the thread, if any (a failing source or
-    subscriber stops it cleanly).
+    subscriber stops it cleanly). ``problems`` lists what is not being measured (discovery
+    problems, a source that failed, counter resets), naming the component and the reason;
+    ``complete`` is False when there are any.
     """
 
     def __init__(self, hz: float = 10, window_s: float = 60, sources: list | None = None):
@@ -62,7 +64,9 @@ class PowerMonitor:
         self.problems: list[str] = []
         if sources is None:
             found = discover()
-            sources, self.problems = found.sources, found.problems
+            sources, self.problems = found.sources, list(found.problems)
+        else:
+            self.problems = list(getattr(sources, "problems", []))
         self._sources: list[EnergySource] = list(sources)
         self._buffer: collections.deque = collections.deque(maxlen=maxlen)
         self._subscribers: list = []
@@ -80,6 +84,10 @@ class PowerMonitor:
     @property
     def estimated(self) -> bool:
         return any(s.estimated for s in self._sources)
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems
 
     @property
     def running(self) -> bool:
@@ -141,14 +149,19 @@ class PowerMonitor:
     # --- thread ---
     def _loop(self, stop_event: threading.Event) -> None:
         period = 1.0 / self.hz
+        faults = {s.component: s.fault_count for s in self._sources}
         try:
-            start = {s.component: s.read_joules() for s in self._sources}
+            start = {s.component: self._read(s) for s in self._sources}
             t0 = time.perf_counter()
             prev_t, prev = 0.0, {k: 0.0 for k in start}
             tick = 1
             while not stop_event.wait(max(0.0, t0 + tick * period - time.perf_counter())):
                 t = time.perf_counter() - t0
-                joules = {s.component: s.read_joules() - start[s.component] for s in self._sources}
+                joules = {s.component: self._read(s) - start[s.component] for s in self._sources}
+                for s in self._sources:
+                    if s.fault_count != faults[s.component]:
+                        self.problems.extend(s.faults_since(faults[s.component]))
+                        faults[s.component] = s.fault_count
                 dt = t - prev_t
                 watts = {k: (joules[k] - prev[k]) / dt if dt > 0 else 0.0 for k in joules}
                 sample = PowerSample(t, watts, joules, sum(watts.values()), sum(joules.values()))
@@ -162,6 +175,15 @@ class PowerMonitor:
             self.error = exc
         finally:
             _running.discard(self)
+
+
+    def _read(self, source: EnergySource) -> float:
+        try:
+            return source.read_joules()
+        except Exception as exc:
+            self.problems.append(f"{source.component}: {source.name} failed "
+                                 f"({type(exc).__name__}: {exc}); monitoring stopped")
+            raise
 
 
 def _stop_all() -> None:
