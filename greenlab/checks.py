@@ -177,7 +177,7 @@ def check_function(
         problem = _compare(got, expected, rtol, atol)
         if problem is not None:
             line = f"{call}: {problem}"
-            advice = hint(args, expected, got) if hint is not None else None
+            advice = _safe_hint(hint, args, expected, got)
             failures.append(f"{line} Hint: {advice}" if advice else line)
 
     if placeholders == len(cases):
@@ -227,10 +227,16 @@ def check_gradients_match(model_a: Any, model_b: Any, atol: float = 1e-6, rtol: 
         if tuple(ga.shape) != tuple(gb.shape):
             failures.append(f"{pname}: gradient shape {tuple(gb.shape)}, expected {tuple(ga.shape)}")
             continue
-        a = ga.detach().double().cpu()
-        b = gb.detach().double().cpu()
-        diff = float((a - b).abs().max()) if a.numel() else 0.0
-        tol_ok = bool(((a - b).abs() <= atol + rtol * a.abs()).all())
+        try:
+            if gb.is_complex() or gb.is_meta:
+                raise TypeError(f"a {'complex' if gb.is_complex() else 'meta'} tensor has no real values")
+            a = ga.detach().double().cpu()
+            b = gb.detach().double().cpu()
+            diff = float((a - b).abs().max()) if a.numel() else 0.0
+            tol_ok = bool(((a - b).abs() <= atol + rtol * a.abs()).all())
+        except Exception as exc:  # an odd gradient is a wrong answer, never an error
+            failures.append(f"{pname}: cannot compare the gradient ({type(exc).__name__}: {exc})")
+            continue
         if not tol_ok or math.isnan(diff):
             failures.append(f"{pname}: max |difference| {diff:.3g} (allowed {atol:g} + {rtol:g}*|expected|)")
         if diff > worst_diff:
@@ -290,9 +296,31 @@ def _as_case(case: Any) -> tuple[tuple, Any]:
     return args, expected
 
 
+def _safe_hint(hint, args, expected, got) -> str | None:
+    """A hint's advice, or None when there is no hint or the hint itself fails on an odd answer
+    (a complex or meta tensor, a huge integer): a checker never raises for a wrong answer."""
+    if hint is None:
+        return None
+    try:
+        advice = hint(args, expected, got)
+    except Exception:
+        return None
+    return advice if isinstance(advice, str) else None
+
+
 def _to_float_list(value: Any) -> tuple[list[float], tuple] | None:
-    """Flatten a number, sequence, numpy array or torch tensor into floats plus a shape."""
+    """Flatten a number, sequence, numpy array or torch tensor into floats plus a shape; None
+    for anything that is not real numbers (complex, meta tensors, integers too big for a float)."""
+    try:
+        return _to_float_list_unchecked(value)
+    except (TypeError, ValueError, OverflowError, RuntimeError, NotImplementedError, AttributeError):
+        return None
+
+
+def _to_float_list_unchecked(value: Any) -> tuple[list[float], tuple] | None:
     if hasattr(value, "detach"):  # torch tensor
+        if getattr(value, "is_complex", lambda: False)() or getattr(value, "is_meta", False):
+            return None
         value = value.detach().cpu()
         return [float(x) for x in value.reshape(-1).tolist()], tuple(value.shape)
     if hasattr(value, "tolist") and hasattr(value, "shape"):  # numpy array or scalar
@@ -306,7 +334,7 @@ def _to_float_list(value: Any) -> tuple[list[float], tuple] | None:
     if isinstance(value, (int, float)):
         return [float(value)], ()
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        parts = [_to_float_list(v) for v in value]
+        parts = [_to_float_list_unchecked(v) for v in value]
         if any(p is None or p[1] != () for p in parts):
             return None
         return [p[0][0] for p in parts], (len(parts),)
@@ -315,6 +343,13 @@ def _to_float_list(value: Any) -> tuple[list[float], tuple] | None:
 
 def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str | None:
     """None when ``got`` matches ``expected``; otherwise one sentence saying how it differs."""
+    try:
+        return _compare_unchecked(got, expected, rtol, atol)
+    except Exception as exc:  # an answer of an odd type: a wrong answer, never an error
+        return f"could not compare {_short(got)} with {_short(expected)} ({type(exc).__name__}: {exc})."
+
+
+def _compare_unchecked(got: Any, expected: Any, rtol: float, atol: float) -> str | None:
     want = _to_float_list(expected)
     if want is None:
         try:
@@ -343,9 +378,12 @@ def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str | None:
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    if hasattr(value, "detach") and hasattr(value, "shape") and getattr(value, "numel", lambda: 0)() > 8:
-        return f"tensor of shape {tuple(value.shape)}"
-    text = repr(value)
+    try:
+        if hasattr(value, "detach") and hasattr(value, "shape") and getattr(value, "numel", lambda: 0)() > 8:
+            return f"tensor of shape {tuple(value.shape)}"
+        text = repr(value)
+    except Exception:  # a repr that fails (or an int too long to print) must not fail the check
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -424,13 +462,20 @@ def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energ
                                    f"got {type(measurement).__name__}.",
                      ["with gl.measure('label') as window: ... then use window.result"])
     problems: list[str] = []
-    components = dict(measurement.components)
+    try:
+        components = dict(measurement.components)
+    except Exception as exc:  # an odd object: a wrong answer, never an error
+        return Check(name, FAILED, f"the measurement's components are not a mapping ({type(exc).__name__}).")
     if not components:
         problems.append("the window has no energy components: no source could measure it.")
     unlabelled = sorted(k for k, c in components.items() if not getattr(c, "source", ""))
     if unlabelled:
         problems.append(f"components without a source label: {', '.join(unlabelled)}.")
-    joules = float(measurement.joules)
+    try:
+        joules = float(measurement.joules)
+        seconds = float(measurement.seconds)
+    except Exception as exc:  # an odd object: a wrong answer, never an error
+        return Check(name, FAILED, f"the measurement's joules/seconds are not numbers ({type(exc).__name__}: {exc}).")
     if not (math.isfinite(joules) and joules > 0):
         problems.append(f"the energy is {joules!r} J; a real window uses more than 0 J.")
     short = [w for w in measurement.warnings if "shorter than" in str(w)]
@@ -440,14 +485,14 @@ def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energ
     lost = list(getattr(measurement, "problems", []) or [])
     if lost:
         problems.append("the measurement is incomplete: " + "; ".join(lost))
-    if measurement.seconds < min_seconds:
-        problems.append(f"the window lasted {measurement.seconds:.3g} s; make it last at least "
+    if seconds < min_seconds:
+        problems.append(f"the window lasted {seconds:.3g} s; make it last at least "
                         f"{min_seconds:g} s so the counters move many times.")
     if problems:
         return Check(name, FAILED, f"{len(problems)} problem(s) with this window.", problems)
     sources = ", ".join(f"{k} {c.source}{' (estimate)' if c.estimated else ''}"
                         for k, c in components.items())
-    return Check(name, PASSED, f"{joules:.4g} J over {measurement.seconds:.3g} s from {sources}.")
+    return Check(name, PASSED, f"{joules:.4g} J over {seconds:.3g} s from {sources}.")
 # --- end of lesson 00 checkers -------------------------------------------------------------
 
 
