@@ -263,22 +263,26 @@ def shuffled(q: Quiz, seed: int | None = None) -> Quiz:
 
     Seeded by ``seed`` (default :func:`session_seed`), the quiz's title and each
     question's prompt, so the same seed always gives the same order. The correct
-    option of single-choice questions lands on positions spread evenly: questions
-    are taken fewest options first and each gets a least-used position it has
-    (ties drawn at random), so over the positions every question has, the counts
-    differ by at most one. Numeric questions are unchanged.
+    option of single-choice questions lands on positions spread evenly: taken in a
+    random order, each question draws its answer's position from the least-used of
+    the positions every question has, or from a position only longer questions have
+    (an option "d" among three-option questions). Over the shared positions the
+    counts differ by at most one; give a quiz's single-choice questions equally many
+    options and every position is equally likely. Numeric questions are unchanged.
     """
     seed = session_seed() if seed is None else int(seed)
     quiz_rng = _rng(seed, q.title or "", "positions")
     singles = [i for i, x in enumerate(q.questions) if x.kind == "single"]
-    order = sorted(singles, key=lambda i: (len(q.questions[i].options), quiz_rng.random()))
-    used: dict[int, int] = {}
+    quiz_rng.shuffle(singles)
+    shared = min((len(q.questions[i].options) for i in singles), default=0)
+    used = [0] * shared
     target = {}
-    for i in order:
-        slots = range(len(q.questions[i].options))
-        fewest = min(used.get(j, 0) for j in slots)
-        target[i] = quiz_rng.choice([j for j in slots if used.get(j, 0) == fewest])
-        used[target[i]] = used.get(target[i], 0) + 1
+    for i in singles:
+        fewest = min(used)
+        extra = range(shared, len(q.questions[i].options))  # positions only longer questions have
+        target[i] = quiz_rng.choice([j for j in range(shared) if used[j] == fewest] + list(extra))
+        if target[i] < shared:
+            used[target[i]] += 1
     questions = []
     for i, x in enumerate(q.questions):
         if x.kind == "numeric":

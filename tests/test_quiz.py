@@ -232,6 +232,26 @@ def test_correct_positions_are_spread_evenly_in_every_lesson(name):
     assert all(len(s) > 1 for s in seen.values()), "every question's answer moves between sessions"
 
 
+@pytest.mark.parametrize("name", lessons())
+def test_no_answer_position_is_favoured_across_sessions(name):
+    base = load(name)
+    seen = {i: Counter() for i, q in enumerate(base.questions) if q.kind == "single"}
+    for seed in range(200):
+        q = shuffled(base, seed=seed)
+        for i in seen:
+            seen[i][q.questions[i].correct_indices[0]] += 1
+    for i, counts in seen.items():
+        share = max(counts.values()) / 200
+        assert share <= 1 / len(base.questions[i].options) + 0.15, f"question {i + 1}: {dict(counts)}"
+
+
+@pytest.mark.parametrize("name", lessons())
+def test_single_choice_questions_of_a_lesson_have_equally_many_options(name):
+    # with mixed lengths the extra positions ("d" among three-option questions) cannot be balanced
+    counts = {len(q.options) for q in load(name).questions if q.kind == "single"}
+    assert len(counts) == 1, f"{name}: single-choice questions with {sorted(counts)} options"
+
+
 def test_unshuffled_data_would_fail_the_spread_check():
     base = load("00")  # as written, every correct option comes first
     singles = [q for q in base.questions if q.kind == "single"]
