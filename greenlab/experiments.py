@@ -294,6 +294,9 @@ class Comparison:
         first = every[0] if every else None
         self.provenance = first.provenance if first is not None else {}
         self.estimated = any(r.estimated for r in every)
+        # energy figures that lost a component (RunResult.problems): "variant repeat k: ..."
+        self.problems = [f"{n} repeat {i + 1}: {p}" for n, rs in self.runs.items()
+                         for i, r in enumerate(rs) for p in (getattr(r, "problems", None) or [])]
         self.target = first.config.get("target_accuracy") if first is not None else None
 
     @property
@@ -353,6 +356,7 @@ class Comparison:
                 "energy_metric": energy,
                 "energy_vs_baseline": None if n == self.baseline else self.paired(n, metric=energy).short(),
                 "estimated": any(r.estimated for r in self.runs[n]),
+                "complete": all(not getattr(r, "problems", None) for r in self.runs[n]),
             })
         return rows
 
@@ -464,10 +468,15 @@ class Comparison:
                          f"{', '.join(f'{k} {v}' for k, v in p.get('energy_sources', {}).items())}.")
         if self.estimated:
             sentences.append("The CPU figures are estimates from a power model, not meter readings.")
+        if self.problems:
+            sentences.append("Some energy figures are INCOMPLETE (lower bounds): "
+                             + "; ".join(self.problems) + ".")
         return " ".join(sentences)
 
     def _footnote(self) -> str:
         est = "; CPU energy is an estimate" if self.estimated else ""
+        if self.problems:
+            est += f"; energy INCOMPLETE in {len(self.problems)} case(s): " + "; ".join(self.problems)
         tgt = f"; target validation accuracy {self.target:.0%}" if self.target else ""
         spread = (f"mean (95% interval) over {self.repeats} paired run(s)"
                   if self.repeats >= MIN_REPEATS_FOR_INTERVAL else

@@ -58,13 +58,15 @@ class Leaderboard:
             target_accuracy: float | None = None, joules_to_target: float | None = None,
             seconds_to_target: float | None = None, co2e_g: float | None = None,
             region: str = "WORLD", estimated: bool | None = None, sources: dict | None = None,
-            provenance: dict | None = None, note: str = "") -> dict:
+            provenance: dict | None = None, note: str = "", problems=None) -> dict:
         """Add one entry and save. Energy in joules (whole run), time in seconds, accuracy in
         [0, 1]. ``target_reached`` is ``accuracy >= target_accuracy``; without a
         ``joules_to_target`` a run that reached its target counts its whole energy.
         ``co2e_g`` (grams CO2e) is computed from ``joules`` with ``greenlab.carbon`` for
         ``region`` when not given. ``estimated``/``sources``/``provenance`` say where the energy
-        figure comes from (CPU figures without RAPL are estimates)."""
+        figure comes from (CPU figures without RAPL are estimates). ``problems``: what the
+        energy figure is missing (from ``RunResult.problems``); such an entry is marked
+        incomplete, its energy a lower bound."""
         if not isinstance(name, str) or not name.strip():
             raise ValueError("name must be a non-empty string")
         joules = _number("joules", joules)
@@ -108,6 +110,7 @@ class Leaderboard:
             "co2e_g": _number("co2e_g", co2e_g), "co2e_note": co2e_note, "region": region,
             "estimated": estimated, "sources": dict(sources or {}),
             "provenance": dict(provenance or {}), "note": str(note),
+            "complete": not problems, "problems": [str(p) for p in (problems or [])],
             "added": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         try:
@@ -132,7 +135,8 @@ class Leaderboard:
                         seconds_to_target=result.seconds_to_target, co2e_g=result.co2e_g,
                         region=getattr(result, "region", "WORLD"), estimated=result.estimated,
                         sources=result.sources, provenance=result.provenance,
-                        note=note or f"status {result.status}")
+                        note=note or f"status {result.status}",
+                        problems=getattr(result, "problems", None))
 
     # --- reading ---
     def entries(self) -> list[dict]:
@@ -178,6 +182,8 @@ class Leaderboard:
             source = ", ".join(f"{k}={v}" for k, v in (e.get("sources") or {}).items()) or "not given"
             if e.get("estimated"):
                 source += " (estimate)"
+            if e.get("complete") is False:
+                source += " INCOMPLETE: energy is a lower bound"
             lines.append(f"{e['rank']:>3} {e['name'][:24]:<24} {reached:>7} {e['accuracy']:>9.1%} "
                          f"{e['joules']:>10.4g} {to_target:>12} {e['seconds']:>8.3g} {e['co2e_g']:>9.3g}  {source}")
         if not rows:

@@ -65,6 +65,7 @@ class EfficiencyRow:
     pue: float
     params: int | None
     accuracy_per_mparam: float | None
+    energy_problems: tuple = ()  # what the energy figure is missing (empty when complete)
 
     @property
     def gflop_per_joule(self) -> float | None:
@@ -183,6 +184,9 @@ def efficiency_metrics(runs, region: str | None = None, pue=None) -> EfficiencyT
     ]
     if any(r.energy_estimated for r in rows):
         notes.append("at least one energy figure is an estimate (a model, not a meter); see energy source.")
+    for r in rows:
+        if r.energy_problems:
+            notes.append(f"{r.label}: energy INCOMPLETE (a lower bound): " + "; ".join(r.energy_problems))
     return EfficiencyTable(rows=rows, region=", ".join(used), pue=pue_value, notes=notes)
 
 
@@ -241,12 +245,16 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
     if estimated:
         lines += ["", "**This is an estimate, not a measurement:** at least one component's energy comes "
                   "from a power model (see the model above), because no hardware energy counter could be read."]
+    if info["problems"]:
+        lines += ["", "**Incomplete:** part of the energy could not be measured, so the figures above are "
+                  "a lower bound: " + "; ".join(info["problems"]) + "."]
     values = {
         "label": name, "hardware": hw, "seconds": info["seconds"], "joules": joules, "kwh": kwh,
         "energy_rel_uncertainty": rel_energy, "estimated": estimated, "region": grid.code,
         "g_per_kwh": grid.g_per_kwh, "intensity_year": grid.year, "intensity_source": grid.source,
         "pue": pue_value, "pue_source": pue_source, "co2e_g": grams, "co2e_rel_uncertainty": rel_co2e,
-        "components": info["components"],
+        "components": info["components"], "complete": not info["problems"],
+        "problems": list(info["problems"]),
     }
     return CarbonStatement(markdown="\n".join(lines) + "\n", values=values)
 
@@ -313,7 +321,7 @@ def _row(run, label, index, region, pue_value) -> EfficiencyRow:
         time_basis=basis, energy_kwh=float(joules) / JOULES_PER_KWH, energy_source=source_text,
         energy_estimated=estimated, train_flops=None if train_flops is None else float(train_flops),
         co2e_g=carbon.co2e_g(float(joules), code, pue_value), region=code, pue=pue_value,
-        params=params, accuracy_per_mparam=per_m)
+        params=params, accuracy_per_mparam=per_m, energy_problems=tuple(_problems(run)))
 
 
 def _target(run) -> bool:
@@ -346,7 +354,16 @@ def _energy_info(run) -> dict:
     if not comps:
         raise ValueError("the measurement has no energy components; nothing to report")
     return {"label": label, "seconds": float(seconds), "hardware": hardware,
-            "joules": math.fsum(c["joules"] for c in comps), "components": comps}
+            "joules": math.fsum(c["joules"] for c in comps), "components": comps,
+            "problems": _problems(run) or _problems(measurement)}
+
+
+def _problems(run) -> list:
+    """What a result's energy is missing: its ``problems`` (RunResult, Measurement or dict)."""
+    problems = _get(run, "problems")
+    if problems is None and _get(run, "energy") is not None:
+        problems = _get(_get(run, "energy"), "problems")
+    return [str(p) for p in (problems or [])]
 
 
 def _hardware(prov: dict) -> str:

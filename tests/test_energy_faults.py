@@ -195,18 +195,56 @@ def test_windows_without_given_sources_carry_discovery_problems(monkeypatch, tmp
     assert m.result.problems[0].startswith("gpu:0: visible but unreadable")
 
 
-def test_train_result_carries_discovery_problems(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def incomplete_runs(tmp_path_factory):
+    """Two variants trained (compare, 1 repeat) with a GPU that is visible but unreadable."""
     from greenlab import data, models
-    from greenlab.train import TrainConfig, train
+    from greenlab.experiments import compare
+    from greenlab.train import TrainConfig
 
-    monkeypatch.setenv("GREENLAB_RESULTS_DIR", str(tmp_path / "results"))
+    tmp = tmp_path_factory.mktemp("incomplete")
     gpus = [FakeGpu("GPU-bad", energy_mj=None, power_mw=None)]
-    sources = default_sources(FakePynvml(gpus), no_rapl(tmp_path), environ={}, gpus="all")
+    sources = default_sources(FakePynvml(gpus), no_rapl(tmp), environ={}, gpus="all")
     ds = data.load("synthetic", n_train=64, n_test=32, verbose=False)
-    model = models.build("mlp", input_shape=ds.input_shape, hidden=(8,))
-    result = train(model, ds, TrainConfig(epochs=1, batch_size=32), log=False, device="cpu",
-                   sources=sources, save=False)
+    variants = {"a": TrainConfig(epochs=1, batch_size=32), "b": TrainConfig(epochs=1, batch_size=16)}
+    cmp = compare(variants, lambda: models.build("mlp", input_shape=ds.input_shape, hidden=(8,)),
+                  ds, repeats=1, warmup=0, device="cpu", sources=sources, save=False)
+    return cmp
+
+
+def test_train_result_carries_discovery_problems(incomplete_runs):
+    result = incomplete_runs.runs["a"][0]
     assert not result.complete
     assert result.problems[0].startswith("gpu:0: visible but unreadable")
     assert "energy incomplete: gpu:0: visible but unreadable" in result.summary()
     assert result.to_dict()["complete"] is False
+
+
+def test_comparison_carries_the_flag(incomplete_runs):
+    cmp = incomplete_runs
+    assert cmp.problems and cmp.problems[0].startswith("a repeat 1: gpu:0: visible but unreadable")
+    assert "energy INCOMPLETE" in str(cmp)
+    assert all(row["complete"] is False for row in cmp.table())
+
+
+def test_carbon_statement_and_metrics_carry_the_flag(incomplete_runs):
+    from greenlab import report
+
+    result = incomplete_runs.runs["a"][0]
+    statement = report.carbon_statement(result, region="FR")
+    assert "**Incomplete:**" in statement.markdown and "gpu:0: visible but unreadable" in statement.markdown
+    assert statement.values["complete"] is False
+    from_log = report.carbon_statement(result.to_dict(), region="FR")  # a results-log dict too
+    assert from_log.values["complete"] is False
+    table = report.efficiency_metrics([result])
+    assert table.rows[0].energy_problems
+    assert any("energy INCOMPLETE" in n for n in table.notes)
+
+
+def test_leaderboard_carries_the_flag(incomplete_runs, tmp_path):
+    from greenlab.leaderboard import Leaderboard
+
+    board = Leaderboard(tmp_path / "board.json")
+    entry = board.add_result("alice", incomplete_runs.runs["a"][0])
+    assert entry["complete"] is False and entry["problems"][0].startswith("gpu:0")
+    assert "INCOMPLETE" in board.table()
