@@ -40,3 +40,14 @@ def test_frozen_model_saves_nothing_and_bad_input_is_named():
         saved_for_backward("mlp", torch.randn(8, 20))
     with pytest.raises(ValueError, match="x must"):
         saved_for_backward(_mlp(), [1.0, 2.0])
+
+
+def test_for_wide_layers_and_a_small_batch_autocast_saves_more_than_fp32():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64))
+    x = torch.randn(2, 20)
+    fp32 = saved_for_backward(model, x)
+    bf16 = saved_for_backward(model, x, torch.bfloat16)
+    assert fp32.activation_bytes == (2 * 20 + 2 * 64) * 4  # the 64x64 weight is kept by reference
+    assert bf16.activation_bytes == (2 * 20 + 2 * 64 + 64 * 64) * 2  # its bf16 copy is new memory
+    assert bf16.activation_bytes > fp32.activation_bytes
