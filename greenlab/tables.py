@@ -36,7 +36,7 @@ def read_table(path, columns, *, optional=(), comment: str | None = None) -> lis
         reader = csv.reader(io.StringIO("\n".join(line for _, line in numbered)), strict=True)
         parsed = list(reader)
     except csv.Error as exc:
-        raise DataTableError(f"{path}: not valid CSV ({exc})") from None
+        raise DataTableError(f"{path}: not valid CSV ({exc}; a truncated or damaged file)") from None
     if len(parsed) != len(numbered):  # a quoted field spanning lines: fall back to row order
         numbered = [(None, "")] * len(parsed)
     header = [h.strip() for h in parsed[0]]

@@ -526,6 +526,8 @@ class _Run:
         """What follows an optimizer step's callbacks (``i``: its last micro-batch); True when
         the run must end now."""
         cfg = self.cfg
+        if getattr(self, "schedule_error", None) is not None:
+            raise self.schedule_error
         if self.stop_event is not None and self.stop_event.is_set():
             self.status = "stopped"
             self.message = f"stop requested at step {self.step}"
@@ -590,7 +592,10 @@ class _Run:
             opt.step()
         opt.zero_grad(set_to_none=True)
         if self.scheduler is not None:
-            self.scheduler.step()
+            try:
+                self.scheduler.step()
+            except LrScheduleError as exc:  # raised in _after_step, once this step is counted
+                self.schedule_error = exc
 
     def _finite(self) -> bool:
         """False (and status "diverged") when a loss since the last check was NaN or inf."""
