@@ -710,8 +710,9 @@ class _Run:
             cumulative_joules=self.prior_joules + energy.joules,
             steps_this_session=self.step - self.start_step,
             samples_this_session=self.samples - self.start_samples,
-            complete=bool(getattr(energy, "complete", True)),
-            problems=list(getattr(energy, "problems", []) or []))
+            complete=bool(getattr(energy, "complete", True)) and not self.meter.problems,
+            problems=list(getattr(energy, "problems", []) or []) + [
+                p for p in self.meter.problems if p not in (getattr(energy, "problems", []) or [])])
 
     # --- checkpoints ---
 

@@ -152,6 +152,7 @@ def test_failing_meter_mid_run_keeps_the_run():
                    sources=[_DiesAfter(4)])
     assert res.steps == 12 and res.final_accuracy is not None  # trained to the end
     assert "sensor went away" in res.message
+    assert res.complete is False and any("sensor went away" in p for p in res.problems)
     joules = [row["joules"] for row in res.history]
     assert any(math.isnan(j) for j in joules)  # missing, not a smaller number
     assert results.load()[-1]["steps"] == 12
