@@ -334,7 +334,12 @@ def make_dataloader(ds, batch_size: int, num_workers: int = 0, pin_memory: bool 
 
 
 class TorchLoader:
-    """A DataLoader whose batch size can change between passes (it is rebuilt on change)."""
+    """A DataLoader whose batch size can change between passes (it is rebuilt on change).
+
+    Shuffled passes draw ``torch.randperm`` from ``generator`` once per pass, as ``DeviceLoader``
+    does, so on a CPU both loaders with the same seed give the same sample order (a comparison
+    of the two then changes only how batches are delivered). Worker seeds come from a second
+    generator, so they do not shift the order."""
 
     def __init__(self, source, batch_size, num_workers=0, pin_memory=False, prefetch_factor=None,
                  shuffle=True, drop_last=False, seed=0):
@@ -345,6 +350,7 @@ class TorchLoader:
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.generator = torch.Generator().manual_seed(int(seed))
+        self.worker_generator = torch.Generator().manual_seed(int(seed))
         self.batch_size = _check_batch_size(batch_size)
         self.loader = self._build()
 
@@ -367,9 +373,23 @@ class TorchLoader:
             kw["persistent_workers"] = False
             if self.prefetch_factor is not None:
                 kw["prefetch_factor"] = self.prefetch_factor
-        return torch.utils.data.DataLoader(self.source, batch_size=self.batch_size, shuffle=self.shuffle,
+        sampler = _Permutation(len(self.source), self.generator) if self.shuffle else None
+        return torch.utils.data.DataLoader(self.source, batch_size=self.batch_size, sampler=sampler,
                                            num_workers=self.num_workers, pin_memory=self.pin_memory,
-                                           drop_last=self.drop_last, generator=self.generator, **kw)
+                                           drop_last=self.drop_last, generator=self.worker_generator, **kw)
+
+
+class _Permutation(torch.utils.data.Sampler):
+    """A fresh ``torch.randperm(n, generator=generator)`` per pass."""
+
+    def __init__(self, n, generator):
+        self.n, self.generator = n, generator
+
+    def __iter__(self):
+        return iter(torch.randperm(self.n, generator=self.generator).tolist())
+
+    def __len__(self):
+        return self.n
 
 
 # --- helpers ---------------------------------------------------------------------------

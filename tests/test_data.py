@@ -236,6 +236,20 @@ def test_subset_by_rows_and_by_classes_relabels_and_keeps_the_test_split():
     assert set(two.val_y.tolist()) <= {0, 1} and "validation" in two.describe()
 
 
+def test_both_loaders_give_the_same_sample_order_on_a_cpu():
+    from greenlab import data as gd
+
+    ds = gd.load("synthetic", n_train=100, n_test=10, verbose=False)
+    device = gd.DeviceLoader(ds.train_x, ds.train_y, 16, seed=3)
+    torch_loader = gd.make_dataloader(ds, 32, seed=3)  # the batch size does not change the order
+    for _ in range(2):  # two passes: the second permutation matches too
+        a = torch.cat([x for x, _ in device])
+        b = torch.cat([x for x, _ in torch_loader])
+        assert torch.equal(a, b)
+    other = torch.cat([x for x, _ in gd.make_dataloader(ds, 32, seed=4)])
+    assert not torch.equal(other, a)
+
+
 def test_every_dataset_has_a_seeded_validation_split():
     from greenlab import data as gd
 
