@@ -45,14 +45,18 @@ def unload_ipython_extension(ipython) -> None:
         magics.meter_off()
 
 
+_WHOSE = {"process": "this process and its children", "device": "the whole GPU",
+          "machine": "the whole machine"}
+
+
 def readout(result, region: str = "WORLD", pue: float | None = None) -> str:
     """The ``%%energy`` report for a Measurement: several lines, like ``%%time``."""
     co2e = _co2e_text(result.joules, region, pue)
     lines = [f"energy: {format_energy(result.joules)} in {result.seconds:.3g} s "
              f"(mean {result.watts:.3g} W); {co2e}"]
     for c in result.components.values():
-        kind = "estimate" if c.estimated else "measured"
-        whose = f", {c.attribution}" if c.attribution else ""
+        kind = "a model" if c.estimated else "measured"
+        whose = f", {_WHOSE[c.attribution]}" if c.attribution in _WHOSE else ""
         lines.append(f"  {c.component:<7} {format_energy(c.joules):>9}  {c.source} "
                      f"({kind}{whose}) +-{c.rel_uncertainty:.0%}")
     for problem in result.problems:
