@@ -205,3 +205,22 @@ def test_no_sync_before_torch_initialises_cuda(monkeypatch):
     with measure("cpu only", sources=[ManualCounter()]):
         pass
     assert calls == []
+
+
+def test_a_30_ms_window_on_the_default_cpu_source_warns():
+    from greenlab.energy.estimate import CpuEstimateSource
+
+    cpu = CpuEstimateSource()  # CPU time advances in 10 ms ticks: 10 periods = 100 ms
+    with pytest.warns(ShortWindowWarning, match="shorter than 10 update periods"):
+        with measure("30 ms", sources=[cpu], sync=False) as m:
+            time.sleep(0.03)
+    assert m.result.warnings
+
+
+@pytest.mark.parametrize("seconds, warns", [(0.15, True), (0.5, True), (1.05, False)])
+def test_windows_under_10_periods_of_a_100_ms_counter_warn(seconds, warns, recwarn):
+    c = ManualCounter("gpu:0", period_s=0.1)
+    with measure("w", sources=[c], sync=False) as m:
+        time.sleep(seconds)
+    assert bool(m.result.warnings) == warns
+    assert bool([w for w in recwarn if issubclass(w.category, ShortWindowWarning)]) == warns
