@@ -10,7 +10,8 @@ this rank's own figures and the reduced result. Sources are fakes with known sco
 
 ``GL_TEST_FAIL="1:discover,2:end"`` makes rank 1 fail to find any source (so it measures
 nothing) and rank 2's ``cpu`` source raise at its second read (window end); ``start`` raises at
-the first read. ``GL_TEST_REAL=1`` adds a window over this machine's own sources.
+the first read. ``GL_TEST_REAL=1`` adds a window over this machine's own sources, ``GL_TEST_TRAIN=1`` a tiny
+``gl.train`` run on every rank.
 """
 
 import json
@@ -104,6 +105,14 @@ def main():
             busy(0.1)
         report["real_local"] = real.local_result.to_dict()
         report["real_reduced"] = real.result.to_dict()
+    if os.environ.get("GL_TEST_TRAIN") == "1":  # gl.train's window is collective by itself
+        import greenlab as gl
+
+        ds = gl.data.load("synthetic", n_train=64, n_test=16, verbose=False)
+        net = gl.models.build("mlp", hidden=[8], input_shape=ds.input_shape, num_classes=10)
+        run = gl.train(net, ds, gl.TrainConfig(batch_size=16, max_steps=2), log=False, save=False,
+                       device="cpu")
+        report["train_energy"] = run.energy.to_dict()
     (out / f"rank_{rank}.json").write_text(json.dumps(report), encoding="utf-8")
     dist.barrier()
     dist.destroy_process_group()

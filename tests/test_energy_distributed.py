@@ -183,7 +183,8 @@ def _local(rep, component):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("two")
-    _wait(_launch(out, 2, env={"GL_TEST_REAL": "1", "GREENLAB_NODE_ID": "n0"}))
+    _wait(_launch(out, 2, env={"GL_TEST_REAL": "1", "GL_TEST_TRAIN": "1", "GREENLAB_NODE_ID": "n0",
+                               "GREENLAB_RESULTS_DIR": str(out / "results")}))
     return _reports(out, 2)
 
 
@@ -225,6 +226,49 @@ def test_two_ranks_with_this_machines_sources(two_ranks):
                 expected += item["joules"]
         assert comp["joules"] == pytest.approx(expected, rel=1e-9)
         assert comp["source"]
+
+
+def test_gl_train_inside_a_process_group_reports_the_jobs_energy(two_ranks):
+    energies = [rep["train_energy"] for rep in two_ranks]
+    assert energies[0] == energies[1]  # every rank got the same reduced figure
+    e = energies[0]
+    assert e["world_size"] == 2 and e["complete"] is True
+    assert [r["rank"] for r in e["ranks"]] == [0, 1] and e["joules"] > 0
+
+
+def test_the_exchange_runs_on_this_ranks_gpu_with_nccl(monkeypatch):
+    """NCCL stages object collectives on the current CUDA device: make it this rank's."""
+    from greenlab.energy import distributed
+
+    chosen = []
+
+    class Cuda:
+        @staticmethod
+        def is_available():
+            return True
+
+        @staticmethod
+        def current_device():
+            return 0
+
+        @staticmethod
+        def device_count():
+            return 4
+
+        @staticmethod
+        def device(index):
+            chosen.append(index)
+            return distributed._collective_device("gloo", None)  # any context manager
+
+    class Torch:
+        cuda = Cuda
+
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    with distributed._collective_device("nccl", Torch):
+        pass
+    with distributed._collective_device("gloo", Torch):
+        pass
+    assert chosen == [3]
 
 
 def test_three_ranks_one_failing_to_measure_and_one_losing_a_reading_give_an_incomplete_result(tmp_path):
