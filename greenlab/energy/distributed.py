@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import os
 import socket
 import time
@@ -68,16 +67,13 @@ def node_id() -> str:
     return os.environ.get(NODE_ID_ENV, "").strip() or socket.gethostname()
 
 
-def rank_sources() -> tuple:
-    """(sources, problems) one rank measures: this machine's sources, with the CPU estimate
-    attributed to this process and its children where the estimate supports that."""
+def rank_sources() -> list:
+    """The sources one rank measures: the GPUs this process uses, and the CPU estimate
+    attributed to this process and its children (RAPL, where readable, is node-wide). The list
+    carries discovery's ``problems``, as ``default_sources()`` does."""
     from greenlab.energy.sources import discover
 
-    kwargs = {}
-    if "attribution" in inspect.signature(discover).parameters:
-        kwargs["attribution"] = "process"
-    found = discover(**kwargs)
-    return list(found.sources), list(found.problems)
+    return discover(gpus="used", attribution="process").sources
 
 
 def source_scope(source) -> tuple:
@@ -114,7 +110,7 @@ class CollectiveWindow:
         self.idle = idle
         self.sync = bool(sync)
         self.group = group
-        self._given_sources = list(sources) if sources is not None else None
+        self._given_sources = sources  # as given: a list from default_sources() carries problems
         self.result: DistributedMeasurement | None = None
         self.results: list[DistributedMeasurement] = []
         self.local_result: Measurement | None = None
@@ -346,10 +342,9 @@ class _RankWindow:
 
     def begin(self) -> None:
         try:
-            if self.window._given_sources is not None:
-                self.sources = self.window._given_sources
-            else:
-                self.sources, self.problems = rank_sources()
+            given = self.window._given_sources
+            self.sources = given if given is not None else rank_sources()
+            self.problems = [str(p) for p in getattr(self.sources, "problems", [])]
             self.local = EnergyWindow(self.window.label, idle=self.window.idle,
                                       sources=self.sources, sync=self.window.sync)
             self.local.start()
