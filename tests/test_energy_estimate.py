@@ -88,7 +88,7 @@ def test_cgroup_v1_quota(tmp_path):
 def test_estimate_is_sized_by_the_allocation_not_the_host(monkeypatch):
     monkeypatch.setattr(cpus, "allocated_cpus", lambda: cpus.CpuAllocation(
         2.0, host_logical=64, host_physical=32, how="host has 64 logical CPUs, cgroup quota allows 2"))
-    source = CpuEstimateSource(busy_seconds=lambda: 0.0)
+    source = CpuEstimateSource(busy_seconds=lambda: 0.0, tdp_per_core_w=12.0)
     assert source.n_logical == 2.0 and source.n_physical == 1.0  # 2 threads of one core
     assert source.max_watts == 12.0
     assert "cgroup quota allows 2" in source.model and "cgroup quota" in source.describe()["sizing"]
@@ -195,3 +195,25 @@ def test_greenlab_measure_counts_the_commands_cpu_time(capsys, monkeypatch, tmp_
     ns.json = False
     assert command.measure_main(ns) == 0
     assert "cpu: greenlab and the command's processes only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, watts, row", [
+    ("Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", 7.5, "Xeon Gold 6148"),
+    ("Intel(R) Core(TM) i5-10400F CPU @ 2.90GHz", 10.8, "Core i5-10400F"),
+    ("AMD Ryzen 5 3500U with Radeon Vega Mobile Gfx", 3.8, "Ryzen 5 3500U"),
+    ("AMD EPYC 7552 48-Core Processor", 4.2, "EPYC 7552"),
+])
+def test_per_core_tdp_is_looked_up_in_the_cited_table(name, watts, row):
+    from greenlab.energy.estimate import lookup_tdp_per_core
+
+    got, source = lookup_tdp_per_core(name)
+    assert got == watts and source.startswith(row) and "Green Algorithms" in source
+
+
+def test_unlisted_cpu_uses_the_tables_default_and_says_so():
+    from greenlab.energy.estimate import TDP_PER_CORE_W, lookup_tdp_per_core
+
+    got, source = lookup_tdp_per_core("Intel(R) Core(TM) i5-104000 CPU")  # no such row
+    assert got == TDP_PER_CORE_W == 12.0 and "has no row for" in source
+    source = CpuEstimateSource(busy_seconds=lambda: 0.0, n_logical=2, n_physical=2)
+    assert f"{source.tdp_per_core_w:g} W/core" in source.model and "Green Algorithms" in source.model

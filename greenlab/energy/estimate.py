@@ -20,11 +20,12 @@ In both modes the idle share of the CPUs this process may use is charged to the 
 
 Parameters and where they come from:
 
-- ``TDP_per_core = 12 W``: the default per-core TDP ("Any" CPU row of ``TDP_cpu.csv``) of
-  the Green Algorithms calculator, Lannelongue, Grealey & Inouye, "Green Algorithms:
-  Quantifying the Carbon Footprint of Computation", Advanced Science 2021,
-  doi:10.1002/advs.202100707. TDP is a cooling design figure, not a measured draw, and the
-  per-core figures in that table differ several-fold between processors.
+- ``TDP_per_core``: this processor's row of ``data/cpu_tdp.csv`` (TDP / cores) when it is
+  listed there, else 12 W, the default ("Any" row) of the same table: the CPU table of the
+  Green Algorithms calculator, Lannelongue, Grealey & Inouye, "Green Algorithms: Quantifying
+  the Carbon Footprint of Computation", Advanced Science 2021, doi:10.1002/advs.202100707.
+  TDP is a cooling design figure, not a measured draw, and the per-core figures in that table
+  differ about six-fold between processors (3.8 to 23.8 W).
 - ``IDLE_FRACTION = 0.2``: Cloud Carbon Footprint (Thoughtworks, 2021) uses SPECpower-derived
   averages of 0.74 W (idle) and 3.5 W (full load) per AWS vCPU, an idle share of about 0.21.
   Applying that share to a desktop or laptop CPU is an assumption of this model.
@@ -35,8 +36,11 @@ states +-100 % (``rel_uncertainty`` 1.0): the true figure may be about half or d
 
 from __future__ import annotations
 
+import csv
+import re
 import threading
 import time
+from pathlib import Path
 
 from greenlab.energy import cpus as _cpus
 from greenlab.energy.sources import EnergySource
@@ -67,7 +71,11 @@ class CpuEstimateSource(EnergySource):
                  attribution: str = "process", busy_seconds=None):
         if attribution not in ATTRIBUTIONS:
             raise ValueError(f"attribution must be 'process' or 'machine', got {attribution!r}")
-        self.tdp_per_core_w = TDP_PER_CORE_W if tdp_per_core_w is None else float(tdp_per_core_w)
+        if tdp_per_core_w is None:
+            tdp_per_core_w, self.tdp_source = lookup_tdp_per_core(cpu_model_name())
+        else:
+            self.tdp_source = "given"
+        self.tdp_per_core_w = float(tdp_per_core_w)
         if self.tdp_per_core_w <= 0 or not 0.0 <= idle_fraction <= 1.0:
             raise ValueError("tdp_per_core_w must be > 0 and idle_fraction within [0, 1]")
         if n_logical is None or n_physical is None:
@@ -106,8 +114,7 @@ class CpuEstimateSource(EnergySource):
         model = (f"estimate ({attribution}): E = P_idle*dt + (P_max - P_idle)*busy_cpu_s/"
                  f"{self.n_logical:g} CPUs; busy time of {whose} ({self.busy_how}); "
                  f"P_max = {self.tdp_per_core_w:g} W/core x {self.n_physical:g} cores = "
-                 f"{self.max_watts:g} W (per-core TDP default of Green Algorithms, Lannelongue "
-                 f"et al. 2021); P_idle = {idle_fraction:g} x P_max = {self.idle_watts:g} W "
+                 f"{self.max_watts:g} W (per-core TDP: {self.tdp_source}); P_idle = {idle_fraction:g} x P_max = {self.idle_watts:g} W "
                  "(idle share ~0.21 in Cloud Carbon Footprint's SPECpower averages, 2021; "
                  f"assumed to apply here); CPUs: {self.sizing}; a model, uncertain by about a "
                  "factor of 2 (+-100 %) because per-core TDPs differ several-fold between CPUs")
@@ -131,6 +138,60 @@ class CpuEstimateSource(EnergySource):
         out.update(attribution=self.attribution, cpus=self.n_logical, cores=self.n_physical,
                    sizing=self.sizing)
         return out
+
+
+def lookup_tdp_per_core(model_name: str, table=None) -> tuple[float, str]:
+    """(watts per core, where it comes from) for a processor name as ``/proc/cpuinfo`` writes
+    it: its row of ``data/cpu_tdp.csv`` (Green Algorithms' table) when listed, else the
+    table's default of 12 W."""
+    rows = _tdp_table() if table is None else table
+    name = _normalise(model_name)
+    best = None
+    for row in rows:
+        model = _normalise(row["model"])
+        if model and re.search(r"(?<![\w-])" + re.escape(model) + r"(?![\w-])", name):
+            if best is None or len(model) > len(_normalise(best["model"])):
+                best = row
+    if best is None:
+        shown = model_name.strip() or "unknown"
+        return TDP_PER_CORE_W, (f"{TDP_PER_CORE_W:g} W, the default of Green Algorithms' CPU table "
+                                f"(Lannelongue et al. 2021), which has no row for {shown!r}")
+    return float(best["tdp_per_core_w"]), (
+        f"{best['model']}, {best['tdp_w']} W TDP / {best['cores']} cores in Green Algorithms' CPU "
+        f"table (Lannelongue et al. {best['year']}; {best['source']})")
+
+
+def cpu_model_name(proc_root="/proc") -> str:
+    """The processor's name from ``/proc/cpuinfo`` ("" when unknown)."""
+    try:
+        with open(Path(proc_root) / "cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+_TABLE = None
+
+
+def _tdp_table() -> list:
+    global _TABLE
+    if _TABLE is None:
+        from greenlab.config import data_dir
+
+        try:
+            with open(data_dir() / "cpu_tdp.csv", newline="") as f:
+                _TABLE = list(csv.DictReader(f))
+        except OSError:
+            _TABLE = []
+    return _TABLE
+
+
+def _normalise(text: str) -> str:
+    text = re.sub(r"\((r|tm)\)", " ", str(text).lower())
+    return " ".join(text.split())
 
 
 def _busy_of_fields(times) -> float:
