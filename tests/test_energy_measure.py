@@ -171,9 +171,12 @@ def test_sampling_threads_stopped_after_window_and_after_error():
 
 def test_default_window_on_this_machine_measures_cpu():
     with measure("default") as m:
-        sum(i * i for i in range(300_000))
-    assert "cpu" in m.result.components
+        start = time.process_time()
+        while time.process_time() - start < 0.15:  # longer than 10 CPU-time ticks
+            pass
+    assert "cpu" in m.result.components and m.result.complete
     assert m.result.components["cpu"].joules > 0
+    assert not m.result.warnings
 
 
 def fake_torch_cuda(monkeypatch, count=2, current=0, reserved=(), initialized=True):
