@@ -1,45 +1,63 @@
 #!/usr/bin/env python
-"""Every GPU check and reference recording, in one call (``make gpu-check``).
+"""Every GPU check, reference recording and lesson run, in one call (``make gpu-check``).
 
-    python benchmarks/gpu_suite.py --out DIR [--only NAME,...] [--minutes 8] [--dry-run]
+    python benchmarks/gpu_suite.py --out DIR [--budget-s 540] [--only NAME,...] [--lessons all|none|NN,...]
+    python benchmarks/gpu_suite.py --out DIR --dry-run        # the CPU rehearsal (tiny sizes)
+    python benchmarks/gpu_suite.py --unpack DIR/gpu_suite_records.json --into data/reference_runs
 
-On a lent GPU machine, from the repository root (torch, nvidia-ml-py, psutil and pytest there):
+On a lent GPU machine, from the repository root (needs only torch, numpy, nvidia-ml-py and
+matplotlib; psutil, tqdm, pytest, torchvision, IPython and ipywidgets are used when present):
 
-    PYTHONUNBUFFERED=1 PYTHONPATH=. python3 benchmarks/gpu_suite.py --out $OUT --minutes 8
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --out $OUT --budget-s 540
 
-What it does, within ``--minutes`` (each experiment has a time cap; a global deadline skips
-the rest, recorded as "skipped: out of time"):
+What it does, within ``--budget-s`` seconds of wall time:
 
-- reads the GPU's state (name, driver, CUDA, power limit, clocks, persistence and compute mode)
-  with NVML queries only: it never changes a limit, clock or mode;
-- checks the measurement core: the NVML energy counter against integrated instantaneous power
-  over a steady load, idle power, the counter's update period, the PowerMonitor's overhead;
-- records, with repeats and provenance: precisions on the reference CNN and on a ResNet,
-  gradient accumulation against a true large batch, a batch-size sweep to a target accuracy,
-  the device-resident loader against DataLoaders, the capstone's naive and green recipes;
-- runs ``pytest -m gpu tests/`` in a subprocess;
-- writes one reference-run JSON file per experiment (``greenlab.reference`` schema, at most 8
-  files with the summary) to DIR and prints a summary table with the targets, last.
+- reads the GPU's state (name, driver, power limit, clocks, modes) with NVML queries only:
+  it never changes a limit, clock or mode; measures the energy counter's update period, which
+  sets the shortest energy window: max(3 s, 20 update periods);
+- runs one experiment per lesson (``EXPERIMENTS``), each in its own subprocess under a
+  watchdog: an experiment that hangs or overruns its share is killed, the rows it finished are
+  kept, and the others and the summary still run;
+- runs every instructor lesson headless in quick mode on the GPU
+  (``python -m greenlab.course run``), one subprocess each, under the same watchdog;
+- runs the ``gpu``-marked tests with pytest when pytest is installed ("not run" otherwise);
+- writes, after every step, ``DIR/gpu_suite_records.json``: one record per experiment in the
+  ``greenlab.reference`` schema, plus the summary record ``gpu_suite``; and the whole log to
+  ``DIR/gpu_suite_log.txt``. Two files, so they come back from machines that return few files.
+  ``--unpack`` writes the records as ``data/reference_runs/<gpu>_<date>_<experiment>.json``,
+  the files the lessons' ``gl.reference.show(...)`` read.
+
+Measurement rules kept by every experiment: the device is synchronised before every timer
+and at every energy-window edge; each configuration is warmed up, then its step time is
+measured and its step count chosen so its window lasts at least the shortest window (rows say
+``window_ok``); evaluation happens after the timed window; fp32 rows run with PyTorch's default
+TF32 settings, recorded as found (``torch_tf32`` in the notes), never forced; energy comes from
+the GPU's own NVML source and is "not measured" when there is none (a CPU estimate is never
+used for a GPU figure); memory is the increase during the window above what was resident.
 
 Without CUDA it prints "no GPU: nothing to check", writes nothing and exits 0. ``--dry-run``
-runs every experiment on the CPU with tiny sizes; every file it writes says
-"dry-run, CPU — not a reference".
+runs everything on the CPU with tiny sizes; every record says "dry-run, CPU — not a reference"
+and ``--unpack`` refuses such records unless ``--allow-dry-run``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib.util
+import json
 import math
 import os
 import platform
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -51,652 +69,1223 @@ EXIT_NO_GPU = 0  # documented: no CUDA is not an error, there is simply nothing 
 DRY_RUN_MARK = "dry-run, CPU — not a reference"
 DRY_RUN_GPU = "cpu dry-run (not a reference)"
 SUMMARY = "gpu_suite"
-# experiment name -> share of an 8-minute plan, seconds (scaled by --minutes / 8)
-PLAN_SECONDS = {
-    "measuring_energy": 55,
-    "mixed_precision": 80,
-    "mixed_precision-resnet": 70,
-    "gradient_accumulation": 40,
-    "dynamic_batch_sizing": 50,
-    "data_pipeline": 50,
-    "capstone": 45,
+BUNDLE = "gpu_suite_records.json"
+LOG = "gpu_suite_log.txt"
+BUNDLE_VERSION = 1
+DEFAULT_BUDGET_S = 540.0
+# experiment -> (the lesson that reads it with gl.reference.show, seconds of a 540 s plan)
+EXPERIMENTS = {
+    "measurement_core": ("00", 38),
+    "ddp_scaling": ("01", 30),
+    "mixed_precision": ("02", 45),
+    "mixed_precision-resnet": ("02", 35),
+    "gradient_accumulation": ("03", 30),
+    "batch_sweep": ("04", 30),
+    "architecture_search": ("05", 18),
+    "carbon": ("06", 12),
+    "compression": ("07", 18),
+    "data_pipeline": ("08", 30),
+    "capstone": ("09", 40),
 }
-PYTEST_SECONDS = 60
-STARTUP_SECONDS = 30  # imports, CUDA start, dataset generation
-EXPERIMENTS = tuple(PLAN_SECONDS)
+LESSONS_SECONDS = 150   # every instructor lesson, quick mode, one subprocess each
+PYTEST_SECONDS = 35
+OVERHEAD_SECONDS = 9    # start-up, NVML reads, the counter-period poll, writing files
+WATCHDOG_GRACE_S = 10.0  # an experiment may overrun its share by this much before it is killed
+MIN_WINDOW_S = 3.0
+MIN_WINDOW_PERIODS = 20
 TARGETS = (
     # key, description, comparison, threshold
-    ("bf16_speedup", "bf16 vs fp32 (TF32 off) speed, reference CNN", ">=", 2.0),
-    ("bf16_energy_saving_pct", "bf16 energy per sample saving vs fp32 (TF32 off), %", ">=", 40.0),
+    ("bf16_speedup", "bf16 vs fp32 (PyTorch defaults) speed, reference CNN", ">=", 2.0),
+    ("bf16_energy_saving_pct", "bf16 energy per sample saving vs fp32 (defaults), %", ">=", 40.0),
     ("monitor_overhead_pct", "PowerMonitor at 10 Hz, training-time overhead, %", "<", 1.0),
     ("counter_vs_power_pct", "energy counter vs integrated instant power, |difference| %", "<=", 3.0),
 )
+ENERGY_TARGETS = {"bf16_energy_saving_pct", "counter_vs_power_pct"}  # judged on NVML energy only
+
+
+def experiment_names() -> tuple:
+    """The experiments the suite records, in run order (each a name a lesson reads)."""
+    return tuple(EXPERIMENTS)
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """Work sizes: one set for the GPU, a tiny one for the CPU dry run."""
+    """Work sizes: one set for the H200 (compute-bound, see ``GPU_SIZES``), a tiny one for the CPU
+    dry run. Batch sizes are per optimizer step unless named micro."""
 
-    fmnist: tuple = (60000, 10000)   # (n_train, n_test)
-    cifar: tuple = (25000, 5000)
-    cnn: dict = field(default_factory=lambda: {})  # overrides of recipes.REFERENCE_CNN
-    resnet: dict = field(default_factory=lambda: {})
-    batch: int = 1024               # the "full batch" of the precision runs
-    resnet_batch: int = 512
-    run_seconds: float = 4.0        # length of one fp32 (TF32 off) run, set by calibration
-    calib_steps: int = 30
-    min_steps: int = 20
-    max_steps: int = 5000
-    repeats: int = 3
-    warmup: bool = True             # one untimed short run per configuration first
-    evals_per_run: int = 4
-    steady_load_s: float = 12.0
-    idle_s: float = 5.0
-    poll_s: float = 3.0
+    min_window_s: float = MIN_WINDOW_S   # raised to 20 counter periods when the counter is slower
+    window_margin: float = 1.25         # steps are chosen for this many times the shortest window
+    warmup_s: float = 0.6               # untimed warm-up per configuration (cuDNN choice, clocks)
+    calib_s: float = 0.3                # calibration: double the steps until this long
+    min_steps: int = 3
+    max_steps: int = 100_000
+    repeats: int = 3                    # at most; fewer when the share of time runs short
+    throughput_n: tuple = (16384, 4096)   # (train, test) for throughput experiments
+    fmnist: tuple = (60000, 10000)        # target-accuracy experiments
+    cifar: tuple = (16384, 4096)
+    cnn: dict = field(default_factory=lambda: {"width": 128})      # reference CNN at 2x width
+    cnn_batch: int = 4096
+    resnet: dict = field(default_factory=lambda: {"depth": 20, "width": 64})
+    resnet_batch: int = 1024
+    accum: tuple = (1024, 4)            # micro-batch x steps against one batch of the product
+    sweep_batches: tuple = (256, 1024, 4096)
+    sweep_target: float = 0.85
+    sweep_evals: int = 8
+    arch_candidates: tuple = (("cnn", {"depth": 3, "width": 32}), ("cnn", {"depth": 3, "width": 64}),
+                              ("cnn", {"depth": 3, "width": 128}),
+                              ("cnn", {"depth": 3, "width": 128, "separable": True}),
+                              ("mlp", {"hidden": (1024, 512)}))
+    infer_batch: int = 4096
+    loader_batch: int = 1024
+    loader_workers: tuple = (0, 4)
+    idle_s: float = 3.0
+    steady_load_s: float = 8.0
+    poll_s: float = 2.0
     power_interval_s: float = 0.005
     matmul_n: int = 8192
-    monitor_pairs: int = 5
-    monitor_work_s: float = 2.0
-    accum: tuple = (256, 4)         # micro-batch, accumulation steps (vs one batch of the product)
-    sweep_batches: tuple = (128, 256, 512, 1024, 2048)
-    sweep_max_epochs: int = 6
-    target_accuracy: float = 0.90
-    loader_batch: int = 512
-    loader_workers: tuple = (0, 4)
-    capstone_scale: float = 1.0     # fraction of the recipe's data kept
-    capstone_repeats: int = 3
+    monitor_pairs: int = 3
+    monitor_run_s: float = 2.0
+    ddp_per_worker_batch: int = 1024
+    ddp_epochs: int = 3
+    capstone_scale: float = 1.0
+    capstone_target: float | None = None  # None: the recipes' own target
+    lesson_cap_s: float = 60.0
+    dry: bool = False
 
 
+# Why these sizes are compute-bound on an H200 (989 TFLOP/s dense bf16/fp16, 495 TF32,
+# 67 fp32; HBM3e 4.8 TB/s; so a kernel needs about 200 FLOP per byte moved in bf16, about 100 in
+# TF32, to be limited by arithmetic rather than memory), counted with gl.flops:
+# - reference CNN at width 128 (128, 256, 512 channels): 0.233 GFLOP forward per 28x28 image;
+#   its 3x3 convolutions with C in and out channels do 9*C/2 FLOP per byte of bf16 activation
+#   (C=128: 576, C=256: 1152), well above 200. One training step at batch 4096 is
+#   3 x 0.233 x 4096 = 2.9 TFLOP, about 4 ms at 700 TFLOP/s, against roughly 60 kernel launches
+#   (~0.3 ms at ~5 us each), so launches cost under 10% of a step.
+# - ResNet-20 at width 64 (64, 128, 256 channels): 1.3 GFLOP forward per 32x32 image (the lesson's
+#   width-16 ResNet-20 has 1/16 of it and is launch-bound at batch 512); at batch 1024 a step is
+#   3 x 1.3 x 1024 = 4 TFLOP (about 6 ms) against ~250 launches (~1.3 ms).
+# The runs record what actually happened: achieved TFLOP/s and, from torch.profiler, the share of
+# wall time the GPU spent in kernels (``device_busy_fraction``; near 1 means not launch-bound).
 GPU_SIZES = Sizes()
 DRY_SIZES = Sizes(
-    fmnist=(384, 128), cifar=(128, 64), cnn={"width": 8}, resnet={"depth": 8, "width": 4},
-    batch=64, resnet_batch=32, run_seconds=0.2, calib_steps=2, min_steps=2, max_steps=3,
-    repeats=1, warmup=False, evals_per_run=2, steady_load_s=0.6, idle_s=0.3, poll_s=0.3,
-    power_interval_s=0.01, matmul_n=64, monitor_pairs=2, monitor_work_s=0.15, accum=(32, 2),
-    sweep_batches=(32, 64), sweep_max_epochs=1,
-    target_accuracy=0.3, loader_batch=64, loader_workers=(0, 2), capstone_scale=0.006,
-    capstone_repeats=1)
+    min_window_s=0.25, window_margin=1.2, warmup_s=0.02, calib_s=0.02, min_steps=1, max_steps=40,
+    repeats=1, throughput_n=(256, 64), fmnist=(512, 128), cifar=(128, 64), cnn={"width": 8},
+    cnn_batch=32, resnet={"depth": 8, "width": 4}, resnet_batch=16, accum=(16, 2),
+    sweep_batches=(32, 64), sweep_target=0.3, sweep_evals=2,
+    arch_candidates=(("cnn", {"depth": 2, "width": 4}), ("cnn", {"depth": 2, "width": 8, "separable": True})),
+    infer_batch=32, loader_batch=32, loader_workers=(0, 1), idle_s=0.2, steady_load_s=0.3,
+    poll_s=0.2, power_interval_s=0.01, matmul_n=64, monitor_pairs=1, monitor_run_s=0.1,
+    ddp_per_worker_batch=32, ddp_epochs=1, capstone_scale=0.01, capstone_target=0.3,
+    lesson_cap_s=240.0, dry=True)
 
 
 def main(argv=None) -> int:
     """Command-line entry point; returns the exit code."""
     args = _parse_args(argv)
+    if args.unpack:
+        return unpack(args.unpack, args.into, allow_dry_run=args.allow_dry_run)
+    if args.worker:
+        return worker_main(args)
     import torch
 
     if not args.dry_run and not torch.cuda.is_available():
         print("no GPU: nothing to check (torch.cuda.is_available() is False). Nothing was written. "
               "Run with --dry-run to exercise every experiment on the CPU with tiny sizes.")
         return EXIT_NO_GPU
-    suite = Suite(args, torch)
-    suite.run()
+    Suite(args).run()
     return EXIT_OK
 
 
-# --- the suite -----------------------------------------------------------------------------
+# --- the orchestrator (no CUDA context of its own) ------------------------------------------
 
 class Suite:
-    """One call of the suite: provenance, deadlines, datasets, records."""
+    """One call: provenance, the time plan, one watched subprocess per experiment and lesson."""
 
-    def __init__(self, args, torch):
+    def __init__(self, args):
+        import torch
+
         self.t_start = time.monotonic()
-        self.torch = torch
         self.args = args
+        self.torch = torch
         self.dry_run = bool(args.dry_run)
         self.sizes = DRY_SIZES if self.dry_run else GPU_SIZES
-        self.device = "cpu" if self.dry_run else "cuda"
-        if self.dry_run:  # one thread: the dry run only exercises code paths, and stays quick on busy CPUs
-            torch.set_num_threads(1)
         self.out = Path(args.out)
         self.date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
         self.command = "python benchmarks/gpu_suite.py " + shlex.join(args.raw)
-        total = float(args.minutes) * 60.0
-        scale = total / (8 * 60.0)
-        self.pytest_seconds = PYTEST_SECONDS * scale
-        self.deadline = self.t_start + total - self.pytest_seconds
-        self.caps = {name: PLAN_SECONDS[name] * scale for name in EXPERIMENTS}
-        self.only = args.only
-        self.results: dict = {}    # experiment -> summary dict
-        self.measured: dict = {}   # target key -> value
-        self.datasets: dict = {}
-        self.notes_common: list = []
-        self.written: list = []
+        self.budget_s = float(args.budget_s)
+        self.deadline = self.t_start + self.budget_s
+        self.selected = [n for n in EXPERIMENTS if not args.only or n in args.only]
+        self.lessons = select_lessons(args.lessons, self.dry_run)
+        plan = {n: EXPERIMENTS[n][1] for n in self.selected}
+        lesson_s = LESSONS_SECONDS if self.lessons else 0
+        total = sum(plan.values()) + lesson_s + PYTEST_SECONDS + OVERHEAD_SECONDS
+        scale = min(1.0, self.budget_s / total) if not self.dry_run else 1.0
+        self.shares = {n: s * scale for n, s in plan.items()}
+        self.lesson_s = lesson_s * scale
+        self.pytest_s = PYTEST_SECONDS * scale
+        self.records: dict = {}
+        self.results: dict = {}
+        self.lesson_rows: list = []
+        self.measured: dict = {}
+        self.measured_sources: dict = {}
+        self.pytest: dict | None = None
+        self.tmp = Path(tempfile.mkdtemp(prefix="gpu_suite_"))
+        self.log = None
 
-    # --- orchestration ---
     def run(self) -> None:
-        from greenlab.energy import default_sources
-
         self.out.mkdir(parents=True, exist_ok=True)
-        self.preflight = preflight()
-        self.sources = default_sources()
-        self.nvml, self.handle, self.gpu_state = gpu_state_for(self.device)
-        self.component = self._device_component()
-        self.provenance = self._provenance()
-        _log(f"gpu_suite: {self.provenance['gpu']} | driver {self.provenance['driver']} | "
-             f"torch {self.provenance['torch']} | energy {self._source_names()} | "
-             f"{'DRY RUN on the CPU' if self.dry_run else 'GPU run'} | budget {self.args.minutes} min")
-        for name in EXPERIMENTS:
-            if self.only and name not in self.only:
-                continue
-            self._run_one(name)
-            self._write_summary()
-        self.pytest = run_gpu_pytest(self.dry_run, self.pytest_seconds)
-        self._write_summary()
-        print(self.summary_table(), flush=True)
-
-    def _run_one(self, name: str) -> None:
-        fn = getattr(self, "exp_" + name.replace("-", "_"))
-        now = time.monotonic()
-        left = self.deadline - now
-        if left < min(10.0, 0.25 * self.caps[name]):
-            self.results[name] = {"status": "skipped: out of time", "seconds": 0.0}
-            self._record(name, [{"label": name, "status": "skipped: out of time"}], [])
-            _log(f"[{name}] skipped: out of time")
-            return
-        budget = Budget(min(self.caps[name], left), self.deadline)
-        _log(f"[{name}] start (cap {budget.seconds:.0f} s)")
-        status = "ok"
+        self.log = open(self.out / LOG, "w", encoding="utf-8")
         try:
-            rows, notes = fn(budget)
-        except Exception as exc:  # one broken experiment must not lose the others
-            status = f"failed: {type(exc).__name__}: {exc}"
-            rows, notes = [{"label": name, "status": status}], []
-            import traceback
+            self._run()
+        finally:
+            self.log.close()
 
-            traceback.print_exc()
-        if status == "ok" and budget.ran_out:
-            status = "partial: time cap reached"
-        seconds = time.monotonic() - now
-        self.results[name] = {"status": status, "seconds": seconds}
-        self._record(name, rows, notes)
-        _log(f"[{name}] {status} in {seconds:.1f} s")
+    def _run(self) -> None:
+        self.gpu_state = gpu_state(self.dry_run)
+        self.provenance = self._provenance()
+        self.counter_period_s = self.gpu_state.get("counter_update_period_ms")
+        period = (self.counter_period_s or 0) / 1000.0
+        self.min_window_s = max(self.sizes.min_window_s, MIN_WINDOW_PERIODS * period if not self.dry_run else 0)
+        self.say(f"gpu_suite: {self.provenance['gpu']} | driver {self.provenance['driver']} | "
+                 f"torch {self.provenance['torch']} | "
+                 f"{'DRY RUN on the CPU' if self.dry_run else 'GPU run'} | budget {self.budget_s:.0f} s | "
+                 f"shortest energy window {self.min_window_s:.2f} s")
+        self.say("packages: " + ", ".join(f"{k} {v}" for k, v in preflight().items()))
+        reserve = self.lesson_s + self.pytest_s + OVERHEAD_SECONDS / 2
+        if self.dry_run:  # one worker process for all: the rehearsal checks code paths, not timing
+            scale = 4 * self.budget_s / DEFAULT_BUDGET_S
+            self.run_experiments(self.selected, {n: self.shares[n] * scale for n in self.selected})
+        for i, name in enumerate(self.selected if not self.dry_run else ()):
+            rest = sum(self.shares[n] for n in self.selected[i + 1:])
+            left = self.deadline - time.monotonic() - reserve - rest
+            cap = min(self.shares[name] + max(0.0, left - self.shares[name]) * 0.5, left)
+            self.run_experiments([name], {name: cap})
+        if self.lessons:
+            self.run_lessons()
+            self.write_bundle()
+        self.pytest = self.run_pytest()
+        self.write_bundle()
+        self.say(self.summary_table())
 
-    # --- records ---
-    def _record(self, experiment: str, rows: list, notes: list, energy_source: str | None = "auto"):
+    # --- logging ---
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+        if self.log is not None:
+            self.log.write(text + "\n")
+            self.log.flush()
+
+    def stream(self, cmd: list, env: dict, timeout_s: float, prefix: str) -> tuple:
+        """Run ``cmd`` in its own process group, its output into the log; kill the group after
+        ``timeout_s``. Returns (exit code or None when killed, seconds, last output lines)."""
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", start_new_session=True)
+        tail: list = []
+
+        def pump():
+            for line in proc.stdout:
+                line = line.rstrip("\n")
+                tail.append(line)
+                del tail[:-40]
+                self.say(prefix + line)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            code = proc.wait(timeout=max(1.0, timeout_s))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            code = None
+        reader.join(timeout=5)
+        return code, time.monotonic() - t0, tail
+
+    # --- experiments ---
+    def run_experiments(self, names: list, caps: dict) -> None:
+        """Run ``names`` in one watched worker process (each with its time share in ``caps``);
+        a worker past the sum of the shares plus a grace period is killed, keeping finished rows."""
+        names = [n for n in names if caps[n] >= 8.0 or self.dry_run]
+        for name in [n for n in caps if n not in names]:
+            self.results[name] = {"status": "skipped: out of time", "seconds": 0.0}
+            self.record(name, {"rows": [{"label": name, "status": "skipped: out of time"}], "notes": []})
+            self.say(f"[{name}] skipped: out of time")
+        while names:
+            names = self._run_worker(names, caps)  # what a killed worker had not started yet
+
+    def _run_worker(self, names: list, caps: dict) -> list:
+        cap_s = sum(caps[n] for n in names)
+        grace = min(WATCHDOG_GRACE_S, max(2.0, 0.25 * cap_s))
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", ",".join(names),
+               "--part", str(self.tmp), "--cap-s", ",".join(f"{caps[n]:.1f}" for n in names),
+               "--min-window-s", f"{self.min_window_s:.3f}", "--cache", str(self.tmp),
+               "--out", str(self.out)] + (["--dry-run"] if self.dry_run else []) \
+            + (["--hang", self.args.hang] if self.args.hang else [])
+        tag = names[0] if len(names) == 1 else "experiments"
+        self.say(f"[{tag}] start (share {cap_s:.0f} s, watchdog at {cap_s + grace:.0f} s)")
+        code, seconds, tail = self.stream(cmd, _child_env(), cap_s + grace, f"  {tag}| ")
+        not_started = [n for n in names if not (self.tmp / f"{n}.json").exists()] if code is None else []
+        for name in [n for n in names if n not in not_started]:
+            data = _read_json(self.tmp / f"{name}.json") or {"rows": [], "notes": [], "measured": {}}
+            status = data.get("status")
+            if code is None and status in (None, "running"):
+                status = (f"killed by the watchdog after {seconds:.0f} s"
+                          + (f"; {len(data['rows'])} finished row(s) kept" if data.get("rows") else ""))
+            elif code != 0 and status in (None, "running"):
+                last = next((ln for ln in reversed(tail) if ln.strip()), "")
+                status = f"failed: exit code {code}: {last[-200:]}"
+            status = status or "failed: the worker wrote no result"
+            if not data.get("rows"):
+                data["rows"] = [{"label": name, "status": status}]
+            took = seconds if (code is None and status.startswith("killed")) else data.get("seconds", seconds)
+            self.results[name] = {"status": status, "seconds": took if took is not None else 0.0}
+            for key, value in (data.get("measured") or {}).items():
+                self.measured[key] = value
+                self.measured_sources[key] = data.get("energy_source")
+            self.record(name, data)
+            self.say(f"[{name}] {status} in {self.results[name]['seconds']:.1f} s")
+        self.write_bundle()
+        return not_started
+
+    def record(self, experiment: str, data: dict) -> dict:
         from greenlab import reference
 
+        rows = list(data.get("rows") or [])
         if self.dry_run:
             rows = [{**r, "run": DRY_RUN_MARK} for r in rows]
+        notes = ([DRY_RUN_MARK + "."] if self.dry_run else []) + list(data.get("notes") or []) \
+            + [self._state_note()]
+        if data.get("torch_tf32"):
+            notes.append("PyTorch TF32 settings as found (not changed): " + data["torch_tf32"] + ".")
         record = {
-            "schema_version": reference.SCHEMA_VERSION,
-            "experiment": experiment,
-            "date": self.date,
-            "gpu": self.provenance["gpu"],
-            "driver": self.provenance["driver"],
-            "cuda": self.provenance["cuda"],
-            "torch": self.provenance["torch"],
-            "command": self.command,
-            "results": [_clean_row(r) for r in rows],
-            "gpu_count": 1,
-            "greenlab": self.provenance["greenlab"],
-            "python": self.provenance["python"],
-            "units": _units_for(rows),
-            "notes": " ".join(([DRY_RUN_MARK + "."] if self.dry_run else []) + list(notes)
-                              + self.notes_common + [self._state_note()]),
+            "schema_version": reference.SCHEMA_VERSION, "experiment": experiment, "date": self.date,
+            "gpu": self.provenance["gpu"], "driver": self.provenance["driver"],
+            "cuda": self.provenance["cuda"], "torch": self.provenance["torch"], "command": self.command,
+            "results": [_clean_row(r) for r in rows], "gpu_count": 1,
+            "greenlab": self.provenance["greenlab"], "python": self.provenance["python"],
+            "units": _units_for(rows), "notes": " ".join(n for n in notes if n),
         }
-        source = self._device_source() if energy_source == "auto" else energy_source
+        source = data.get("energy_source")
         if source in reference.ENERGY_SOURCES:
             record["energy_source"] = source
         if not record["units"]:
             del record["units"]
-        path = self.out / f"{reference.gpu_slug(record['gpu'])}_{self.date}_{experiment}.json"
-        problem = ""
         try:
-            reference.from_dict(record, path.name)
-        except reference.ReferenceRunError as exc:
-            problem = str(exc)  # written anyway: a measurement is never thrown away
-        write_json(path, record)
-        if path not in self.written:
-            self.written.append(path)
-        if problem:
-            self.results.setdefault(experiment, {})["schema_problem"] = problem
-            _log(f"WARNING {path.name} does not match the reference schema: {problem}")
-        return path
+            reference.from_dict(record, experiment)
+        except reference.ReferenceRunError as exc:  # kept anyway: a measurement is never thrown away
+            self.results.setdefault(experiment, {})["schema_problem"] = str(exc)
+            self.say(f"WARNING {experiment} does not match the reference schema: {exc}")
+        self.records[experiment] = record
+        return record
 
-    def _write_summary(self) -> None:
+    # --- lessons ---
+    def run_lessons(self) -> None:
+        budget_end = time.monotonic() + self.lesson_s
+        if not self.dry_run:
+            budget_end = min(budget_end, self.deadline - self.pytest_s - 2)
+        for i, path in enumerate(self.lessons):
+            left = budget_end - time.monotonic() if not self.dry_run else self.sizes.lesson_cap_s
+            remaining = len(self.lessons) - i
+            cap = min(left, max(20.0, 2.5 * left / remaining), self.sizes.lesson_cap_s)
+            row = {"label": f"lesson {path.stem}"}
+            if cap < 10.0:
+                row.update(status="not run: out of time", seconds=0.0)
+                self.lesson_rows.append(row)
+                self.say(f"[lesson {path.stem}] not run: out of time")
+                continue
+            env = _child_env()
+            env.update(GREENLAB_QUICK="1", MPLBACKEND="Agg")
+            env.pop("GREENLAB_DEVICE", None)
+            if self.dry_run:
+                env["CUDA_VISIBLE_DEVICES"] = ""
+            cmd = [sys.executable, "-m", "greenlab.course", "run", str(path)]
+            self.say(f"[lesson {path.stem}] start (watchdog at {cap:.0f} s)")
+            code, seconds, tail = self.stream(cmd, env, cap, f"  {path.stem}| ")
+            if code == 0:
+                status = "passed"
+            elif code is None:
+                status = f"killed by the watchdog after {seconds:.0f} s"
+            else:
+                failed = next((ln for ln in reversed(tail) if ln.startswith("FAILED ")), "")
+                status = "failed: " + (failed[len("FAILED "):] or f"exit code {code}")[:300]
+            row.update(status=status, seconds=seconds, device="cpu" if self.dry_run else "cuda",
+                       mode="quick")
+            self.lesson_rows.append(row)
+            self.say(f"[lesson {path.stem}] {status} in {seconds:.1f} s")
+
+    # --- pytest ---
+    def run_pytest(self) -> dict:
+        files = gpu_test_files()
+        shown = "python -m pytest -m gpu " + " ".join(str(f.relative_to(REPO_ROOT)) for f in files)
+        if importlib.util.find_spec("pytest") is None:
+            self.say("pytest -m gpu: not run (pytest is not installed)")
+            return {"outcome": "not run", "summary": "pytest is not installed", "command": shown}
+        if not files:
+            return {"outcome": "not run", "summary": "no test file has gpu-marked tests", "command": shown}
+        left = self.deadline - time.monotonic() - 2 if not self.dry_run else 120.0
+        if left < 10:
+            return {"outcome": "not run", "summary": "out of time", "command": shown}
+        cmd = [sys.executable, "-m", "pytest", "-m", "gpu", *map(str, files), "-q", "-rs",
+               "-p", "no:cacheprovider"]
+        self.say("pytest: " + shown)
+        code, seconds, tail = self.stream(cmd, _child_env(), left, "  pytest| ")
+        summary = next((ln.strip("= ") for ln in reversed(tail)
+                        if any(w in ln for w in ("passed", "failed", "skipped", "error", "no tests"))), "")
+        outcome = {0: "passed", 1: "failed", 5: "no tests collected", None: "killed by the watchdog"}.get(code, "error")
+        return {"outcome": outcome, "exit_code": code, "summary": summary[:300], "seconds": seconds,
+                "command": shown}
+
+    # --- summary and files ---
+    def summary_rows(self) -> list:
         rows = []
         for name in EXPERIMENTS:
             if name in self.results:
                 r = self.results[name]
-                rows.append({"label": name, "status": r["status"], "seconds": r.get("seconds"),
-                             "schema_problem": r.get("schema_problem")})
-            elif self.only and name not in self.only:
-                rows.append({"label": name, "status": "not selected (--only)"})
+                rows.append({"label": name, "lesson": EXPERIMENTS[name][0], "status": r["status"],
+                             "seconds": r.get("seconds"), "schema_problem": r.get("schema_problem")})
+            elif name not in self.selected:
+                rows.append({"label": name, "lesson": EXPERIMENTS[name][0], "status": "not selected (--only)"})
+        rows.extend(self.lesson_rows)
         for key, text, op, threshold in TARGETS:
-            value = self.measured.get(key)
+            value, verdict = self.target(key, op, threshold)
             rows.append({"label": "target: " + text, "measured": value, "threshold": f"{op} {threshold:g}",
-                         "result": judge(value, op, threshold)})
-        pytest = getattr(self, "pytest", None)
-        if pytest is not None:
-            rows.append({"label": "pytest -m gpu", **pytest})
-        rows.append({"label": "gpu state", **self.gpu_state})
-        rows.append({"label": "python packages", **self.preflight})
+                         "result": verdict})
+        p = self.pytest or {"outcome": "not run yet"}
+        rows.append({"label": "pytest -m gpu", **p})
+        rows.append({"label": "gpu state", **{k: v for k, v in self.gpu_state.items()}})
+        rows.append({"label": "python packages", **preflight()})
         rows.append({"label": "total", "seconds": time.monotonic() - self.t_start,
-                     "minutes_allowed": float(self.args.minutes),
-                     "energy_sources": self._source_names()})
-        self._record(SUMMARY, rows, ["Summary of one gpu_suite call: experiment status, targets "
-                                     "(measured, not assumed), the GPU-only pytest run."])
+                     "budget_seconds": self.budget_s, "shortest_window_s": self.min_window_s})
+        return rows
+
+    def target(self, key: str, op: str, threshold: float) -> tuple:
+        value = self.measured.get(key)
+        if key in ENERGY_TARGETS and value is not None \
+                and not str(self.measured_sources.get(key) or "").startswith("nvml"):
+            return value, "not measured (no GPU energy counter: not judged on an estimate)"
+        return value, judge(value, op, threshold)
+
+    def write_bundle(self) -> None:
+        self.record(SUMMARY, {"rows": self.summary_rows(), "notes": [
+            "Summary of one gpu_suite call: experiment status, the lessons run headless in quick "
+            "mode, targets (measured, not assumed), the GPU-only pytest run."]})
+        bundle = {"bundle": "greenlab gpu_suite records", "bundle_version": BUNDLE_VERSION,
+                  "command": self.command, "records": [self.records[k] for k in self.records]}
+        write_json(self.out / BUNDLE, bundle)
 
     def summary_table(self) -> str:
-        """The short table printed last: experiments, targets, pytest."""
+        """The short table printed last: experiments, lessons, targets, pytest."""
         lines = ["", "=" * 78, f"gpu_suite summary: {self.provenance['gpu']}, {self.date}"
                  + (f"  [{DRY_RUN_MARK}]" if self.dry_run else ""), "-" * 78]
         for name in EXPERIMENTS:
             if name in self.results:
                 r = self.results[name]
                 lines.append(f"{name:<26} {r['seconds']:6.1f} s  {r['status']}")
+        for row in self.lesson_rows:
+            lines.append(f"{row['label']:<26} {row.get('seconds', 0):6.1f} s  {row['status']}")
         lines.append("-" * 78)
         for key, text, op, threshold in TARGETS:
-            value = self.measured.get(key)
+            value, verdict = self.target(key, op, threshold)
             shown = "not measured" if value is None else f"{value:.3g}"
-            lines.append(f"{text:<58} {shown:>12} {op} {threshold:g}  {judge(value, op, threshold)}")
+            lines.append(f"{text:<58} {shown:>12} {op} {threshold:g}  {verdict}")
         lines.append("-" * 78)
-        p = getattr(self, "pytest", {}) or {}
+        p = self.pytest or {}
         lines.append(f"pytest -m gpu: {p.get('outcome', 'not run')} ({p.get('summary', '')})")
-        lines.append(f"files: {len(self.written)} in {self.out}")
+        lines.append(f"files: {BUNDLE} ({len(self.records)} records) and {LOG} in {self.out}")
         lines.append(f"total {time.monotonic() - self.t_start:.0f} s")
         return "\n".join(lines)
 
-    # --- provenance ---
     def _provenance(self) -> dict:
         import greenlab
 
         torch = self.torch
-        state = self.gpu_state
         if self.dry_run:
             gpu, driver = DRY_RUN_GPU, "none (dry-run, CPU)"
         else:
-            gpu = state.get("name") or torch.cuda.get_device_name(0)
-            driver = state.get("driver") or "unknown (NVML not available)"
-        return {"gpu": gpu, "driver": driver, "cuda": str(torch.version.cuda or "none (CPU build)"),
+            gpu = self.gpu_state.get("name")
+            if not isinstance(gpu, str) or gpu.startswith("unavailable"):
+                gpu = torch.cuda.get_device_name(0)
+            driver = self.gpu_state.get("driver") or "unknown (NVML not available)"
+        return {"gpu": gpu, "driver": str(driver), "cuda": str(torch.version.cuda or "none (CPU build)"),
                 "torch": torch.__version__, "greenlab": greenlab.__version__,
                 "python": platform.python_version()}
-
-    def _device_component(self) -> str:
-        names = [s.component for s in self.sources]
-        if self.dry_run:
-            return "cpu"
-        index = self.torch.cuda.current_device()
-        return f"gpu:{index}" if f"gpu:{index}" in names else names[0]
-
-    def _device_source(self) -> str | None:
-        for s in self.sources:
-            if s.component == self.component:
-                return s.name
-        return None
-
-    def _source_names(self) -> str:
-        return ", ".join(f"{s.component}={s.name}" for s in self.sources) or "none"
 
     def _state_note(self) -> str:
         s = self.gpu_state
         keys = ("power_limit_w", "default_power_limit_w", "sm_clock_mhz", "max_sm_clock_mhz",
-                "persistence_mode", "compute_mode", "mig_mode")
+                "persistence_mode", "compute_mode", "mig_mode", "counter_update_period_ms")
         parts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
         return ("GPU state at start (read-only): " + ", ".join(parts) + ".") if parts else ""
 
-    # --- data and models ---
-    def dataset(self, name: str):
-        from greenlab import data
 
-        n_train, n_test = self.sizes.fmnist if name == "fashion-mnist" else self.sizes.cifar
-        key = (name, n_train, n_test)
-        if key not in self.datasets:
-            ds = data.load(name, n_train=n_train, n_test=n_test, verbose=False)
-            self.datasets[key] = ds
-            _log(f"data: {ds.describe()}")
-        return self.datasets[key]
+# --- the worker: one experiment in its own process ------------------------------------------
 
-    def cnn_fn(self, in_channels=1):
-        from greenlab import recipes
-        from greenlab import models
+def worker_main(args) -> int:
+    """Run the experiments named in ``args.worker`` in turn; each one's rows go to
+    ``<args.part>/<name>.json`` as they are finished. Exit code 1 when any failed."""
+    failed = 0
+    for name, cap_s in zip(args.worker, args.cap_s):
+        ctx = Context(args, name, cap_s)
+        print(f"[{name}] running (share {cap_s:.0f} s)", flush=True)
+        try:
+            if name == args.hang:  # rehearses the watchdog: one row, then no progress
+                ctx.row({"label": "before the hang", "status": "ok"})
+                time.sleep(10 * 86400)
+            globals()["exp_" + name.replace("-", "_")](ctx)
+        except Exception as exc:  # recorded, with the rows finished so far; the next one still runs
+            import traceback
 
-        opts = {**recipes.REFERENCE_CNN, **self.sizes.cnn}
-        return lambda: models.build("cnn", in_channels=in_channels, **opts)
+            traceback.print_exc()
+            ctx.finish(f"failed: {type(exc).__name__}: {exc}"[:400])
+            failed += 1
+            continue
+        ctx.finish("partial: out of time" if ctx.ran_out else "ok")
+    return 1 if failed else 0
 
-    def resnet_fn(self):
-        from greenlab import recipes
-        from greenlab import models
 
-        opts = {**recipes.REFERENCE_RESNET, **self.sizes.resnet}
-        return lambda: models.build("resnet", in_channels=3, **opts)
+class Context:
+    """What an experiment needs: device, energy sources, sizes, its time share, its record."""
 
-    def train(self, model_fn, ds, cfg, budget, tf32=False, per_run_s=None):
-        """One gl.train run with TF32 as asked and a stop at the budget's end."""
-        from greenlab.train import train
+    def __init__(self, args, name: str, cap_s: float):
+        import torch
 
-        tf32_flags(self.torch, tf32)
-        self.torch.manual_seed(cfg.seed)
-        with budget.watch(per_run_s) as stop:
-            return train(model_fn(), ds, cfg, stop_event=stop, device=self.device, log=False,
-                         save=False, sources=self.sources)
+        from greenlab.energy import default_sources
 
-    def calibrate_steps(self, model_fn, ds, cfg, budget, tf32=False) -> int:
-        """Optimizer steps for one run of about ``sizes.run_seconds`` (measured on ``cfg``)."""
-        z = self.sizes
-        res = self.train(model_fn, ds, replace(cfg, max_steps=z.calib_steps, eval_every=None,
-                                               target_accuracy=None, label="calibration"),
-                         budget, tf32=tf32)
-        per_step = res.train_seconds / max(1, res.steps)
-        steps = int(z.run_seconds / per_step) if per_step > 0 else z.max_steps
-        return max(z.min_steps, min(z.max_steps, steps))
+        self.t0 = time.monotonic()
+        self.name = name
+        self.torch = torch
+        self.dry_run = bool(args.dry_run)
+        self.sizes = DRY_SIZES if self.dry_run else GPU_SIZES
+        self.device = "cpu" if self.dry_run else "cuda"
+        if self.dry_run:
+            torch.set_num_threads(1)
+        self.cap_s = float(cap_s)
+        self.min_window_s = float(args.min_window_s)
+        self.part = Path(args.part) / f"{name}.json"
+        self.cache = Path(args.cache) if args.cache else None
+        self.sources = default_sources()
+        if self.device == "cuda":
+            torch.cuda.init()
+            self.component = f"gpu:{torch.cuda.current_device()}"
+        else:
+            self.component = "cpu"
+        by_component = {s.component: s for s in self.sources}
+        source = by_component.get(self.component)
+        self.energy_source = source.name if source is not None else None
+        # a GPU figure comes from the GPU's own NVML source or is not measured
+        self.energy_ok = source is not None and (self.dry_run or source.name.startswith("nvml"))
+        self.rows: list = []
+        self.notes: list = []
+        self.measured: dict = {}
+        self.ran_out = False
+        self.datasets: dict = {}
+        self.tf32 = (f"torch.backends.cuda.matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}, "
+                     f"torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}")
+        if not self.energy_ok:
+            self.note(f"No GPU energy source for {self.component} "
+                      f"({self.energy_source or 'none'}): energy columns are not measured.")
 
-    def row_from_runs(self, label: str, runs: list, extra: dict) -> dict:
-        """One result row: medians over repeats (and spread) of the measured figures."""
-        ok = [r for r in runs if r is not None]
-        row = {"label": label, **extra, "repeats": len(ok)}
-        if not ok:
-            row["status"] = "skipped: out of time"
-            return row
-        dev = [device_joules(r, self.component) for r in ok]
-        per_sample = [j / r.samples if (j is not None and r.samples) else None for j, r in zip(dev, ok)]
-        row.update({
-            "status": ",".join(sorted({r.status for r in ok})),
-            "steps": _median([r.steps for r in ok]),
-            "samples": _median([r.samples for r in ok]),
-            "seconds": _median([r.seconds for r in ok]),
-            "train_seconds": _median([r.train_seconds for r in ok]),
-            "samples_per_second": _median([r.samples_per_second for r in ok]),
-            "samples_per_second_min": _min([r.samples_per_second for r in ok]),
-            "samples_per_second_max": _max([r.samples_per_second for r in ok]),
-            "joules": _median(dev),
-            "joules_all_components": _median([r.joules for r in ok]),
-            "joules_per_sample": _median(per_sample),
-            "joules_per_sample_min": _min(per_sample),
-            "joules_per_sample_max": _max(per_sample),
-            "peak_memory_mib": _max([r.peak_memory_bytes / 2**20 if r.peak_memory_bytes is not None
-                                     else None for r in ok]),
-            "final_accuracy": _median([r.final_accuracy for r in ok]),
-            "reached_target": sum(r.seconds_to_target is not None for r in ok),
-            "seconds_to_target": _median([r.seconds_to_target for r in ok]),
-            "joules_to_target": _median([r.joules_to_target for r in ok]),
-            "energy_source": ok[0].sources.get(self.component, "none"),
-        })
+    # --- time ---
+    def left(self) -> float:
+        return self.cap_s - (time.monotonic() - self.t0)
+
+    def enough_for(self, seconds: float) -> bool:
+        """True when ``seconds`` of work still fits in the share; otherwise marks the run partial."""
+        if self.left() >= seconds:
+            return True
+        self.ran_out = True
+        return False
+
+    # --- record ---
+    def row(self, row: dict) -> dict:
+        self.rows.append(row)
+        self._save("running")
         return row
 
-    # --- experiments: each returns (rows, notes) ---
-    def exp_measuring_energy(self, budget):
-        return measuring_energy(self, budget)
+    def note(self, text: str) -> None:
+        self.notes.append(text)
 
-    def exp_mixed_precision(self, budget):
-        ds = self.dataset("fashion-mnist")
-        return precision_experiment(self, budget, self.cnn_fn(), ds, self.sizes.batch, "reference CNN",
-                                    targets=True)
+    def finish(self, status: str) -> None:
+        self._save(status)
 
-    def exp_mixed_precision_resnet(self, budget):
-        ds = self.dataset("cifar10")
-        return precision_experiment(self, budget, self.resnet_fn(), ds, self.sizes.resnet_batch,
-                                    "ResNet", targets=False)
+    def _save(self, status: str) -> None:
+        write_json(self.part, {"status": status, "seconds": time.monotonic() - self.t0,
+                               "rows": self.rows, "notes": self.notes,
+                               "measured": self.measured,
+                               "energy_source": self.energy_source if self.energy_ok else None,
+                               "torch_tf32": self.tf32})
 
-    def exp_gradient_accumulation(self, budget):
-        return accumulation_experiment(self, budget)
+    # --- device ---
+    def sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
 
-    def exp_dynamic_batch_sizing(self, budget):
-        return batch_sweep_experiment(self, budget)
+    def dataset(self, name: str, n_train: int, n_test: int):
+        """A dataset, shared between this suite's workers through a cache file."""
+        from greenlab import data
 
-    def exp_data_pipeline(self, budget):
-        return loader_experiment(self, budget)
+        key = (name, n_train, n_test)
+        if key in self.datasets:
+            return self.datasets[key]
+        path = self.cache / f"data_{name}_{n_train}_{n_test}.pt" if self.cache else None
+        ds = None
+        if path is not None and path.exists():
+            try:
+                ds = self.torch.load(path, weights_only=False)
+            except Exception:
+                ds = None
+        if ds is None:
+            ds = data.load(name, n_train=n_train, n_test=n_test, verbose=False)
+            if path is not None:
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                self.torch.save(ds, tmp)
+                tmp.replace(path)
+        self.datasets[key] = ds
+        return ds
 
-    def exp_capstone(self, budget):
-        return capstone_experiment(self, budget)
+    # --- measuring ---
+    def calibrate(self, run_steps) -> tuple:
+        """Warm up ``run_steps(n)``, then double n until a synchronised timing lasts
+        ``sizes.calib_s``. Returns (steps for one window, measured seconds per step)."""
+        z = self.sizes
+        self.sync()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < z.warmup_s:
+            run_steps(1)
+            self.sync()
+        n = 1
+        while True:
+            self.sync()
+            t = time.perf_counter()
+            run_steps(n)
+            self.sync()
+            dt = time.perf_counter() - t
+            if dt >= z.calib_s or n >= z.max_steps:
+                break
+            n *= 2
+        per_step = max(dt / n, 1e-9)
+        steps = math.ceil(self.min_window_s * z.window_margin / per_step)
+        return max(z.min_steps, min(z.max_steps, steps)), per_step
+
+    def window(self, label: str, work) -> dict:
+        """Run ``work()`` inside one energy window (synchronised edges); seconds, joules of the
+        device (None when not measured), whether the window was long enough, memory added."""
+        from greenlab.energy import measure
+
+        mem = _MemoryIncrease(self)
+        self.sync()
+        with measure(label, sources=self.sources) as w:
+            work()
+            self.sync()
+        r = w.result
+        comp = r.components.get(self.component)
+        joules = comp.joules if (comp is not None and self.energy_ok) else None
+        return {"seconds": r.seconds, "joules": joules,
+                "window_ok": r.seconds >= self.min_window_s,
+                "memory_increase_mib": mem.mib(),
+                "energy_complete": bool(r.complete) if joules is not None else None}
+
+    def busy(self, run_steps, steps: int = 3) -> dict:
+        """torch.profiler over ``steps`` steps: CPU-side operator time and (CUDA) kernel time
+        against wall time; ``device_busy_fraction`` near 1 means the GPU, not launches, limits."""
+        from torch.profiler import ProfilerActivity, profile
+
+        torch = self.torch
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device == "cuda" else [])
+        self.sync()
+        t0 = time.perf_counter()
+        with profile(activities=acts) as prof:
+            run_steps(steps)
+            self.sync()
+        wall = time.perf_counter() - t0
+        events = prof.key_averages()
+        cpu_s = sum(e.self_cpu_time_total for e in events) / 1e6
+        dev_us = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) or 0
+                     for e in events) if self.device == "cuda" else None
+        del torch
+        return {"profile_steps": steps, "profile_wall_s": wall, "profile_cpu_op_s": cpu_s,
+                "profile_device_kernel_s": dev_us / 1e6 if dev_us is not None else None,
+                "device_busy_fraction": (dev_us / 1e6 / wall) if (dev_us is not None and wall > 0) else None}
+
+    def per_sample(self, w: dict, samples: int) -> dict:
+        j = w["joules"]
+        return {"samples": samples, "samples_per_second": samples / w["seconds"] if w["seconds"] > 0 else None,
+                "joules_per_sample": j / samples if (j is not None and samples) else None}
 
 
-# --- experiments ----------------------------------------------------------------------------
+class _MemoryIncrease:
+    """Peak memory added during a window, above what was allocated at its start (MiB)."""
 
-def measuring_energy(suite: Suite, budget: "Budget"):
-    """Counter vs integrated instant power, idle power, counter update period, monitor overhead."""
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        torch = ctx.torch
+        if ctx.device == "cuda":
+            torch.cuda.synchronize()
+            self.base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            import importlib
+
+            self._rss = importlib.import_module("greenlab.train")._rss_bytes
+            self.base = self._rss()
+
+    def mib(self):
+        if self.ctx.device == "cuda":
+            self.ctx.torch.cuda.synchronize()
+            return (self.ctx.torch.cuda.max_memory_allocated() - self.base) / 2**20
+        now = self._rss()
+        return None if (now is None or self.base is None) else max(0, now - self.base) / 2**20
+
+
+class StepLoop:
+    """A plain training loop on device-resident batches (or a loader's), for throughput windows.
+
+    One step: ``accum`` micro-batches under autocast (bf16/fp16), one optimizer step; fp16 uses a
+    GradScaler, whose inf check reads a value back to the host each step (a sync inside the step).
+    """
+
+    def __init__(self, ctx: Context, model, ds, batch: int, precision: str, accum: int = 1,
+                 lr: float = 0.05, loader=None):
+        torch = ctx.torch
+        self.ctx, self.torch, self.batch, self.precision, self.accum = ctx, torch, batch, precision, accum
+        dev = ctx.device
+        self.channels_last = dev == "cuda" and model is not None and _has_conv(model)
+        self.model = model.to(dev)
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
+        self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        self.scaler = torch.amp.GradScaler(dev) if precision == "fp16" else None
+        self.loader = loader
+        self._iter = None
+        if loader is None:
+            self.x = ds.train_x.to(dev)
+            self.y = ds.train_y.to(dev)
+            g = torch.Generator(device="cpu").manual_seed(0)
+            self.order = torch.randperm(self.x.shape[0], generator=g).to(dev)
+            self.pos = 0
+        self.samples_per_step = batch * accum
+
+    def _next(self):
+        torch = self.torch
+        if self.loader is not None:
+            if self._iter is None:
+                self._iter = iter(self.loader)
+            try:
+                xb, yb = next(self._iter)
+            except StopIteration:
+                self._iter = iter(self.loader)
+                xb, yb = next(self._iter)
+            xb = xb.to(self.ctx.device, non_blocking=True)
+            yb = yb.to(self.ctx.device, non_blocking=True)
+        else:
+            n = self.x.shape[0]
+            if self.pos + self.batch > n:
+                self.pos = 0
+            idx = self.order[self.pos:self.pos + self.batch]
+            self.pos += self.batch
+            xb, yb = self.x.index_select(0, idx), self.y.index_select(0, idx)
+        if self.channels_last and xb.dim() == 4:
+            xb = xb.contiguous(memory_format=torch.channels_last)
+        return xb, yb
+
+    def run(self, steps: int) -> None:
+        torch = self.torch
+        F = torch.nn.functional
+        amp = self.precision != "fp32"
+        for _ in range(steps):
+            for _k in range(self.accum):
+                xb, yb = self._next()
+                with torch.autocast(self.ctx.device, dtype=self.dtype, enabled=amp):
+                    loss = F.cross_entropy(self.model(xb).float(), yb) / self.accum
+                if self.scaler is not None:
+                    self.scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+            if self.scaler is not None:
+                self.scaler.step(self.opt)
+                self.scaler.update()
+            else:
+                self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+
+    def accuracy(self, ds) -> float:
+        """Test accuracy after training (outside any window)."""
+        torch = self.torch
+        self.model.eval()
+        correct = 0
+        with torch.no_grad(), torch.autocast(self.ctx.device, dtype=self.dtype, enabled=self.precision != "fp32"):
+            for s in range(0, ds.test_x.shape[0], 1024):
+                xb = ds.test_x[s:s + 1024].to(self.ctx.device)
+                if self.channels_last:
+                    xb = xb.contiguous(memory_format=torch.channels_last)
+                correct += int((self.model(xb).argmax(1).cpu() == ds.test_y[s:s + 1024]).sum())
+        self.model.train()
+        return correct / max(1, ds.test_x.shape[0])
+
+
+def throughput_row(ctx: Context, label: str, loop: StepLoop, extra: dict, repeats: int,
+                   flops_per_sample: float | None = None, profile: bool = False, ds=None) -> dict:
+    """Calibrate ``loop``, then ``repeats`` windows of at least the shortest window; medians."""
+    steps, per_step = ctx.calibrate(loop.run)
+    est = steps * per_step
+    if profile:
+        extra = {**extra, **ctx.busy(loop.run)}
+    windows = []
+    for _ in range(repeats):
+        if not ctx.enough_for(est * 1.1 + 1):
+            break
+        windows.append(ctx.window(label, lambda: loop.run(steps)))
+    row = {"label": label, **extra, "steps": steps, "calibrated_step_ms": per_step * 1000,
+           "repeats": len(windows)}
+    if not windows:
+        row["status"] = "skipped: out of time"
+        return row
+    samples = steps * loop.samples_per_step
+    sps = [samples / w["seconds"] for w in windows]
+    jps = [w["joules"] / samples for w in windows if w["joules"] is not None]
+    row.update({
+        "status": "ok", "samples": samples,
+        "window_seconds": _median([w["seconds"] for w in windows]),
+        "window_ok": all(w["window_ok"] for w in windows),
+        "samples_per_second": _median(sps), "samples_per_second_min": min(sps), "samples_per_second_max": max(sps),
+        "joules": _median([w["joules"] for w in windows]),
+        "joules_per_sample": _median(jps) if jps else None,
+        "joules_per_sample_min": min(jps) if jps else None, "joules_per_sample_max": max(jps) if jps else None,
+        "memory_increase_mib": _max([w["memory_increase_mib"] for w in windows]),
+        "energy_source": ctx.energy_source if ctx.energy_ok else "not measured",
+    })
+    if flops_per_sample:
+        row["tflops_achieved"] = 3 * flops_per_sample * row["samples_per_second"] / 1e12
+    if ds is not None:
+        row["test_accuracy_after"] = loop.accuracy(ds)
+    return row
+
+
+def _repeats(ctx: Context, configs: int, seconds_each: float) -> int:
+    """How many repeats fit: at most sizes.repeats, at least 1."""
+    per = configs * (seconds_each * 1.2 + ctx.sizes.warmup_s + 4 * ctx.sizes.calib_s)
+    return max(1, min(ctx.sizes.repeats, int(ctx.left() / max(per, 1e-6))))
+
+
+def _precisions(ctx: Context) -> list:
+    torch = ctx.torch
+    out = ["fp32"]
+    if ctx.device != "cuda" or torch.cuda.is_bf16_supported():
+        out.append("bf16")
+    out.append("fp16")
+    return out
+
+
+# --- experiments: one per lesson, each named as the lesson reads it ------------------------
+
+def exp_measurement_core(ctx: Context) -> None:
+    """Lesson 00: idle power, the counter against integrated instant power, the counter's update
+    period, and the PowerMonitor's overhead on a training loop."""
     from greenlab.energy import measure_idle
+    from greenlab.energy import nvml as _nvml
 
-    z = suite.sizes
-    torch = suite.torch
-    rows, notes = [], []
-    idle = measure_idle(z.idle_s, sources=suite.sources)
-    rows.append({"label": "idle power", "seconds": idle.seconds,
-                 "watts": idle.watts_by_component.get(suite.component),
-                 "energy_source": idle.sources.get(suite.component),
-                 "watts_all_components": idle.watts})
-    nvml, handle = suite.nvml, suite.handle
-    if nvml is None:
-        notes.append("NVML is not available here, so the energy counter checks were not run "
-                     f"({suite.gpu_state.get('nvml', 'no NVML')}).")
-        rows.append({"label": "counter vs instant power", "status": "not measured: no NVML"})
-        rows.append({"label": "counter update period", "status": "not measured: no NVML"})
+    z = ctx.sizes
+    idle = measure_idle(z.idle_s, sources=ctx.sources)
+    ctx.row({"label": "idle power", "seconds": idle.seconds,
+             "watts": idle.watts_by_component.get(ctx.component) if ctx.energy_ok else None,
+             "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"})
+    lib = _nvml.get_nvml() if ctx.device == "cuda" else None
+    handle = _nvml_handle(lib, ctx.torch) if lib is not None and lib.available else None
+    if handle is None:
+        why = "dry-run on the CPU" if ctx.dry_run else "no NVML handle for this GPU"
+        ctx.row({"label": "counter vs instant power", "status": f"not measured: {why}"})
+        ctx.row({"label": "counter update period", "status": f"not measured: {why}"})
     else:
-        instant = nvml.instant_power_watts(handle) is not None
-        read_power = (lambda: nvml.instant_power_watts(handle)) if instant else (lambda: nvml.power_watts(handle))
-        read_counter = lambda: nvml.energy_joules(handle)  # noqa: E731
-        with SteadyLoad(torch, suite.device, z.matmul_n):
-            time.sleep(min(1.0, z.steady_load_s / 4))  # let clocks and power settle
-            check = counter_vs_power(read_counter, read_power, z.steady_load_s, z.power_interval_s)
-            period = counter_update_period(read_counter, z.poll_s)
-        check.update({"label": "counter vs instant power",
-                      "power_reading": "NVML_FI_DEV_POWER_INSTANT" if instant
-                      else "nvmlDeviceGetPowerUsage (1 s average on Ampere+ other than A100)"})
-        rows.append(check)
-        rows.append({"label": "counter update period", **period})
+        instant = lib.instant_power_watts(handle) is not None
+        read_power = (lambda: lib.instant_power_watts(handle)) if instant else (lambda: lib.power_watts(handle))
+        with SteadyLoad(ctx.torch, ctx.device, z.matmul_n):
+            time.sleep(1.0)  # clocks and power settle
+            check = counter_vs_power(lambda: lib.energy_joules(handle), read_power, z.steady_load_s,
+                                     z.power_interval_s)
+            period = counter_update_period(lambda: lib.energy_joules(handle), z.poll_s)
+        ctx.row({"label": "counter vs instant power", **check,
+                 "power_reading": "NVML_FI_DEV_POWER_INSTANT" if instant
+                 else "nvmlDeviceGetPowerUsage (1 s average on Ampere+ other than A100)"})
+        ctx.row({"label": "counter update period", **period})
         if check.get("difference_pct") is not None:
-            suite.measured["counter_vs_power_pct"] = abs(check["difference_pct"])
-        notes.append("Steady load: repeated bf16 matrix products "
-                     f"({z.matmul_n}x{z.matmul_n}) in a background thread; power sampled every "
-                     f"{z.power_interval_s * 1000:g} ms and integrated with the trapezoid rule.")
-    overhead = monitor_overhead(suite, budget)
-    rows.append({"label": "PowerMonitor overhead (10 Hz)", **overhead})
+            ctx.measured["counter_vs_power_pct"] = abs(check["difference_pct"])
+        ctx.note(f"Steady load: repeated bf16 {z.matmul_n}x{z.matmul_n} matrix products in a background "
+                 f"thread; power sampled every {z.power_interval_s * 1000:g} ms, trapezoid rule.")
+    overhead = monitor_overhead(ctx)
+    ctx.row({"label": "PowerMonitor overhead (10 Hz)", **overhead})
     if overhead.get("overhead_pct_median") is not None:
-        suite.measured["monitor_overhead_pct"] = overhead["overhead_pct_median"]
-    notes.append("Monitor overhead: the same fixed training loop of the reference CNN with and without "
-                 "a PowerMonitor(hz=10) whose subscriber reads each sample (as a live meter does), "
-                 "alternating which runs first; the median of per-pair time ratios.")
-    return rows, notes
+        ctx.measured["monitor_overhead_pct"] = overhead["overhead_pct_median"]
+    ctx.note("Monitor overhead: the same fixed training loop of the reference CNN with and without a "
+             "PowerMonitor(hz=10) whose subscriber reads every sample, alternating which runs first; "
+             "the median of per-pair time ratios.")
 
 
-def precision_experiment(suite: Suite, budget, model_fn, ds, batch: int, model_name: str, targets: bool):
-    """fp32 (TF32 off/on), bf16, fp16 at one full batch, fixed steps, interleaved repeats."""
-    from greenlab.train import TrainConfig
+def exp_ddp_scaling(ctx: Context) -> None:
+    """Lesson 01: a real DistributedDataParallel run via torchrun, one worker per GPU."""
+    from greenlab import ddp, recipes
 
-    z = suite.sizes
-    on_cuda = suite.device == "cuda"
-    configs = [("fp32 TF32 off", "fp32", False), ("fp32 TF32 on", "fp32", True),
-               ("bf16", "bf16", False), ("fp16", "fp16", False)]
-    if on_cuda and not suite.torch.cuda.is_bf16_supported():
-        configs = [c for c in configs if c[1] != "bf16"]
-    base = TrainConfig(precision="fp32", batch_size=batch, lr=0.05, epochs=1000,
-                       target_accuracy=z.target_accuracy, stop_at_target=False, seed=0,
-                       channels_last=on_cuda, label="precision")
-    steps = suite.calibrate_steps(model_fn, ds, base, budget, tf32=False)
-    base = replace(base, max_steps=steps, eval_every=max(1, steps // z.evals_per_run))
-    for label, precision, tf32 in configs if z.warmup else ():  # cuDNN algorithm choice, allocator
-        suite.train(model_fn, ds, replace(base, precision=precision, max_steps=min(steps, z.calib_steps),
-                                          eval_every=None, target_accuracy=None, label="warm-up"),
-                    budget, tf32=tf32)
-    runs = {label: [] for label, _, _ in configs}
-    remaining = z.repeats * len(configs)
-    for rep in range(z.repeats):
-        order = configs[rep % len(configs):] + configs[:rep % len(configs)]
-        for label, precision, tf32 in order:
-            if budget.expired():
-                break
-            per_run = budget.left() / remaining
-            remaining -= 1
-            res = suite.train(model_fn, ds, replace(base, precision=precision, label=label), budget,
-                              tf32=tf32, per_run_s=max(per_run, 2 * z.run_seconds))
-            runs[label].append(res)
-    tf32_flags(suite.torch, False)
-    rows = [suite.row_from_runs(label, runs[label], {"precision": precision, "tf32": tf32, "batch_size": batch})
-            for label, precision, tf32 in configs]
-    base_row = rows[0]
-    for row in rows:
-        row["speedup_vs_fp32"] = _ratio(row.get("samples_per_second"), base_row.get("samples_per_second"))
-        jps, jps0 = row.get("joules_per_sample"), base_row.get("joules_per_sample")
+    z = ctx.sizes
+    torch = ctx.torch
+    gpus = torch.cuda.device_count() if ctx.device == "cuda" else 1
+    counts = [1] + ([2] if gpus >= 2 else [])
+    n_train, n_test = z.fmnist
+    model = {"name": "cnn", **recipes.REFERENCE_CNN, **({"width": 8} if ctx.dry_run else {})}
+    data = {"name": "fashion-mnist", "n_train": n_train, "n_test": n_test}
+    for n in counts:
+        if not ctx.enough_for(15 if not ctx.dry_run else 1):
+            break
+        res = ddp.run_ddp(n, data=data, model=model, per_worker_batch=z.ddp_per_worker_batch,
+                          epochs=z.ddp_epochs, device=ctx.device, timeout_s=max(10.0, ctx.left() - 2),
+                          label=f"{n} worker(s)")
+        energy = res.train_energy or {}
+        comps = energy.get("components") or {}
+        gpu_j = comps.get("gpu", {}).get("joules") if isinstance(comps.get("gpu"), dict) else None
+        ctx.row({"label": f"{n} worker(s)", "workers": n, "backend": res.backend, "device": res.device,
+                 "global_batch": res.global_batch, "steps": res.steps, "samples": res.samples,
+                 "train_seconds": res.train_seconds, "window_ok": res.train_seconds >= ctx.min_window_s,
+                 "samples_per_second": res.samples_per_second, "wall_seconds": res.wall_seconds,
+                 "train_joules_gpu": gpu_j if ctx.energy_ok else None,
+                 "train_joules_all_components": res.train_joules,
+                 "final_accuracy": res.final_accuracy, "energy_complete": res.energy_complete})
+    if gpus < 2:
+        ctx.note("This machine has one GPU: the one-worker DDP run is recorded (its overhead is "
+                 "DDP's wrapper and the launch); scaling to more GPUs was not measured here.")
+    ctx.note(f"greenlab.ddp.run_ddp via torchrun (NCCL on CUDA, gloo on the CPU); reference CNN, "
+             f"{n_train} training images, {z.ddp_epochs} epoch(s), batch {z.ddp_per_worker_batch} per "
+             "worker. train_joules_all_components also counts the CPU (a model estimate unless RAPL "
+             "is readable); train_joules_gpu is the GPU's NVML figure.")
+
+
+def _precision_experiment(ctx: Context, model_fn, ds, batch: int, what: str, targets: bool) -> None:
+    from greenlab.models import flops
+
+    precisions = _precisions(ctx)
+    model_flops = flops(model_fn(), ds.input_shape, batch_size=1).forward
+    repeats = _repeats(ctx, len(precisions), ctx.min_window_s * ctx.sizes.window_margin)
+    rows = {}
+    for precision in precisions:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
+            break
+        ctx.torch.manual_seed(0)
+        loop = StepLoop(ctx, model_fn(), ds, batch, precision)
+        label = {"fp32": "fp32 (PyTorch defaults)", "bf16": "bf16 autocast",
+                 "fp16": "fp16 autocast + GradScaler"}[precision]
+        row = throughput_row(ctx, label, loop, {"precision": precision, "batch_size": batch},
+                             repeats, flops_per_sample=model_flops, profile=True, ds=ds)
+        if precision == "fp16":
+            row["includes"] = "GradScaler's per-step inf check (a device-to-host sync each step)"
+        rows[precision] = ctx.row(row)
+        del loop
+        if ctx.device == "cuda":
+            ctx.torch.cuda.empty_cache()
+    base = rows.get("fp32", {})
+    for row in rows.values():
+        row["speedup_vs_fp32"] = _ratio(row.get("samples_per_second"), base.get("samples_per_second"))
+        jps, jps0 = row.get("joules_per_sample"), base.get("joules_per_sample")
         row["energy_saving_pct_vs_fp32"] = (100 * (1 - jps / jps0)) if (jps and jps0) else None
-    if targets:
-        bf = next((r for r in rows if r["label"] == "bf16"), None)
-        if bf is not None and bf.get("repeats", 0) >= 1 and base_row.get("repeats", 0) >= 1:
-            suite.measured["bf16_speedup"] = bf["speedup_vs_fp32"]
-            suite.measured["bf16_energy_saving_pct"] = bf["energy_saving_pct_vs_fp32"]
-    notes = [f"{model_name} ({_model_text(model_fn)}) on {ds.describe()}. Each run: {steps} optimizer "
-             f"steps at batch {batch} (calibrated so fp32 with TF32 off takes about {z.run_seconds:g} s), "
-             f"SGD lr 0.05, evaluated {z.evals_per_run} times on the test split (fp32 evaluation). "
-             f"{z.repeats} repeats, configurations interleaved with a rotating order after one warm-up "
-             "each; medians shown, min/max for throughput and energy per sample. "
-             "Energy per sample includes the evaluation passes. TF32 is set for matrix products and "
-             "cuDNN convolutions together; it is off for the bf16 and fp16 rows. "
-             + ("channels_last memory format. " if on_cuda else ""),
-             f"Dataset source: {ds.source}."]
-    return rows, notes
+    ctx._save("running")
+    if targets and "bf16" in rows and rows["bf16"].get("speedup_vs_fp32") is not None:
+        ctx.measured["bf16_speedup"] = rows["bf16"]["speedup_vs_fp32"]
+        if rows["bf16"].get("energy_saving_pct_vs_fp32") is not None:
+            ctx.measured["bf16_energy_saving_pct"] = rows["bf16"]["energy_saving_pct_vs_fp32"]
+    ctx.note(f"{what} ({_model_text(model_fn)}, {model_flops / 1e9:.3g} GFLOP forward per sample) on "
+             f"{ds.describe()}; batch {batch}; SGD lr 0.05 momentum 0.9; device-resident batches. "
+             "Per configuration: warm-up, a synchronised calibration of the step time, then "
+             f"{repeats} window(s) of at least {ctx.min_window_s:.2g} s; medians with min/max. "
+             "fp32 runs with PyTorch's default TF32 settings as found (cuDNN convolutions may use TF32). "
+             "tflops_achieved counts 3x the forward FLOPs per sample (forward + backward). "
+             "device_busy_fraction: GPU kernel time over wall time in a 3-step torch.profiler trace. "
+             "Test accuracy is measured after the windows. channels_last on CUDA.")
 
 
-def accumulation_experiment(suite: Suite, budget):
-    """Gradient accumulation (micro-batch x steps) against a true batch of the same size."""
-    from greenlab.train import TrainConfig
+def exp_mixed_precision(ctx: Context) -> None:
+    """Lesson 02: fp32 (defaults), bf16, fp16 on the reference CNN at a compute-bound size."""
+    ds = ctx.dataset("fashion-mnist", *ctx.sizes.throughput_n)
+    _precision_experiment(ctx, _cnn_fn(ctx), ds, ctx.sizes.cnn_batch, "Reference CNN", targets=True)
 
-    z = suite.sizes
-    ds = suite.dataset("fashion-mnist")
-    model_fn = suite.cnn_fn()
+
+def exp_mixed_precision_resnet(ctx: Context) -> None:
+    """Lesson 02: the same comparison on a ResNet-20 (CIFAR-shaped images)."""
+    ds = ctx.dataset("cifar10", *ctx.sizes.cifar)
+    _precision_experiment(ctx, _resnet_fn(ctx), ds, ctx.sizes.resnet_batch, "ResNet", targets=False)
+
+
+def exp_gradient_accumulation(ctx: Context) -> None:
+    """Lesson 03: accumulation (micro x k) against one true batch of the same size, and the
+    small batch alone; time, energy and the memory each adds."""
+    z = ctx.sizes
+    ds = ctx.dataset("fashion-mnist", *z.throughput_n)
     micro, k = z.accum
-    big = micro * k
-    base = TrainConfig(precision="fp32", batch_size=big, lr=0.05, epochs=1000,
-                       target_accuracy=z.target_accuracy, stop_at_target=False, seed=0, label="accum")
-    steps = suite.calibrate_steps(model_fn, ds, base, budget)
-    base = replace(base, max_steps=steps, eval_every=max(1, steps // z.evals_per_run))
-    configs = [(f"true batch {big}", big, 1), (f"accumulated {micro} x {k}", micro, k),
+    configs = [(f"true batch {micro * k}", micro * k, 1), (f"accumulated {micro} x {k}", micro, k),
                (f"small batch {micro}", micro, 1)]
-    for label, bs, acc in configs if z.warmup else ():
-        suite.train(model_fn, ds, replace(base, batch_size=bs, accum_steps=acc,
-                                          max_steps=min(steps, z.calib_steps), eval_every=None,
-                                          target_accuracy=None, label="warm-up"), budget)
-    runs = {c[0]: [] for c in configs}
-    for rep in range(z.repeats):
-        for label, bs, acc in configs[rep % 3:] + configs[:rep % 3]:
-            if budget.expired():
-                break
-            # the small-batch row takes the same number of optimizer steps (k times fewer samples)
-            runs[label].append(suite.train(model_fn, ds, replace(base, batch_size=bs, accum_steps=acc,
-                                                                 label=label), budget))
-    rows = [suite.row_from_runs(label, runs[label], {"batch_size": bs, "accum_steps": acc,
-                                                      "effective_batch": bs * acc})
-            for label, bs, acc in configs]
-    notes = [f"Reference CNN on {ds.describe()}; fp32 with TF32 off; {steps} optimizer steps per run, "
-             f"same lr 0.05; {z.repeats} repeats interleaved. Accumulation sums micro-batch losses "
-             "divided by the window's sample count, so its update equals the true batch's except "
-             "for batch-norm statistics (computed per micro-batch).", f"Dataset source: {ds.source}."]
-    return rows, notes
+    repeats = _repeats(ctx, len(configs), ctx.min_window_s * z.window_margin)
+    for label, bs, acc in configs:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
+            break
+        ctx.torch.manual_seed(0)
+        loop = StepLoop(ctx, _cnn_fn(ctx)(), ds, bs, "fp32", accum=acc)
+        ctx.row(throughput_row(ctx, label, loop, {"batch_size": bs, "accum_steps": acc,
+                                                  "effective_batch": bs * acc}, repeats))
+        del loop
+        if ctx.device == "cuda":
+            ctx.torch.cuda.empty_cache()
+    ctx.note(f"Reference CNN ({_model_text(_cnn_fn(ctx))}) on {ds.describe()}; fp32 with PyTorch's "
+             "defaults; each micro-batch loss divided by the accumulation steps. memory_increase_mib "
+             "is the peak allocated above what was resident (model, optimizer state, data) during the "
+             "window: activations and gradients, which accumulation shrinks.")
 
 
-def batch_sweep_experiment(suite: Suite, budget):
-    """Time and energy to a target accuracy across batch sizes (lr scaled by sqrt of batch)."""
-    from greenlab.train import TrainConfig
+def exp_batch_sweep(ctx: Context) -> None:
+    """Lesson 04: time and energy to a target accuracy across batch sizes (gl.train)."""
+    from greenlab.train import TrainConfig, train
 
-    z = suite.sizes
-    ds = suite.dataset("fashion-mnist")
-    model_fn = suite.cnn_fn()
-    precision = "bf16" if suite.device == "cuda" and suite.torch.cuda.is_bf16_supported() else "fp32"
+    z = ctx.sizes
+    torch = ctx.torch
+    ds = ctx.dataset("fashion-mnist", *z.fmnist)
+    precision = "bf16" if ctx.device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     base_lr, base_bs = 0.05, 128
-    if z.warmup:
-        suite.train(model_fn, ds, TrainConfig(precision=precision, batch_size=z.sweep_batches[0],
-                                              max_steps=z.calib_steps, label="warm-up"), budget)
-    runs = {bs: [] for bs in z.sweep_batches}
-    remaining = z.repeats * len(z.sweep_batches)
-    for rep in range(z.repeats):
-        for bs in z.sweep_batches:
-            if budget.expired():
-                break
-            per_run = budget.left() / remaining
-            remaining -= 1
-            steps_per_epoch = math.ceil(ds.n_train / bs)
-            cfg = TrainConfig(precision=precision, batch_size=bs, lr=base_lr * math.sqrt(bs / base_bs),
-                              epochs=z.sweep_max_epochs, target_accuracy=z.target_accuracy,
-                              stop_at_target=True, eval_every=max(1, steps_per_epoch // 4), seed=rep,
-                              label=f"batch {bs}")
-            runs[bs].append(suite.train(model_fn, ds, cfg, budget, per_run_s=per_run))
-    rows = [suite.row_from_runs(f"batch {bs}", runs[bs], {"batch_size": bs, "precision": precision,
-                                                          "lr": base_lr * math.sqrt(bs / base_bs)})
-            for bs in z.sweep_batches]
-    notes = [f"Reference CNN on {ds.describe()}; {precision}; target test accuracy "
-             f"{z.target_accuracy:g}, checked 4 times per epoch, at most {z.sweep_max_epochs} epochs; "
-             f"lr = {base_lr} x sqrt(batch / {base_bs}); seed = repeat index. Rows that never reached "
-             "the target have null time/energy to target (reached_target counts the repeats that did).",
-             f"Dataset source: {ds.source}."]
-    return rows, notes
+    for bs in z.sweep_batches:
+        if not ctx.enough_for(ctx.min_window_s * 1.6 + 3):
+            break
+        lr = base_lr * math.sqrt(bs / base_bs)
+        probe = StepLoop(ctx, _cnn_fn(ctx, lesson=True)(), ds, bs, precision, lr=lr)
+        steps, per_step = ctx.calibrate(probe.run)
+        del probe
+        cfg = TrainConfig(precision=precision, batch_size=bs, lr=lr, epochs=10**5, max_steps=steps,
+                          eval_every=max(1, steps // z.sweep_evals), target_accuracy=z.sweep_target,
+                          stop_at_target=False, seed=0, channels_last=ctx.device == "cuda",
+                          label=f"batch {bs}")
+        torch.manual_seed(0)
+        stop = threading.Event()
+        timer = threading.Timer(max(1.0, ctx.left() - 1), stop.set)
+        timer.start()
+        try:
+            res = train(_cnn_fn(ctx, lesson=True)(), ds, cfg, stop_event=stop, device=ctx.device, log=False,
+                        save=False, sources=ctx.sources)
+        finally:
+            timer.cancel()
+        dev_j = _device_joules(res, ctx)
+        ctx.row({"label": f"batch {bs}", "batch_size": bs, "lr": lr, "precision": precision,
+                 "status": res.status, "steps": res.steps, "samples": res.samples,
+                 "seconds": res.seconds, "window_ok": res.seconds >= ctx.min_window_s,
+                 "train_seconds": res.train_seconds, "samples_per_second": res.samples_per_second,
+                 "joules": dev_j, "final_accuracy": res.final_accuracy,
+                 "reached_target": res.seconds_to_target is not None,
+                 "seconds_to_target": res.seconds_to_target,
+                 "joules_to_target": res.joules_to_target if ctx.energy_ok else None,
+                 "evaluations": len(res.history),
+                 "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"})
+    ctx.note(f"Lesson 04's reference CNN ({_model_text(_cnn_fn(ctx, lesson=True))}) with gl.train on "
+             f"{ds.describe()}; {precision}; lr = {base_lr} x sqrt(batch / {base_bs}); target accuracy "
+             f"{z.sweep_target:g} on the validation split, checked {z.sweep_evals} times per run. Each "
+             f"run's length is calibrated to at least {ctx.min_window_s:.2g} s and does not stop at the "
+             "target, so its energy window is long enough; time and energy to target are read at the "
+             "first evaluation that reached it (evaluations run inside the window, as in the lesson; "
+             "joules_to_target then has the counter's resolution, one update period).")
 
 
-def loader_experiment(suite: Suite, budget):
-    """The device-resident loader against torch DataLoaders (workers, pinned memory)."""
-    from greenlab.train import TrainConfig
+def exp_architecture_search(ctx: Context) -> None:
+    """Lesson 05: candidate architectures' FLOPs against measured inference time and energy."""
+    from greenlab import models
+    from greenlab.models import count_params, flops
 
-    z = suite.sizes
-    ds = suite.dataset("fashion-mnist")
-    model_fn = suite.cnn_fn()
-    precision = "bf16" if suite.device == "cuda" and suite.torch.cuda.is_bf16_supported() else "fp32"
+    z = ctx.sizes
+    torch = ctx.torch
+    shape = (1, 28, 28)
+    x = torch.randn((z.infer_batch, *shape), device=ctx.device)
+    precision = "bf16" if ctx.device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    for family, opts in z.arch_candidates:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 1):
+            break
+        kw = dict(opts)
+        if family == "mlp":
+            kw["input_shape"] = shape
+        net = models.build(family, **kw).to(ctx.device).eval()
+        fwd = flops(net, shape, batch_size=1).forward
+        label = family + " " + ", ".join(f"{k}={v}" for k, v in opts.items())
+        row = _inference_row(ctx, label, net, x, precision)
+        row.update({"family": family, "params": count_params(net), "gflop_forward_per_sample": fwd / 1e9,
+                    "joules_per_gflop": (row["joules_per_sample"] / (fwd / 1e9))
+                    if row.get("joules_per_sample") and fwd else None})
+        ctx.row(row)
+    ctx.note(f"Inference on random 28x28 inputs, batch {z.infer_batch}, {precision} autocast, "
+             "inference_mode; one window per candidate of at least the shortest window after a "
+             "warm-up and a calibration. FLOPs from gl.flops (forward, per sample).")
+
+
+def _inference_row(ctx: Context, label: str, net, x, precision: str) -> dict:
+    torch = ctx.torch
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+
+    def run(n):
+        with torch.inference_mode(), torch.autocast(ctx.device, dtype=dtype, enabled=precision != "fp32"):
+            for _ in range(n):
+                net(x)
+
+    steps, per_step = ctx.calibrate(run)
+    w = ctx.window(label, lambda: run(steps))
+    samples = steps * x.shape[0]
+    return {"label": label, "precision": precision, "batches": steps, "window_seconds": w["seconds"],
+            "window_ok": w["window_ok"], **ctx.per_sample(w, samples),
+            "memory_increase_mib": w["memory_increase_mib"],
+            "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"}
+
+
+def exp_carbon(ctx: Context) -> None:
+    """Lesson 06: one measured training window turned into CO2e for several regions and PUEs."""
+    from greenlab import carbon
+
+    z = ctx.sizes
+    torch = ctx.torch
+    ds = ctx.dataset("fashion-mnist", *z.throughput_n)
+    precision = "bf16" if ctx.device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    loop = StepLoop(ctx, _cnn_fn(ctx)(), ds, z.cnn_batch, precision)
+    steps, _ = ctx.calibrate(loop.run)
+    w = ctx.window("carbon", lambda: loop.run(steps))
+    joules = w["joules"]
+    ctx.row({"label": "training window", "precision": precision, "steps": steps,
+             "window_seconds": w["seconds"], "window_ok": w["window_ok"], "joules": joules,
+             **ctx.per_sample(w, steps * loop.samples_per_step),
+             "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"})
+    samples = steps * loop.samples_per_step
+    for region in ("NOR", "FRA", "GBR", "USA", "DEU", "IND", "ZAF"):
+        try:
+            r = carbon.intensity(region)
+        except (KeyError, ValueError):
+            continue
+        for pue in sorted(ref.pue for ref in carbon.PUE_REFERENCES):
+            ctx.row({"label": f"{region} PUE {pue:g}", "region": region, "pue": pue,
+                     "g_co2e_per_kwh": r.g_per_kwh, "intensity_year": r.year,
+                     "g_co2e": carbon.co2e_g(joules, region=region, pue=pue) if joules is not None else None,
+                     "g_co2e_per_million_samples": (carbon.co2e_g(joules, region=region, pue=pue) * 1e6
+                                                    / samples)
+                     if joules is not None else None})
+    ctx.note("CO2e = measured GPU energy x PUE x the region's grid intensity from data/carbon_intensity.csv "
+             "(gl.carbon, cited there); only the energy is measured. PUEs: "
+             + "; ".join(f"{ref.pue:g} {ref.name} ({ref.year})" for ref in carbon.PUE_REFERENCES) + ".")
+
+
+def exp_compression(ctx: Context) -> None:
+    """Lesson 07: dense against pruned models, inference time and energy per sample."""
+    import copy
+
+    from greenlab import compress
+    from greenlab.models import count_params
+
+    z = ctx.sizes
+    torch = ctx.torch
+    shape = (1, 28, 28)
+    x = torch.randn((z.infer_batch, *shape), device=ctx.device)
+    dense = _cnn_fn(ctx)().to(ctx.device).eval()
+    variants = {"dense": dense}
+    variants["unstructured 50%"] = compress.prune_unstructured(copy.deepcopy(dense), 0.5)
+    variants["channels 50%"] = compress.prune_channels(copy.deepcopy(dense).cpu(), 0.5).to(ctx.device).eval()
+    base = None
+    for label, net in variants.items():
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 1):
+            break
+        row = _inference_row(ctx, label, net, x, "fp32")
+        row.update({"params": count_params(net), "sparsity": compress.sparsity(net),
+                    "model_size_mib": compress.model_size_bytes(net) / 2**20})
+        base = base or row
+        row["speedup_vs_dense"] = _ratio(row.get("samples_per_second"), base.get("samples_per_second"))
+        ctx.row(row)
+    ctx.row({"label": "int8 dynamic quantisation", "status": "not run on the GPU: torch.ao dynamic "
+             "quantisation has CPU kernels only (GPU int8 goes through other tools)"})
+    ctx.note(f"Reference CNN ({_model_text(_cnn_fn(ctx))}), fp32 inference (PyTorch defaults), batch "
+             f"{z.infer_batch}; gl.compress.prune_unstructured (zeros kept in dense tensors) and "
+             "prune_channels (a smaller dense model).")
+
+
+def exp_data_pipeline(ctx: Context) -> None:
+    """Lesson 08: the device-resident loader against DataLoaders (workers, pinned memory)."""
+    from greenlab.data import make_dataloader
+
+    z = ctx.sizes
+    torch = ctx.torch
+    ds = ctx.dataset("fashion-mnist", *z.fmnist)
+    precision = "bf16" if ctx.device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     w0, w1 = z.loader_workers
-    configs = [("device loader", dict(loader="device")),
-               (f"DataLoader workers={w0}", dict(loader="dataloader", num_workers=w0)),
-               (f"DataLoader workers={w0} pinned", dict(loader="dataloader", num_workers=w0, pin_memory=True)),
-               (f"DataLoader workers={w1} pinned", dict(loader="dataloader", num_workers=w1, pin_memory=True))]
-    steps = max(z.min_steps, min(z.max_steps, math.ceil(ds.n_train / z.loader_batch)))
-    base = TrainConfig(precision=precision, batch_size=z.loader_batch, lr=0.05, epochs=1000,
-                       max_steps=steps, seed=0, label="loader")
-    if z.warmup:
-        suite.train(model_fn, ds, replace(base, max_steps=z.calib_steps, label="warm-up"), budget)
-    runs = {c[0]: [] for c in configs}
-    remaining = z.repeats * len(configs)
-    for rep in range(z.repeats):
-        for label, opts in configs[rep % 4:] + configs[:rep % 4]:
-            if budget.expired():
-                break
-            per_run = budget.left() / remaining
-            remaining -= 1
-            runs[label].append(suite.train(model_fn, ds, replace(base, label=label, **opts), budget,
-                                           per_run_s=per_run))
-    rows = [suite.row_from_runs(label, runs[label], {"batch_size": z.loader_batch, **opts})
-            for label, opts in configs]
-    for row in rows:
-        row["speedup_vs_device_loader"] = _ratio(row.get("samples_per_second"), rows[0].get("samples_per_second"))
-    notes = [f"Reference CNN on {ds.describe()}; {precision}; {steps} steps (one epoch) per run at "
-             f"batch {z.loader_batch}; {z.repeats} repeats interleaved; DataLoader worker start-up is "
-             "inside each run (persistent_workers off), as in a lesson cell.", f"Dataset source: {ds.source}.",
-             f"CPU: {os.cpu_count()} logical cores."]
-    return rows, notes
+    configs = [("device loader", None), (f"DataLoader workers={w0}", dict(num_workers=w0)),
+               (f"DataLoader workers={w0} pinned", dict(num_workers=w0, pin_memory=True)),
+               (f"DataLoader workers={w1} pinned", dict(num_workers=w1, pin_memory=True))]
+    repeats = _repeats(ctx, len(configs), ctx.min_window_s * z.window_margin)
+    base = None
+    for label, opts in configs:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 3):
+            break
+        loader = None
+        if opts is not None:
+            loader = make_dataloader(ds, z.loader_batch, **opts, seed=0)
+        torch.manual_seed(0)
+        loop = StepLoop(ctx, _cnn_fn(ctx, lesson=True)(), ds, z.loader_batch, precision, loader=loader)
+        row = throughput_row(ctx, label, loop, {"batch_size": z.loader_batch, **(opts or {"loader": "device"})},
+                             repeats)
+        base = base or row
+        row["speedup_vs_device_loader"] = _ratio(row.get("samples_per_second"), base.get("samples_per_second"))
+        ctx.row(row)
+        del loop, loader
+    ctx.note(f"Lesson 08's reference CNN on {ds.describe()}; {precision}; batch {z.loader_batch}. Each "
+             "loader is greenlab.data.make_dataloader (persistent_workers off, as gl.train uses it), so "
+             "worker start-up at each new pass over the data falls inside the windows, as in a lesson. "
+             f"CPU: {os.cpu_count()} logical cores.")
 
 
-def capstone_experiment(suite: Suite, budget):
-    """The capstone's naive and green recipes (greenlab/recipes.py), to the same target."""
+def exp_capstone(ctx: Context) -> None:
+    """Lesson 09: the capstone's naive and green recipes (greenlab/recipes.py), to the same target."""
+    from dataclasses import replace
+
     from greenlab import recipes
-    from greenlab import data
+    from greenlab.train import train
 
-    z = suite.sizes
-    rows, notes, by_label = [], [], {}
+    z = ctx.sizes
+    torch = ctx.torch
+    plan = []
     for recipe in (recipes.naive_recipe, recipes.green_recipe):
-        model_fn, cfg, spec = recipe(device=suite.device)
+        model_fn, cfg, spec = recipe(device=ctx.device)
         if z.capstone_scale != 1.0:
             spec = {**spec, "n_train": max(64, int(spec["n_train"] * z.capstone_scale)),
                     "n_test": max(64, int(spec["n_test"] * z.capstone_scale))}
-            cfg = replace(cfg, target_accuracy=z.target_accuracy, eval_every=2, max_steps=z.max_steps)
-        if suite.sizes is DRY_SIZES:
-            model_fn = suite.cnn_fn()
-        key = (spec["name"], spec["n_train"], spec["n_test"])
-        if key not in suite.datasets:
-            suite.datasets[key] = data.load(**spec, verbose=False)
-        by_label[cfg.label] = (model_fn, cfg, suite.datasets[key])
-    runs = {label: [] for label in by_label}
-    remaining = z.capstone_repeats * len(by_label)
-    for rep in range(z.capstone_repeats):
-        for label, (model_fn, cfg, ds) in by_label.items():
-            if budget.expired():
-                break
-            per_run = budget.left() / remaining
-            remaining -= 1
-            runs[label].append(suite.train(model_fn, ds, cfg, budget, per_run_s=per_run))
-    for label, (model_fn, cfg, ds) in by_label.items():
-        rows.append(suite.row_from_runs(label, runs[label], {
-            "precision": cfg.precision, "batch_size": cfg.batch_size, "loader": cfg.loader,
-            "epochs_max": cfg.epochs, "target_accuracy": cfg.target_accuracy,
-            "stop_at_target": cfg.stop_at_target, "dataset_source": ds.source}))
+            cfg = replace(cfg, max_steps=z.max_steps, **_eval_every_steps(cfg, 2))
+            model_fn = _cnn_fn(ctx, lesson=True)
+        if z.capstone_target is not None:
+            cfg = replace(cfg, target_accuracy=z.capstone_target)
+        plan.append((model_fn, cfg, spec))
+    rows = []
+    for i, (model_fn, cfg, spec) in enumerate(plan):
+        share = ctx.left() / (len(plan) - i) - 1
+        if share < 3:
+            ctx.ran_out = True
+            break
+        ds = ctx.dataset(spec["name"], spec["n_train"], spec["n_test"])
+        stop = threading.Event()
+        timer = threading.Timer(share, stop.set)
+        timer.start()
+        torch.manual_seed(cfg.seed)
+        try:
+            res = train(model_fn(), ds, cfg, stop_event=stop, device=ctx.device, log=False, save=False,
+                        sources=ctx.sources)
+        finally:
+            timer.cancel()
+        rows.append(ctx.row({
+            "label": cfg.label, "status": res.status, "precision": cfg.precision, "batch_size": cfg.batch_size,
+            "loader": cfg.loader, "epochs_max": cfg.epochs, "target_accuracy": cfg.target_accuracy,
+            "stop_at_target": cfg.stop_at_target, "seconds": res.seconds,
+            "window_ok": res.seconds >= ctx.min_window_s, "joules": _device_joules(res, ctx),
+            "final_accuracy": res.final_accuracy, "reached_target": res.seconds_to_target is not None,
+            "seconds_to_target": res.seconds_to_target,
+            "joules_to_target": res.joules_to_target if ctx.energy_ok else None,
+            "to_target_window_ok": (res.seconds_to_target or 0) >= ctx.min_window_s
+            if res.seconds_to_target is not None else None,
+            "dataset_source": ds.source, "time_share_s": share,
+            "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"}))
     if len(rows) == 2:
         for key in ("joules_to_target", "seconds_to_target", "joules"):
             rows[1][f"{key}_ratio_green_over_naive"] = _ratio(rows[1].get(key), rows[0].get(key))
-    notes.append("Recipes from greenlab/recipes.py (naive_recipe, green_recipe): the naive one runs "
-                 "its fixed epochs and records when it passed the target; the green one stops there. "
-                 f"{z.capstone_repeats} repeat(s), alternating.")
-    return rows, notes
+        ctx._save("running")
+    ctx.note("Recipes from greenlab/recipes.py (naive_recipe, green_recipe) trained with gl.train: the "
+             "naive one runs its fixed epochs and records when it passed the target; the green one "
+             "stops there. A run stopped by its time share has status 'stopped'. One repeat each. "
+             "to_target_window_ok says whether the time to target was at least the shortest window.")
 
 
 # --- measurement-core checks (pure functions of readers; testable with fakes) -------------
@@ -776,54 +1365,38 @@ def paired_overhead(run_without, run_with, pairs: int) -> dict:
             "seconds_with_median": statistics.median(with_s)}
 
 
-def monitor_overhead(suite: Suite, budget) -> dict:
+def monitor_overhead(ctx: Context) -> dict:
     """PowerMonitor(hz=10) overhead on a fixed training loop of the reference CNN."""
     from greenlab.energy import PowerMonitor
 
-    torch = suite.torch
-    z = suite.sizes
-    ds = suite.dataset("fashion-mnist")
-    model = suite.cnn_fn()().to(suite.device)
-    if suite.device == "cuda":
-        model = model.to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    bs = min(suite.sizes.loader_batch, ds.n_train)
-    x = ds.train_x[:bs].to(suite.device)
-    y = ds.train_y[:bs].to(suite.device)
-    amp = suite.device == "cuda" and torch.cuda.is_bf16_supported()
+    z = ctx.sizes
+    ds = ctx.dataset("fashion-mnist", *z.throughput_n)
+    precision = "bf16" if ctx.device == "cuda" and ctx.torch.cuda.is_bf16_supported() else "fp32"
+    loop = StepLoop(ctx, _cnn_fn(ctx, lesson=True)(), ds, z.loader_batch, precision)
+    steps_per_window, per_step = ctx.calibrate(loop.run)
+    n = max(z.min_steps, min(z.max_steps, math.ceil(z.monitor_run_s / per_step)))
+    rates = []
 
-    def steps(n):
+    def timed():
+        ctx.sync()
         t0 = time.perf_counter()
-        for _ in range(n):
-            with torch.autocast(suite.device, dtype=torch.bfloat16, enabled=amp):
-                loss = torch.nn.functional.cross_entropy(model(x).float(), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        if suite.device == "cuda":
-            torch.cuda.synchronize()
+        loop.run(n)
+        ctx.sync()
         return time.perf_counter() - t0
 
-    steps(z.calib_steps)  # warm-up
-    t_one = max(steps(z.calib_steps) / z.calib_steps, 1e-6)
-    n = max(z.min_steps, min(z.max_steps, int(z.monitor_work_s / t_one)))
-    samples_seen = []
-
     def with_monitor():
-        mon = PowerMonitor(hz=10, window_s=120, sources=suite.sources)
+        mon = PowerMonitor(hz=10, window_s=120, sources=ctx.sources)
         seen = []
         mon.subscribe(lambda s: seen.append(s.total_watts))
         with mon:
-            dt = steps(n)
-        samples_seen.append(len(seen) / dt if dt > 0 else 0.0)
+            dt = timed()
+        rates.append(len(seen) / dt if dt > 0 else 0.0)
         return dt
 
-    one_run_s = max(steps(n), 1e-3)
-    pairs = max(1, min(z.monitor_pairs, int(budget.left() / (2.5 * one_run_s))))
-    result = paired_overhead(lambda: steps(n), with_monitor, pairs)
-    result.update({"steps_per_run": n, "batch_size": bs, "monitor_hz_achieved_median":
-                   statistics.median(samples_seen) if samples_seen else None,
-                   "precision": "bf16" if amp else "fp32"})
+    pairs = max(1, min(z.monitor_pairs, int(ctx.left() / (2.3 * n * per_step + 0.5))))
+    result = paired_overhead(timed, with_monitor, pairs)
+    result.update({"steps_per_run": n, "batch_size": z.loader_batch, "precision": precision,
+                   "monitor_hz_achieved_median": statistics.median(rates) if rates else None})
     return result
 
 
@@ -843,11 +1416,10 @@ class SteadyLoad:
         b = torch.randn(self.n, self.n, device=self.device, dtype=dtype)
         while not self._stop.is_set():
             for _ in range(8):
-                c = a @ b
+                a @ b
             if self.device == "cuda":
                 torch.cuda.synchronize()
             self.products += 8
-        del c
 
     def __enter__(self):
         self._thread.start()
@@ -861,27 +1433,27 @@ class SteadyLoad:
 
 # --- GPU state (read-only) ------------------------------------------------------------------
 
-def gpu_state_for(device: str):
-    """(Nvml or None, handle or None, flat dict of the GPU's state) for the current CUDA device.
-
-    Only NVML queries are used: nothing about the GPU is changed.
-    """
+def gpu_state(dry_run: bool) -> dict:
+    """The GPU's state and its energy counter's update period (idle poll), NVML queries only."""
     from greenlab.energy import nvml as _nvml
 
-    if device != "cuda":
-        return None, None, {"nvml": "not used (dry-run on the CPU)"}
+    if dry_run:
+        return {"nvml": "not used (dry-run on the CPU)"}
     lib = _nvml.get_nvml()
     if not lib.available:
-        return None, None, {"nvml": lib.reason}
-    import torch
-
+        return {"nvml": lib.reason}
     gpus = lib.visible_gpus()
-    cuda_index = torch.cuda.current_device()
-    match = [g for g in gpus if g.cuda_index == cuda_index]
-    if not match:
-        return None, None, {"nvml": f"no NVML device for CUDA device {cuda_index}"}
-    handle = lib.handle(match[0].nvml_index)
-    return lib, handle, read_gpu_state(lib, handle)
+    if not gpus or gpus[0].nvml_index is None:
+        return {"nvml": "no NVML device for CUDA device 0 (MIG or not visible)"}
+    handle = lib.handle(gpus[0].nvml_index)
+    state = read_gpu_state(lib, handle)
+    try:
+        period = counter_update_period(lambda: lib.energy_joules(handle), 1.0)
+        state["counter_update_period_ms"] = period["interval_ms_median"]
+    except Exception as exc:
+        state["counter_update_period_ms"] = None
+        state["counter_update_period_problem"] = f"{type(exc).__name__}: {exc}"
+    return state
 
 
 def read_gpu_state(lib, handle) -> dict:
@@ -917,107 +1489,99 @@ def read_gpu_state(lib, handle) -> dict:
     return state
 
 
-def tf32_flags(torch, enabled: bool) -> None:
-    """TF32 for matrix products and cuDNN convolutions together (process-wide torch flags)."""
-    torch.backends.cuda.matmul.allow_tf32 = bool(enabled)
-    torch.backends.cudnn.allow_tf32 = bool(enabled)
+def _nvml_handle(lib, torch):
+    match = [g for g in lib.visible_gpus() if g.cuda_index == torch.cuda.current_device()]
+    if not match or match[0].nvml_index is None:
+        return None
+    return lib.handle(match[0].nvml_index)
 
 
-# --- pytest ---------------------------------------------------------------------------------
+# --- lessons, pytest, unpacking -------------------------------------------------------------
 
-def run_gpu_pytest(dry_run: bool, timeout_s: float) -> dict:
-    """Run the GPU-only tests in a subprocess; outcome, exit code, last summary line, seconds."""
-    target = "tests/test_gpu.py" if dry_run else "tests/"
-    pytest_args = ["-m", "gpu", target, "-q", "-rs", "-p", "no:cacheprovider", "--continue-on-collection-errors"]
-    cmd = [sys.executable, "-m", "pytest", *pytest_args]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    shown = shlex.join(["python", "-m", "pytest"] + pytest_args)
-    _log("pytest: " + shown)
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                              timeout=max(5.0, timeout_s))
-    except subprocess.TimeoutExpired:
-        return {"outcome": "timeout", "exit_code": None, "summary": f"killed after {timeout_s:.0f} s",
-                "seconds": time.monotonic() - t0, "command": shown}
-    lines = [ln for ln in (proc.stdout + proc.stderr).strip().splitlines() if ln.strip()]
-    summary = next((ln.strip("= ") for ln in reversed(lines)
-                    if any(w in ln for w in ("passed", "failed", "skipped", "error", "no tests"))), "")
-    sys.stdout.write(proc.stdout[-3000:])
-    outcome = {0: "passed", 1: "failed", 5: "no tests collected"}.get(proc.returncode, "error")
-    if proc.returncode == 1 and " failed" not in summary and "error" in summary:
-        outcome = "passed, with collection errors in other test files"
-    return {"outcome": outcome, "exit_code": proc.returncode, "summary": summary[:300],
-            "seconds": time.monotonic() - t0, "command": shown}
+def select_lessons(spec: str, dry_run: bool) -> list:
+    """Lessons for ``--lessons``: "all", "none", instructor lesson numbers "00,03" or notebook
+    paths; the dry run's default is lesson 03 alone (a short one), the GPU run's every lesson."""
+    from greenlab.course import instructor_notebooks
+
+    found = instructor_notebooks(REPO_ROOT / "lessons")
+    if spec in (None, ""):
+        spec = "03" if dry_run else "all"
+    if spec == "none":
+        return []
+    if spec == "all":
+        return found
+    chosen, missing = [], []
+    for want in (w.strip() for w in spec.split(",") if w.strip()):
+        if want.endswith(".ipynb"):  # a notebook path
+            (chosen if Path(want).is_file() else missing).append(Path(want).resolve())
+            continue
+        match = [p for p in found if p.stem[:2] == want or p.stem == want]
+        chosen.extend(match) if match else missing.append(want)
+    if missing:
+        raise SystemExit(f"--lessons: no lesson {[str(m) for m in missing]}; have {[p.stem for p in found]}")
+    return chosen
+
+
+def gpu_test_files() -> list:
+    """Test files that hold ``gpu``-marked tests (pytest then runs only those)."""
+    return sorted(p for p in (REPO_ROOT / "tests").glob("test_*.py")
+                  if "pytest.mark.gpu" in p.read_text(encoding="utf-8", errors="replace"))
+
+
+def unpack(bundle_path, into, allow_dry_run: bool = False) -> int:
+    """Write each record of a bundle as ``<gpu-slug>_<date>_<experiment>.json`` in ``into``,
+    after checking it against the reference schema. Dry-run records are refused unless allowed."""
+    from greenlab import reference
+
+    bundle = _read_json(Path(bundle_path))
+    if not bundle or bundle.get("bundle_version") != BUNDLE_VERSION or not isinstance(bundle.get("records"), list):
+        print(f"error: {bundle_path} is not a gpu_suite bundle (version {BUNDLE_VERSION})", file=sys.stderr)
+        return 2
+    folder = Path(into)
+    records = bundle["records"]
+    dry = [r.get("experiment") for r in records if r.get("gpu") == DRY_RUN_GPU]
+    if dry and not allow_dry_run:
+        print(f"error: {bundle_path} holds dry-run records ({DRY_RUN_MARK}); they are not references. "
+              "Nothing was written (--allow-dry-run writes them anyway, e.g. for a test).", file=sys.stderr)
+        return 2
+    problems = []
+    for record in records:
+        try:
+            reference.from_dict(record, f"{bundle_path}: {record.get('experiment')}")
+        except reference.ReferenceRunError as exc:
+            problems.append(str(exc))
+    if problems:
+        print("error: records that do not match the reference schema; nothing was written:\n"
+              + "\n".join(problems), file=sys.stderr)
+        return 2
+    folder.mkdir(parents=True, exist_ok=True)
+    for record in records:
+        path = folder / f"{reference.gpu_slug(record['gpu'])}_{record['date']}_{record['experiment']}.json"
+        write_json(path, record)
+        reference.load_file(path)
+        print(f"wrote {path}")
+    return 0
 
 
 # --- helpers --------------------------------------------------------------------------------
 
-class Budget:
-    """A time cap for one experiment, never past the suite's global deadline (monotonic s)."""
-
-    def __init__(self, seconds: float, deadline: float, clock=time.monotonic):
-        self.clock = clock
-        self.start = clock()
-        self.end = min(self.start + seconds, deadline)
-        self.seconds = self.end - self.start
-        self.ran_out = False
-
-    def left(self) -> float:
-        return max(0.0, self.end - self.clock())
-
-    def expired(self) -> bool:
-        if self.clock() >= self.end:
-            self.ran_out = True
-        return self.ran_out
-
-    def watch(self, per_run_s: float | None = None) -> "_Watch":
-        """Context manager giving a threading.Event set when this budget (or ``per_run_s``) ends."""
-        left = self.left()
-        if per_run_s is not None:
-            left = min(left, per_run_s)
-        return _Watch(self, max(0.0, left))
-
-
-class _Watch:
-    def __init__(self, budget: Budget, seconds: float):
-        self.budget = budget
-        self.event = threading.Event()
-        self.timer = threading.Timer(seconds, self._fire)
-        self.timer.daemon = True
-
-    def _fire(self):
-        self.event.set()
-
-    def __enter__(self):
-        if self.budget.left() <= 0:
-            self.event.set()
-        self.timer.start()
-        return self.event
-
-    def __exit__(self, *exc):
-        self.timer.cancel()
-        self.budget.expired()  # a per-run stop alone does not mark the experiment partial
-        return False
-
-
 def preflight() -> dict:
-    """Versions of the packages the suite relies on (or "missing")."""
+    """Versions of the packages the suite can use (or "missing"), without importing them."""
+    from importlib import metadata
+
     out = {}
-    for name, module in (("torch", "torch"), ("nvidia_ml_py", "pynvml"), ("psutil", "psutil"),
-                         ("numpy", "numpy"), ("tqdm", "tqdm"), ("pytest", "pytest")):
+    for name, module in (("torch", "torch"), ("numpy", "numpy"), ("nvidia-ml-py", "pynvml"),
+                         ("matplotlib", "matplotlib"), ("psutil", "psutil"), ("tqdm", "tqdm"),
+                         ("pytest", "pytest"), ("torchvision", "torchvision"), ("IPython", "IPython"),
+                         ("ipywidgets", "ipywidgets")):
+        if importlib.util.find_spec(module) is None:
+            out[name] = "missing"
+            continue
         try:
-            mod = __import__(module)
-            out[name] = str(getattr(mod, "__version__", "present"))
-        except Exception as exc:
-            out[name] = f"missing ({type(exc).__name__})"
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "present"
     return out
-
-
-def device_joules(res, component: str):
-    comp = getattr(res.energy, "components", {}).get(component)
-    return comp.joules if comp is not None else None
 
 
 def judge(value, op: str, threshold: float) -> str:
@@ -1041,42 +1605,136 @@ def percentile(values, pct: float):
 
 def write_json(path: Path, record: dict) -> None:
     """Write ``record`` as JSON (NaN/inf stored as null) through a temporary file."""
-    import json
-
-    tmp = path.with_suffix(".json.tmp")
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(_finite(record), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 
+def _read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def _parse_args(argv):
     p = argparse.ArgumentParser(prog="gpu_suite.py", description=__doc__.split("\n")[0])
-    p.add_argument("--out", required=True, help="folder for the JSON records (created)")
+    p.add_argument("--out", help="folder for gpu_suite_records.json and gpu_suite_log.txt (created)")
+    p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                   help=f"total wall-time budget in seconds (default {DEFAULT_BUDGET_S:g})")
     p.add_argument("--only", default="", help=f"comma-separated experiments: {', '.join(EXPERIMENTS)}")
-    p.add_argument("--minutes", type=float, default=8.0, help="total time budget (default 8)")
+    p.add_argument("--lessons", default="", help="instructor lessons to run headless: all, none or "
+                   "numbers such as 00,03 (default: all; the dry run: 03)")
     p.add_argument("--dry-run", action="store_true",
-                   help="run every experiment on the CPU with tiny sizes (not a reference)")
+                   help="run everything on the CPU with tiny sizes (not a reference)")
+    p.add_argument("--unpack", help="a gpu_suite_records.json to write out as reference-run files")
+    p.add_argument("--into", default=str(REPO_ROOT / "data" / "reference_runs"),
+                   help="folder for --unpack (default data/reference_runs)")
+    p.add_argument("--allow-dry-run", action="store_true", help="let --unpack write dry-run records")
+    p.add_argument("--hang", default="", help="rehearse the watchdog: this experiment hangs after one row")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--part", help=argparse.SUPPRESS)
+    p.add_argument("--cap-s", default="60", help=argparse.SUPPRESS)
+    p.add_argument("--min-window-s", type=float, default=MIN_WINDOW_S, help=argparse.SUPPRESS)
+    p.add_argument("--cache", help=argparse.SUPPRESS)
     raw = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(raw)
     args.raw = raw
+    if args.unpack:
+        return args
+    if args.worker:
+        args.worker = args.worker.split(",")
+        args.cap_s = [float(c) for c in str(args.cap_s).split(",")]
+        if [w for w in args.worker if w not in EXPERIMENTS] or len(args.cap_s) != len(args.worker):
+            p.error(f"--worker takes known experiments with one --cap-s each, got {args.worker} {args.cap_s}")
+    if not args.out:
+        p.error("--out is required (a folder for the records and the log)")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in only if s not in EXPERIMENTS]
     if unknown:
         p.error(f"unknown experiment(s) {unknown}; allowed: {', '.join(EXPERIMENTS)}")
     args.only = set(only)
-    if not (math.isfinite(args.minutes) and args.minutes > 0):
-        p.error(f"--minutes must be a positive number, got {args.minutes}")
+    if not (math.isfinite(args.budget_s) and 60 <= args.budget_s <= 3600):
+        p.error(f"--budget-s must be between 60 and 3600 seconds, got {args.budget_s}")
     return args
 
 
+def _child_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _kill_group(proc) -> None:
+    """End a watched subprocess and everything it started (its own process group)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _cnn_fn(ctx: Context, lesson: bool = False):
+    """The reference CNN: the lessons' width (``lesson=True``) or the suite's compute-bound width."""
+    from greenlab import models, recipes
+
+    opts = {**recipes.REFERENCE_CNN, **({} if lesson else ctx.sizes.cnn)}
+    if ctx.dry_run:
+        opts.update(ctx.sizes.cnn)
+    return lambda: models.build("cnn", in_channels=1, **opts)
+
+
+def _resnet_fn(ctx: Context):
+    from greenlab import models, recipes
+
+    opts = {**recipes.REFERENCE_RESNET, **ctx.sizes.resnet}
+    return lambda: models.build("resnet", in_channels=3, **opts)
+
+
+def _eval_every_steps(cfg, steps: int) -> dict:
+    """TrainConfig changes for an evaluation every ``steps`` optimizer steps (clearing a
+    samples-based schedule where the config has one)."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(cfg)}
+    change = {"eval_every": steps}
+    if "eval_every_samples" in names:
+        change["eval_every_samples"] = None
+    return change
+
+
+def _has_conv(model) -> bool:
+    import torch
+
+    return any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+
+
+def _device_joules(res, ctx: Context):
+    if not ctx.energy_ok:
+        return None
+    comp = getattr(res.energy, "components", {}).get(ctx.component)
+    return comp.joules if comp is not None else None
+
+
 def _units_for(rows) -> dict:
-    units = {"seconds": "s", "train_seconds": "s", "seconds_to_target": "s", "joules": "J",
-             "joules_all_components": "J", "joules_to_target": "J", "joules_per_sample": "J",
-             "joules_per_sample_min": "J", "joules_per_sample_max": "J", "watts": "W",
-             "watts_all_components": "W", "mean_watts": "W", "counter_joules": "J",
-             "integrated_joules": "J", "peak_memory_mib": "MiB", "samples_per_second": "1/s",
+    units = {"seconds": "s", "train_seconds": "s", "window_seconds": "s", "seconds_to_target": "s",
+             "wall_seconds": "s", "joules": "J", "joules_to_target": "J", "joules_per_sample": "J",
+             "joules_per_sample_min": "J", "joules_per_sample_max": "J", "train_joules_gpu": "J",
+             "train_joules_all_components": "J", "watts": "W", "mean_watts": "W", "counter_joules": "J",
+             "integrated_joules": "J", "memory_increase_mib": "MiB", "samples_per_second": "1/s",
              "difference_pct": "%", "overhead_pct_median": "%", "interval_ms_median": "ms",
-             "interval_ms_p90": "ms", "read_microseconds": "us", "power_limit_w": "W",
-             "energy_saving_pct_vs_fp32": "%"}
+             "interval_ms_p90": "ms", "read_microseconds": "us", "calibrated_step_ms": "ms",
+             "energy_saving_pct_vs_fp32": "%", "tflops_achieved": "TFLOP/s", "g_co2e": "g",
+             "g_co2e_per_million_samples": "g", "g_co2e_per_kwh": "g/kWh", "model_size_mib": "MiB",
+             "joules_per_gflop": "J/GFLOP", "gflop_forward_per_sample": "GFLOP",
+             "profile_wall_s": "s", "profile_cpu_op_s": "s", "profile_device_kernel_s": "s"}
     present = {k for r in rows for k in r}
     return {k: v for k, v in units.items() if k in present}
 
@@ -1116,11 +1774,6 @@ def _median(values):
     return statistics.median(vals) if vals else None
 
 
-def _min(values):
-    vals = [v for v in values if v is not None]
-    return min(vals) if vals else None
-
-
 def _max(values):
     vals = [v for v in values if v is not None]
     return max(vals) if vals else None
@@ -1147,10 +1800,6 @@ def _compute_mode(m, value) -> str:
         if getattr(m, "NVML_COMPUTEMODE_" + name, None) == value:
             return name.lower()
     return str(value)
-
-
-def _log(text: str) -> None:
-    print(text, flush=True)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ OPTIONAL_FIELDS = {
 ENERGY_SOURCES = ("nvml-counter", "nvml-power", "rapl", "estimate")
 _FILE_RE = re.compile(r"^(?P<gpu>[a-z0-9]+(?:-[a-z0-9]+)*)_(?P<date>\d{4}-\d{2}-\d{2})_(?P<experiment>[a-z0-9][a-z0-9_-]*)\.json$")
 _EXPERIMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_READ_CALL_RE = re.compile(r"""reference\.(?:show|load|table)\(\s*["']([a-z0-9][a-z0-9_-]*)["']""")
 
 
 class ReferenceRunError(ValueError):
@@ -212,6 +213,31 @@ def table(experiment: str, folder: str | os.PathLike | None = None) -> Reference
 def show(experiment: str, folder: str | os.PathLike | None = None) -> None:
     """Print the recorded runs of ``experiment``, labelled with GPU and date, or say there are none."""
     print(table(experiment, folder).text())
+
+
+def lesson_experiments(lessons_folder: str | os.PathLike | None = None) -> dict[str, list[str]]:
+    """The experiment names each instructor lesson reads, from its code cells'
+    ``gl.reference.show("...")`` / ``load`` / ``table`` calls: ``{"02_mixed_precision": [...]}``.
+
+    ``benchmarks/gpu_suite.py`` must record every one of them (a test checks that it does).
+    """
+    from greenlab.config import lessons_dir
+
+    folder = Path(lessons_folder) if lessons_folder is not None else lessons_dir()
+    out: dict[str, list[str]] = {}
+    for path in sorted((folder / "instructor").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        names: list[str] = []
+        for cell in nb.get("cells", []):
+            if cell.get("cell_type") != "code":
+                continue
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else source
+            for name in _READ_CALL_RE.findall(source):
+                if name not in names:
+                    names.append(name)
+        out[path.stem] = names
+    return out
 
 
 def validate_folder(folder: str | os.PathLike | None = None) -> list[ReferenceRun]:

@@ -2,6 +2,7 @@
 and a full dry run whose files must match greenlab.reference's schema."""
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -49,6 +50,13 @@ def test_unknown_experiment_is_refused_with_the_allowed_names(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "warp_drive" in err and "mixed_precision" in err
+
+
+@pytest.mark.parametrize("budget", ["10", "nan", "99999"])
+def test_budget_outside_its_range_is_refused(tmp_path, capsys, budget):
+    with pytest.raises(SystemExit):
+        gs.main(["--out", str(tmp_path), "--budget-s", budget])
+    assert "--budget-s must be between 60 and 3600" in capsys.readouterr().err
 
 
 # --- read-only audit -----------------------------------------------------------------------
@@ -202,7 +210,7 @@ def test_paired_overhead_alternates_order_and_takes_the_median():
         gs.paired_overhead(without, with_, 0)
 
 
-def test_percentile_judge_and_budget():
+def test_percentile_and_judge():
     assert gs.percentile([], 90) is None
     assert gs.percentile([10, 20, 30, 40, 50], 50) == 30
     assert gs.percentile([0, 100], 90) == pytest.approx(90)
@@ -210,13 +218,6 @@ def test_percentile_judge_and_budget():
     assert gs.judge(0.5, "<", 1.0) == "pass"
     assert gs.judge(1.5, "<", 1.0) == "fail"
     assert gs.judge(None, "<", 1.0) == "not measured"
-    budget = gs.Budget(0.05, deadline=time.monotonic() + 100)
-    with budget.watch() as stop:
-        assert isinstance(stop, threading.Event)
-        assert stop.wait(2.0)
-    assert budget.expired() and budget.ran_out
-    # the global deadline wins over a longer experiment cap
-    assert gs.Budget(60, deadline=time.monotonic() + 1).seconds <= 1.0
 
 
 def test_write_json_stores_non_finite_numbers_as_null(tmp_path):
@@ -243,60 +244,119 @@ def test_recipes_return_model_fn_config_and_data_spec():
         recipes.green_recipe(device="tpu")
 
 
-# --- the dry run ---------------------------------------------------------------------------
+# --- time plan, calibration, lessons, pytest target ------------------------------------------
 
-@pytest.fixture(scope="module")
-def dry_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gpu_suite_dry")
-    t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run"],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
-    return SimpleNamespace(out=out, proc=proc, seconds=time.monotonic() - t0)
+def test_default_plan_fits_the_device_budget_with_room_for_lessons_and_pytest():
+    total = sum(s for _, s in gs.EXPERIMENTS.values()) + gs.LESSONS_SECONDS + gs.PYTEST_SECONDS \
+        + gs.OVERHEAD_SECONDS
+    assert total <= gs.DEFAULT_BUDGET_S <= 540
+    assert gs.experiment_names() == tuple(gs.EXPERIMENTS)
 
 
-def test_dry_run_writes_at_most_8_valid_reference_files(dry_run):
-    assert dry_run.proc.returncode == 0, dry_run.proc.stdout[-3000:] + dry_run.proc.stderr[-3000:]
-    files = sorted(dry_run.out.iterdir())
-    assert 1 <= len(files) <= 8
-    names = {reference.load_file(p).experiment for p in files}  # validates name + schema
-    assert names == set(gs.EXPERIMENTS) | {gs.SUMMARY}
-    assert not [p for p in files if p.suffix != ".json"]
+def _ctx(tmp_path, min_window_s=0.25):
+    args = SimpleNamespace(dry_run=True, min_window_s=min_window_s, part=str(tmp_path), cache=None)
+    return gs.Context(args, "carbon", 60.0)
 
 
-def test_every_dry_run_record_and_row_says_it_is_not_a_reference(dry_run):
-    for path in dry_run.out.iterdir():
-        run = reference.load_file(path)
-        assert run.gpu == gs.DRY_RUN_GPU
-        assert path.name.startswith(reference.gpu_slug(gs.DRY_RUN_GPU) + "_")
-        assert gs.DRY_RUN_MARK in run.notes
-        assert all(row["run"] == gs.DRY_RUN_MARK for row in run.results)
+def test_calibration_warms_up_then_syncs_around_every_timing_and_sizes_the_window(tmp_path):
+    ctx = _ctx(tmp_path)
+    events = []
+    ctx.sync = lambda: events.append("sync")
+
+    def run(n):  # 10 ms per step, never faster
+        events.append(("run", n))
+        time.sleep(0.01 * n)
+
+    steps, per_step = ctx.calibrate(run)
+    assert per_step == pytest.approx(0.01, rel=0.5)
+    # enough steps for the shortest window with its margin, from the measured step time
+    assert steps * 0.01 >= ctx.min_window_s and steps == math.ceil(0.25 * 1.2 / per_step)
+    runs = [i for i, e in enumerate(events) if e != "sync"]
+    assert all(events[i - 1] == "sync" and events[i + 1] == "sync" for i in runs)
+    timed = [e[1] for e in events if e != "sync"]
+    assert timed[-1] > 1 and timed[-2:] == sorted(timed[-2:])  # doubling until calib_s is reached
+    start = time.perf_counter()
+    w = ctx.window("w", lambda: run(steps))
+    assert w["window_ok"] and w["seconds"] >= ctx.min_window_s
+    assert time.perf_counter() - start >= ctx.min_window_s
 
 
-def test_dry_run_exercised_every_experiment_and_recorded_pytest(dry_run):
-    summary = [reference.load_file(p) for p in dry_run.out.iterdir()
-               if reference.load_file(p).experiment == gs.SUMMARY][0]
-    rows = {r["label"]: r for r in summary.results}
-    for name in gs.EXPERIMENTS:
-        assert rows[name]["status"] in ("ok", "partial: time cap reached"), rows[name]
-    assert rows["pytest -m gpu"]["exit_code"] == 0  # every GPU test is skipped on the CPU
-    assert "skipped" in rows["pytest -m gpu"]["summary"]
-    targets = [r for r in summary.results if r["label"].startswith("target: ")]
-    assert len(targets) == len(gs.TARGETS)
-    assert all(r["result"] in ("pass", "fail", "not measured") for r in targets)
-    precision = [reference.load_file(p) for p in dry_run.out.iterdir()
-                 if reference.load_file(p).experiment == "mixed_precision"][0]
-    labels = [r["label"] for r in precision.results]
-    assert labels == ["fp32 TF32 off", "fp32 TF32 on", "bf16", "fp16"]
-    assert all(r["samples"] and r["joules"] is not None for r in precision.results)
-    assert precision.energy_source == "estimate"
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the short-window warning itself is expected
+def test_a_short_window_is_flagged_not_hidden(tmp_path):
+    ctx = _ctx(tmp_path, min_window_s=5.0)
+    w = ctx.window("short", lambda: time.sleep(0.05))
+    assert w["window_ok"] is False and w["seconds"] < 5.0
 
 
-def test_dry_run_prints_the_summary_table_last(dry_run):
-    out = dry_run.proc.stdout.rstrip().splitlines()
-    start = max(i for i, line in enumerate(out) if line.startswith("gpu_suite summary"))
-    assert out[-1].startswith("total ")
-    tail = "\n".join(out[start:])
-    for name in gs.EXPERIMENTS:
-        assert name in tail
-    assert "pytest -m gpu" in tail
-    print(f"dry run took {dry_run.seconds:.1f} s")
+def test_rows_are_saved_as_they_finish_so_a_killed_worker_keeps_them(tmp_path):
+    ctx = _ctx(tmp_path)
+    ctx.row({"label": "first", "joules": 1.5})
+    saved = json.loads((tmp_path / "carbon.json").read_text(encoding="utf-8"))
+    assert saved["status"] == "running" and saved["rows"] == [{"label": "first", "joules": 1.5}]
+    assert "allow_tf32" in saved["torch_tf32"]  # TF32 settings recorded as found
+
+
+def test_select_lessons_and_the_gpu_test_files():
+    every = gs.select_lessons("all", dry_run=False)
+    assert [p.stem[:2] for p in every] == [f"{i:02d}" for i in range(10)]
+    assert gs.select_lessons("", dry_run=False) == every
+    assert [p.stem for p in gs.select_lessons("", dry_run=True)] == ["03_gradient_accumulation"]
+    assert [p.stem[:2] for p in gs.select_lessons("06,00", dry_run=False)] == ["06", "00"]  # as asked
+    assert gs.select_lessons("none", dry_run=False) == []
+    with pytest.raises(SystemExit, match="no lesson"):
+        gs.select_lessons("42", dry_run=False)
+    files = gs.gpu_test_files()
+    assert ROOT / "tests" / "test_gpu.py" in files
+    assert all("pytest.mark.gpu" in f.read_text(encoding="utf-8") for f in files)
+
+
+# --- unpacking records into data/reference_runs ---------------------------------------------
+
+def _bundle(tmp_path, gpu="NVIDIA H200", **change):
+    record = {"schema_version": 1, "experiment": "carbon", "date": "2026-05-01", "gpu": gpu,
+              "driver": "d", "cuda": "c", "torch": "t", "command": "python benchmarks/gpu_suite.py",
+              "results": [{"label": "x", "joules": None}], **change}
+    path = tmp_path / gs.BUNDLE
+    gs.write_json(path, {"bundle_version": gs.BUNDLE_VERSION, "records": [record]})
+    return path
+
+
+def test_unpack_writes_one_reference_file_per_record(tmp_path, capsys):
+    into = tmp_path / "runs"
+    assert gs.main(["--unpack", str(_bundle(tmp_path)), "--into", str(into)]) == 0
+    run = reference.load_file(into / "nvidia-h200_2026-05-01_carbon.json")
+    assert run.experiment == "carbon" and run.gpu == "NVIDIA H200"
+
+
+def test_unpack_refuses_dry_run_records_and_bad_schema_and_writes_nothing(tmp_path, capsys):
+    into = tmp_path / "runs"
+    assert gs.main(["--unpack", str(_bundle(tmp_path, gpu=gs.DRY_RUN_GPU)), "--into", str(into)]) == 2
+    assert "dry-run" in capsys.readouterr().err and not into.exists()
+    assert gs.main(["--unpack", str(_bundle(tmp_path, gpu=gs.DRY_RUN_GPU)), "--into", str(into),
+                    "--allow-dry-run"]) == 0
+    assert gs.main(["--unpack", str(_bundle(tmp_path, experiment="Bad Name")), "--into",
+                    str(tmp_path / "other")]) == 2
+    assert "reference schema" in capsys.readouterr().err and not (tmp_path / "other").exists()
+
+
+# --- the watchdog ---------------------------------------------------------------------------
+
+def test_a_hung_experiment_is_killed_keeping_its_rows_the_others_and_the_summary(tmp_path):
+    from minimal_env import hidden_env
+
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
+                           "--only", "carbon,compression", "--hang", "carbon", "--lessons", "none",
+                           "--budget-s", "60"], cwd=ROOT, env=hidden_env(tmp_path / "site"),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    bundle = json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))
+    records = {r["experiment"]: r for r in bundle["records"]}
+    assert set(records) == {"carbon", "compression", gs.SUMMARY}
+    assert [r["label"] for r in records["carbon"]["results"]] == ["before the hang"]
+    summary = {r["label"]: r for r in records[gs.SUMMARY]["results"]}
+    assert summary["carbon"]["status"].startswith("killed by the watchdog after")
+    assert "1 finished row(s) kept" in summary["carbon"]["status"]
+    assert summary["compression"]["status"] == "ok"  # ran in a fresh worker after the kill
+    assert summary["pytest -m gpu"]["outcome"] == "not run"
+    assert (out / gs.LOG).read_text(encoding="utf-8").count("killed by the watchdog") >= 1

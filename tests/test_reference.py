@@ -179,3 +179,39 @@ def test_readme_format_example_is_valid():
 def test_recorded_runs_in_the_repository_are_valid():
     for run in reference.validate_folder(REPO / "data" / "reference_runs"):
         assert run.path is not None
+
+
+# --- which experiments the lessons read, and that the GPU suite records each one ------------
+
+def _nb(cells):
+    return {"cells": [{"cell_type": t, "metadata": {}, "source": s} for t, s in cells],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_lesson_experiments_reads_show_load_and_table_calls_in_code_cells(tmp_path):
+    inst = tmp_path / "instructor"
+    inst.mkdir()
+    (inst / "00_a.ipynb").write_text(json.dumps(_nb([
+        ("markdown", 'gl.reference.show("in_markdown_only")'),
+        ("code", ['gl.reference.show("first")\n', "runs = gl.reference.load('second')\n"]),
+        ("code", 'gl.reference.table( "first" )\nreference.show("third-x")'),
+    ])), encoding="utf-8")
+    (inst / "01_b.ipynb").write_text(json.dumps(_nb([("code", "print(1)")])), encoding="utf-8")
+    assert reference.lesson_experiments(tmp_path) == {"00_a": ["first", "second", "third-x"], "01_b": []}
+
+
+def test_every_lesson_reads_a_run_the_gpu_suite_records_under_the_same_name():
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from benchmarks import gpu_suite
+
+    read = reference.lesson_experiments(REPO / "lessons")
+    assert len(read) == 10 and all(read.values()), read  # lessons 00-09, each reads at least one
+    suite = gpu_suite.experiment_names()
+    missing = {lesson: [n for n in names if n not in suite] for lesson, names in read.items()}
+    assert not any(missing.values()), f"the GPU suite records none of {missing}"
+    read_anywhere = {n for names in read.values() for n in names}
+    assert set(suite) == read_anywhere, f"suite experiments no lesson reads: {set(suite) - read_anywhere}"
+    for lesson, names in read.items():  # the suite names the lesson each experiment is for
+        assert all(gpu_suite.EXPERIMENTS[n][0] == lesson[:2] for n in names), (lesson, names)

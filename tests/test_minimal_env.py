@@ -1,0 +1,120 @@
+"""The GPU suite's rehearsal on a bare machine: ``benchmarks/gpu_suite.py --dry-run`` (every
+experiment, tiny sizes, on the CPU) and one instructor lesson run headless through the suite,
+with psutil, tqdm, pytest, torchvision, IPython and ipywidgets impossible to import, as on a
+GPU machine that has only torch, numpy, nvidia-ml-py and matplotlib."""
+
+import json
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from minimal_env import HIDDEN, ROOT, hidden_env
+
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import gpu_suite as gs  # noqa: E402
+from greenlab import reference  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("minimal_env")
+    out = tmp / "out"
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run"],
+                          cwd=ROOT, env=hidden_env(tmp / "site"), capture_output=True, text=True, timeout=900)
+    bundle = json.loads((out / gs.BUNDLE).read_text(encoding="utf-8")) if (out / gs.BUNDLE).exists() else {}
+    records = {r["experiment"]: r for r in bundle.get("records", [])}
+    summary = {r["label"]: r for r in records.get(gs.SUMMARY, {}).get("results", [])}
+    return SimpleNamespace(tmp=tmp, out=out, proc=proc, seconds=time.monotonic() - t0, bundle=bundle,
+                           records=records, summary=summary)
+
+
+def test_the_hidden_packages_really_cannot_be_imported(tmp_path):
+    code = ("import importlib.util, sys\n"
+            f"names = {list(HIDDEN)!r}\n"
+            "print([n for n in names if importlib.util.find_spec(n) is not None])\n"
+            "import greenlab, greenlab.train, greenlab.energy, greenlab.course, benchmarks.gpu_suite\n"
+            "print(sorted(n for n in names if n in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=hidden_env(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["[]", "[]"]
+
+
+def test_dry_run_completes_and_writes_the_bundle_and_the_log(dry_run):
+    assert dry_run.proc.returncode == 0, dry_run.proc.stdout[-3000:] + dry_run.proc.stderr[-3000:]
+    assert sorted(p.name for p in dry_run.out.iterdir()) == sorted([gs.BUNDLE, gs.LOG])
+    assert "gpu_suite summary" in (dry_run.out / gs.LOG).read_text(encoding="utf-8")
+    print(f"dry run took {dry_run.seconds:.1f} s")
+
+
+def test_every_experiment_ran_and_every_record_matches_the_reference_schema(dry_run):
+    assert set(dry_run.records) == set(gs.experiment_names()) | {gs.SUMMARY}
+    for name, record in dry_run.records.items():
+        reference.from_dict(record, name)
+        assert record["gpu"] == gs.DRY_RUN_GPU and gs.DRY_RUN_MARK in record["notes"]
+        assert all(row["run"] == gs.DRY_RUN_MARK for row in record["results"])
+    for name in gs.experiment_names():
+        assert dry_run.summary[name]["status"] == "ok", dry_run.summary[name]
+        assert not dry_run.summary[name].get("schema_problem")
+
+
+def test_missing_packages_are_reported_and_pytest_is_not_run(dry_run):
+    packages = dry_run.summary["python packages"]
+    assert all(packages[name] == "missing" for name in HIDDEN)
+    assert packages["torch"] != "missing"
+    assert dry_run.summary["pytest -m gpu"]["outcome"] == "not run"
+    assert "pytest is not installed" in dry_run.summary["pytest -m gpu"]["summary"]
+
+
+def test_a_lesson_ran_headless_through_the_suite(dry_run):
+    row = dry_run.summary["lesson 03_gradient_accumulation"]
+    assert row["status"] == "passed", row
+    assert "passed 03_gradient_accumulation" in (dry_run.out / gs.LOG).read_text(encoding="utf-8")
+
+
+def test_precision_rows_are_labelled_as_pytorch_defaults_and_fp16_notes_its_sync(dry_run):
+    mp = dry_run.records["mixed_precision"]
+    labels = [r["label"] for r in mp["results"]]
+    assert labels == ["fp32 (PyTorch defaults)", "bf16 autocast", "fp16 autocast + GradScaler"]
+    assert "PyTorch TF32 settings as found (not changed)" in mp["notes"]
+    assert "allow_tf32" in mp["notes"]
+    fp16 = mp["results"][2]
+    assert "GradScaler" in fp16["includes"] and "sync" in fp16["includes"]
+    for row in mp["results"]:
+        assert row["status"] == "ok" and row["samples"] > 0 and row["steps"] >= 1
+        assert row["window_seconds"] > 0 and isinstance(row["window_ok"], bool)
+        assert row["test_accuracy_after"] is not None  # measured after the windows
+
+
+def test_energy_targets_are_not_judged_on_the_cpu_estimate(dry_run):
+    target = dry_run.summary["target: " + gs.TARGETS[1][1]]
+    assert target["result"].startswith("not measured")
+    assert dry_run.records["mixed_precision"]["energy_source"] == "estimate"
+
+
+def test_unpack_refuses_the_dry_run_and_writes_it_only_when_allowed(dry_run, tmp_path):
+    bundle = dry_run.out / gs.BUNDLE
+    assert gs.main(["--unpack", str(bundle), "--into", str(tmp_path / "refused")]) == 2
+    assert not (tmp_path / "refused").exists()
+    into = tmp_path / "runs"
+    assert gs.main(["--unpack", str(bundle), "--into", str(into), "--allow-dry-run"]) == 0
+    runs = reference.validate_folder(into)
+    assert {r.experiment for r in runs} == set(dry_run.records)
+    for names in reference.lesson_experiments(ROOT / "lessons").values():
+        for name in names:  # what each lesson reads is there
+            assert reference.load(name, folder=into), name
+
+
+def test_the_summary_table_is_printed_last(dry_run):
+    out = dry_run.proc.stdout.rstrip().splitlines()
+    start = max(i for i, line in enumerate(out) if line.startswith("gpu_suite summary"))
+    assert out[-1].startswith("total ")
+    tail = "\n".join(out[start:])
+    for name in gs.experiment_names():
+        assert name in tail
+    assert "lesson 03_gradient_accumulation" in tail and "pytest -m gpu: not run" in tail
