@@ -21,7 +21,7 @@ from pathlib import Path
 
 PROC = Path("/proc")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-RESCAN_S = 0.5  # look for new descendants at most this often (reading /proc costs ~1 ms)
+RESCAN_S = 5.0  # re-read every process's parent this often (new ones are read at once)
 
 
 def clock_ticks_per_second() -> int:
@@ -152,29 +152,35 @@ class ProcessTreeCpu:
         return t.user + t.system + t.children_user + t.children_system
 
     def _proc_seconds(self) -> float:
-        now = self._clock()
-        if now - self._scanned_at >= RESCAN_S:
-            self._descendants = self._scan()
-            self._scanned_at = now
+        self._descendants = self._scan()
         own = _read_stat(self.proc / str(self.pid) / "stat")
         if own is None:
             raise OSError(f"cannot read {self.proc / str(self.pid) / 'stat'}")
         ticks = own[1] + own[2]  # self + reaped children
-        for pid in list(self._descendants):
+        for pid in self._descendants:
             stat = _read_stat(self.proc / str(pid) / "stat")
-            if stat is None:  # exited: its time is now in its parent's cutime (once reaped)
-                self._descendants.discard(pid)
-                continue
-            ticks += stat[1] + stat[2]
+            if stat is not None:  # else exited: its time is in its parent's cutime once reaped
+                ticks += stat[1] + stat[2]
         return ticks / self.tick
 
     def _scan(self) -> set[int]:
-        parents = {}
-        for entry in self.proc.iterdir():
-            if entry.name.isdigit():
-                stat = _read_stat(entry / "stat")
-                if stat is not None:
-                    parents[int(entry.name)] = stat[0]
+        """This process's descendants. Only processes new since the last call are read (their
+        parent never changes while they live, except to a reaper when theirs exits, which takes
+        them out of our tree: checked every ``RESCAN_S``)."""
+        now = self._clock()
+        if now - self._scanned_at >= RESCAN_S:
+            self._parents = {}  # full re-read now and then catches re-parented processes
+            self._scanned_at = now
+        parents = getattr(self, "_parents", {})
+        pids = {int(e) for e in os.listdir(self.proc) if e.isdigit()}
+        for pid in list(parents):
+            if pid not in pids:
+                del parents[pid]
+        for pid in pids - parents.keys():
+            stat = _read_stat(self.proc / str(pid) / "stat")
+            if stat is not None:
+                parents[pid] = stat[0]
+        self._parents = parents
         found, frontier = set(), {self.pid}
         while frontier:
             frontier = {p for p, pp in parents.items() if pp in frontier and p not in found}
