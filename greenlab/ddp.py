@@ -453,9 +453,10 @@ def energy_breakdown(result: DDPResult) -> list:
     lines = []
     for name, node in (e.get("nodes") or {}).items():
         ranks = ", ".join(str(r) for r in node["ranks"])
-        lines.append(f"node {name}: workers {ranks}, {node['joules']:.4g} J counted here")
+        lines.append(f"node {name}: worker(s) {ranks}; {node['joules']:.4g} J counted here")
     for r in e.get("ranks") or []:
-        own = ", ".join(f"{k} {c['joules']:.4g} J {c['source']}" for k, c in r["components"].items())
+        own = ", ".join(f"{k}{' (' + c['part'] + ')' if c.get('part') == 'busy' else ''} "
+                        f"{c['joules']:.4g} J {c['source']}" for k, c in r["components"].items())
         state = "" if r["ok"] else f" FAILED: {r['error']}"
         lines.append(f"worker {r['rank']} on {r['node']} (pid {r['pid']}): {own or 'nothing'}{state}")
     return lines

@@ -245,7 +245,7 @@ def test_run_with_workers_reports_the_reduced_energy_per_node_and_worker(cli_iso
     assert main(CLI_TINY + ["--workers", "2"]) == 0
     out = capsys.readouterr().out
     assert "2 worker(s): 2 worker(s) [gloo/cpu]" in out and "over 2 worker(s) on 1 node(s)" in out
-    assert "node " in out and "workers 0, 1" in out
+    assert "node " in out and "worker(s) 0, 1;" in out
     assert "worker 0 on " in out and "worker 1 on " in out
     assert results.load() == []
 

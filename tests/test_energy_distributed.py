@@ -45,15 +45,15 @@ def test_process_figures_sum_and_shared_figures_count_once_per_node():
             _record(2, "b", {"cpu": (80.0, rapl), "dram": (5.0, proc)}, local_rank=0)]
     m = reduce_records(list(reversed(recs)), "job")
     assert isinstance(m, DistributedMeasurement) and m.complete and m.world_size == 3
-    assert m.components["cpu"].joules == pytest.approx(100.0 + 80.0)  # once per node, lowest rank
-    assert m.components["gpu"].joules == pytest.approx(50.0)          # one GPU, two ranks
+    assert m.components["cpu"].joules == pytest.approx(101.0 + 80.0)  # once per node, longest window
+    assert m.components["gpu"].joules == pytest.approx(51.0)          # one GPU, two ranks
     assert m.components["dram"].joules == pytest.approx(3.0 + 4.0 + 5.0)
-    assert m.joules == pytest.approx(180.0 + 50.0 + 12.0)
+    assert m.joules == pytest.approx(181.0 + 51.0 + 12.0)
     assert m.nodes["a"]["ranks"] == [0, 1] and m.nodes["b"]["ranks"] == [2]
-    assert m.nodes["a"]["joules"] == pytest.approx(100.0 + 50.0 + 7.0)
+    assert m.nodes["a"]["joules"] == pytest.approx(101.0 + 51.0 + 7.0)
     assert m.nodes["b"]["joules_by_kind"] == pytest.approx({"cpu": 80.0, "dram": 5.0})
     gpu_row = [d for d in m.devices if d["kind"] == "gpu"]
-    assert len(gpu_row) == 1 and gpu_row[0]["seen_by"] == [0, 1] and gpu_row[0]["rank"] == 0
+    assert len(gpu_row) == 1 and gpu_row[0]["seen_by"] == [0, 1] and gpu_row[0]["rank"] == 1
     assert [r["joules"] for r in m.ranks] == pytest.approx([153.0, 156.0, 85.0])
     assert "2 node(s), 3 rank(s)" in m.summary() and "incomplete" not in m.summary()
     assert json.loads(json.dumps(m.to_dict()))["complete"] is True
@@ -99,7 +99,7 @@ def test_a_process_estimates_idle_share_is_counted_once_per_node():
         return rank_record(Measurement("w", 2.0, comps), [est], rank=r, node=node)
 
     m = reduce_records([rank(0, "a", 20.0), rank(1, "a", 30.0), rank(2, "b", 10.0)])
-    idle = 4.0 * 2.0  # W x s
+    idle = 4.0 * 2.0  # W x s, the same window on every rank here
     assert m.components["cpu"].joules == pytest.approx((20 - idle) + (30 - idle) + idle + 10.0)
     assert m.nodes["a"]["joules"] == pytest.approx(50.0 - idle)
     assert [r["joules"] for r in m.ranks] == pytest.approx([20.0, 30.0, 10.0])  # each rank's own
@@ -195,9 +195,11 @@ def test_two_ranks_reduced_total_is_the_sum_of_their_own_figures(two_ranks):
     cpu = _local(r0, "cpu") + _local(r1, "cpu")
     assert _local(r1, "cpu") > _local(r0, "cpu") > 0  # rank 1 worked twice as long
     assert red["components"]["cpu"]["joules"] == pytest.approx(cpu, rel=1e-12)
-    assert red["components"]["dram"]["joules"] == pytest.approx(_local(r0, "dram"), rel=1e-12)
-    assert red["components"]["gpu"]["joules"] == pytest.approx(_local(r0, "gpu:0"), rel=1e-12)
-    assert red["joules"] == pytest.approx(cpu + _local(r0, "dram") + _local(r0, "gpu:0"))
+    dram = max(_local(r, "dram") for r in two_ranks)  # one node counter, the longest window
+    gpu = max(_local(r, "gpu:0") for r in two_ranks)  # one GPU, both ranks read it
+    assert red["components"]["dram"]["joules"] == pytest.approx(dram, rel=1e-12)
+    assert red["components"]["gpu"]["joules"] == pytest.approx(gpu, rel=1e-12)
+    assert red["joules"] == pytest.approx(cpu + dram + gpu)
     assert red["nodes"] == {"n0": {"ranks": [0, 1], "joules": pytest.approx(red["joules"]),
                                    "joules_by_kind": pytest.approx(
                                        {k: c["joules"] for k, c in red["components"].items()})}}
@@ -214,16 +216,16 @@ def test_two_ranks_with_this_machines_sources(two_ranks):
         for name, item in two_ranks[0]["real_local"]["components"].items():
             if name.split(":")[0] != kind:
                 continue
+            own = [rep["real_local"]["components"][name] for rep in two_ranks]
             if item.get("attribution") == "process":
                 share = [d for d in red["devices"] if d.get("part") == "idle share"]
                 idle_watts = share[0]["idle_watts_model"]
-                expected += sum(rep["real_local"]["components"][name]["joules"] - idle_watts *
-                                rep["real_local"]["components"][name]["seconds"] for rep in two_ranks)
-                expected += idle_watts * item["seconds"]
+                expected += sum(c["joules"] - idle_watts * c["seconds"] for c in own)
+                expected += max(idle_watts * c["seconds"] for c in own)
                 # two busy ranks on one node cannot exceed the model's own maximum power
                 assert comp["watts"] <= idle_watts / IDLE_FRACTION * 1.001
             else:
-                expected += item["joules"]
+                expected += max(c["joules"] for c in own)
         assert comp["joules"] == pytest.approx(expected, rel=1e-9)
         assert comp["source"]
 
@@ -284,7 +286,8 @@ def test_three_ranks_one_failing_to_measure_and_one_losing_a_reading_give_an_inc
     assert len(lost) == 1 and "end" in lost[0] and "injected read failure" in lost[0]
     # what was measured is still shown, flagged, not passed off as the whole
     assert red["components"]["cpu"]["joules"] == pytest.approx(_local(reports[0], "cpu"))
-    assert red["components"]["dram"]["joules"] == pytest.approx(_local(reports[0], "dram"))
+    assert red["components"]["dram"]["joules"] == pytest.approx(
+        max(_local(reports[0], "dram"), _local(reports[2], "dram")))  # rank 2 still read the node
     assert "incomplete: " in reports[0]["reduced_summary"]
 
 
@@ -300,9 +303,9 @@ def test_two_simulated_nodes_count_each_nodes_shared_devices_once(tmp_path):
     for rep in reports:
         by_node[rep["node"]].append(rep)
     assert sorted(by_node) == ["node-a", "node-b"] and len(by_node["node-a"]) == 2
-    first = [min(reps, key=lambda r: r["rank"]) for reps in by_node.values()]
-    assert red["components"]["dram"]["joules"] == pytest.approx(sum(_local(r, "dram") for r in first))
-    assert red["components"]["gpu"]["joules"] == pytest.approx(sum(_local(r, "gpu:0") for r in first))
+    for kind, name in (("dram", "dram"), ("gpu", "gpu:0")):  # once per node: its longest window
+        per_node = [max(_local(r, name) for r in reps) for reps in by_node.values()]
+        assert red["components"][kind]["joules"] == pytest.approx(sum(per_node))
     assert red["components"]["cpu"]["joules"] == pytest.approx(sum(_local(r, "cpu") for r in reports))
     assert len([d for d in red["devices"] if d["kind"] == "gpu"]) == 2
     assert {n: v["ranks"] for n, v in red["nodes"].items()} == {

@@ -28,7 +28,8 @@ share of the CPUs the process may use. The idle share is the node's, not the ran
 one node that may use the same CPUs would each charge it, so it is split off and counted once
 per node and CPU set (summing the ranks' whole estimates could exceed the model's own P_max).
 
-A figure seen by several ranks is taken from the lowest rank that has it. A rank that failed to
+A figure seen by several ranks is counted once, from the rank whose reading is largest (the
+longest of their windows, the closest to the whole job's). A rank that failed to
 measure (or lost a component) makes the whole result incomplete, naming the rank and the reason;
 its figures are never silently left out of a whole-looking total.
 """
@@ -262,8 +263,8 @@ def reduce_records(records: list, label: str = "window") -> DistributedMeasureme
     """Reduce every rank's :func:`rank_record` into one :class:`DistributedMeasurement`.
 
     Key of a figure: process scope ``(node, rank, component)``; device scope ``(node, device
-    id)``; node scope ``(node, component, source)``. A key seen by several ranks is counted
-    once, from the lowest rank.
+    id)``; node scope ``(node, component, source, CPU set)``. A key seen by several ranks is
+    counted once, from the rank with the largest reading (the longest window).
     """
     records = sorted(records, key=lambda r: r["rank"])
     counted: dict = {}
@@ -276,12 +277,11 @@ def reduce_records(records: list, label: str = "window") -> DistributedMeasureme
         problems += [f"{where}: {p}" for p in rec["problems"]]
         for name, item in rec["components"].items():
             key = _key(rec, name, item)
-            if key in counted:
-                counted[key]["seen_by"].append(rec["rank"])
-                continue
-            counted[key] = dict(item, component=name, kind=item.get("kind") or _kind(name),
-                                node=rec["node"], rank=rec["rank"], key=list(key),
-                                seen_by=[rec["rank"]])
+            seen_by = counted[key]["seen_by"] + [rec["rank"]] if key in counted else [rec["rank"]]
+            if key not in counted or item["joules"] > counted[key]["joules"]:
+                counted[key] = dict(item, component=name, kind=item.get("kind") or _kind(name),
+                                    node=rec["node"], rank=rec["rank"], key=list(key))
+            counted[key]["seen_by"] = seen_by
             if not item["complete"]:
                 reasons = "; ".join(item["problems"]) or "no reason given"
                 problems.append(f"{where}: {name} ({item['source']}) is incomplete: {reasons}")
