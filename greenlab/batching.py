@@ -218,12 +218,12 @@ class Stepwise:
 
     def __init__(self, sizes: dict):
         if not isinstance(sizes, dict) or not sizes:
-            raise ValueError("stepwise needs a non-empty dict {epoch: batch size}, e.g. {0: 32, 5: 128}")
+            raise ValueError("sizes must be a non-empty dict {epoch: batch size}, e.g. {0: 32, 5: 128}")
         for e, s in sizes.items():
-            _check_epoch(e)
-            _check_positive_int("batch size", s)
+            _check_epoch(e, "sizes: epoch")
+            _check_positive_int("sizes: batch size", s)
         if 0 not in sizes:
-            raise ValueError(f"stepwise needs a size for epoch 0, got keys {sorted(sizes)}")
+            raise ValueError(f"sizes needs a batch size for epoch 0, got keys {sorted(sizes)}")
         self.sizes = dict(sorted(sizes.items()))
 
     def __call__(self, epoch: int) -> int:

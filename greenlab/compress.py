@@ -34,6 +34,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils import prune
 
+from greenlab import validation
+
 PRUNABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 
 
@@ -46,7 +48,9 @@ def prune_unstructured(model: nn.Module, amount: float, permanent: bool = True) 
     ``permanent=True`` bakes the zeros into ``weight`` (``prune.remove``); ``False`` keeps torch's
     ``weight_orig`` + ``weight_mask`` so that fine-tuning keeps pruned weights at zero.
     """
+    validation.module("model", model)
     amount = _check_amount(amount)
+    validation.flag("permanent", permanent)
     pruned = copy.deepcopy(model)
     targets = [(m, "weight") for m in pruned.modules() if isinstance(m, PRUNABLE)]
     if not targets:
@@ -186,6 +190,8 @@ def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     """Hinton et al. (2015) loss: ``alpha * T^2 * KL(softmax(t/T) || softmax(s/T))
     + (1 - alpha) * cross_entropy(s, targets)``. The T^2 keeps the soft term's gradients on the
     same scale as the hard term's when T changes."""
+    temperature = validation.number("temperature", temperature, low=0, high=1e3, low_open=True)
+    alpha = validation.number("alpha", alpha, low=0, high=1)
     soft = F.kl_div(F.log_softmax(student_logits / temperature, dim=1),
                     F.log_softmax(teacher_logits / temperature, dim=1),
                     reduction="batchmean", log_target=True)
@@ -460,9 +466,8 @@ def break_even_inferences(compression_joules: float, joules_per_inference_before
 # --- helpers -------------------------------------------------------------------------------
 
 def _check_amount(amount) -> float:
-    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0.0 <= amount < 1.0:
-        raise ValueError(f"amount must be a fraction in [0, 1) (e.g. 0.5 removes half), got {amount!r}")
-    return float(amount)
+    return validation.number("amount (a fraction, e.g. 0.5 removes half)", amount, low=0, high=1,
+                             high_open=True)
 
 
 _PASS_THROUGH = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.GELU, nn.SiLU, nn.Hardswish, nn.Tanh,

@@ -68,8 +68,12 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
     CUDA GPU).
     """
     global _current
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= 2**32 - 1:
+        raise ValueError(f"seed must be an integer in [0, 4294967295] (numpy's range), got {seed!r}")
+    if quick is not None and not isinstance(quick, bool):
+        raise ValueError(f"quick must be True, False or None (decide from GREENLAB_QUICK/CI), got {quick!r}")
+    if not isinstance(verbose, bool):
+        raise ValueError(f"verbose must be True or False, got {verbose!r}")
     chosen = _choose_device(device)
     seed_everything(seed)
     if quick is None:

@@ -205,7 +205,13 @@ def generate(name: str = "synthetic", n_train: int = 1000, n_test: int = 200, se
     up to 3 pixels, scaled by a random contrast, blended with a random other class's prototype
     (up to 45%) and given Gaussian pixel noise (std 0.35 x ``difficulty``). Same seed, same data.
     """
+    from greenlab import validation
+
     key = _canonical(name)
+    validation.integer("n_train", n_train, low=1, high=10**7)
+    validation.integer("n_test", n_test, low=1, high=10**7)
+    validation.integer("seed", seed, low=0, high=2**63 - 1)
+    validation.number("difficulty", difficulty, low=0, high=100)
     _, default_shape, default_classes, _, _ = _SPECS[key]
     shape = tuple(shape or default_shape)
     num_classes = int(num_classes or default_classes)
@@ -231,6 +237,14 @@ class DeviceLoader:
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True,
                  augment=None, device=None, drop_last: bool = False, seed: int = 0):
+        from greenlab import validation
+
+        for label, t in (("x", x), ("y", y)):
+            if not isinstance(t, torch.Tensor) or t.dim() < 1:
+                raise validation.ArgumentTypeError(f"{label} must be a tensor with a batch dimension, got {t!r}")
+        validation.flag("shuffle", shuffle)
+        validation.flag("drop_last", drop_last)
+        validation.integer("seed", seed, low=0, high=2**63 - 1)
         if x.shape[0] != y.shape[0]:
             raise ValueError(f"x and y differ in length: {x.shape[0]} vs {y.shape[0]}")
         if x.shape[0] == 0:
@@ -277,6 +291,12 @@ class Augment:
 
     flip: bool = True
     crop_padding: int = 4
+
+    def __post_init__(self):
+        from greenlab import validation
+
+        validation.flag("flip", self.flip)
+        validation.integer("crop_padding", self.crop_padding, low=0, high=64)
 
     def apply(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """Augment a batch (N, C, H, W); returns a new tensor."""

@@ -24,6 +24,7 @@ import html
 import math
 import sys
 
+from greenlab import validation
 from greenlab.units import format_energy
 
 METRICS = ("seconds", "joules", "final_accuracy", "val_accuracy", "seconds_to_target", "joules_to_target",
@@ -156,10 +157,15 @@ class Paired:
 
 def paired(variant_values, baseline_values, metric: str, variant: str = "variant",
            baseline: str = "baseline") -> Paired:
-    """Compare two lists of per-repeat values (same length, None where a run had no value)."""
+    """Compare two lists of per-repeat values (same length, None or a non-finite value where a
+    run had no value)."""
+    variant_values = _values("variant_values", variant_values)
+    baseline_values = _values("baseline_values", baseline_values)
+    if not isinstance(metric, str):
+        raise validation.ArgumentTypeError(f"metric must be a metric name such as 'joules', got {metric!r}")
     if len(variant_values) != len(baseline_values):
-        raise ValueError(f"paired values need the same number of repeats, got {len(variant_values)} "
-                         f"and {len(baseline_values)}")
+        raise ValueError(f"variant_values and baseline_values need the same number of repeats, got "
+                         f"{len(variant_values)} and {len(baseline_values)}")
     kind = "difference" if metric in _ACCURACY_METRICS else "ratio"
     pairs = [(float(a), float(b)) for a, b in zip(variant_values, baseline_values)
              if a is not None and b is not None and math.isfinite(float(a)) and math.isfinite(float(b))]
@@ -549,8 +555,9 @@ def equal_accuracy_saving(candidate_joules: float, baseline_joules: float, candi
 
 
 def summarize(values) -> Stat:
-    """Mean, sample standard deviation, min, max and 95% t-interval of the non-None values."""
-    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    """Mean, sample standard deviation, min, max and 95% t-interval of the values; None and
+    non-finite values (a run without that figure) are left out and not counted in ``n``."""
+    xs = [float(v) for v in _values("values", values) if v is not None and math.isfinite(float(v))]
     n = len(xs)
     if n == 0:
         return Stat(0, None, None, None, None, None)
@@ -564,8 +571,7 @@ def summarize(values) -> Stat:
 def t_quantile_975(df: int) -> float:
     """The 0.975 quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF,
     which is integrated numerically from the density)."""
-    if df < 1:
-        raise ValueError("df must be >= 1")
+    df = validation.integer("df", df, low=1, high=10**6)
     lo, hi = 0.0, 20.0 if df > 1 else 100.0
     for _ in range(60):
         mid = (lo + hi) / 2
@@ -668,6 +674,17 @@ def run_main(args) -> int:
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+def _values(name: str, values) -> list:
+    """A list of numbers or None (missing), else a clear error naming ``name``."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise validation.ArgumentTypeError(f"{name} must be a list of numbers (None for missing), got {values!r}")
+    out = list(values)
+    for i, v in enumerate(out):
+        if v is not None and (isinstance(v, (bool, str, bytes)) or not hasattr(v, "__float__")):
+            raise validation.ArgumentTypeError(f"{name}[{i}] must be a number or None, got {v!r}")
+    return out
+
 
 def _t_cdf_from_zero(t: float, df: int, intervals: int = 2000) -> float:
     """P(0 <= T <= t) for Student's t, by Simpson's rule on the density."""

@@ -171,7 +171,9 @@ class Leaderboard:
         return ranked[0] if ranked and ranked[0].get("target_reached") else None
 
     def table(self, metric: str = "joules_to_target", limit: int | None = None) -> str:
-        """The ranking as a plain-text table."""
+        """The ranking as a plain-text table (the first ``limit`` rows; None for all)."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be an integer >= 0 or None, got {limit!r}")
         rows = self.ranked(metric)[:limit]
         header = (f"{'#':>3} {'name':<24} {'target':>7} {'accuracy':>9} {'energy J':>10} "
                   f"{'to target J':>12} {'time s':>8} {'CO2e g':>9}  source")

@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from greenlab import validation
+
 NORMS = ("batch", "group", "none")
 
 _ALLOWED = {
@@ -89,7 +91,11 @@ def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> Fl
     """
     from torch.utils.flop_counter import FlopCounterMode
 
+    validation.module("model", model)
     _check_int("batch_size", batch_size, minimum=1)
+    if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):
+        raise validation.ArgumentTypeError(f"input_shape must be a tuple of sizes such as (1, 28, 28), got {input_shape!r}")
+    input_shape = tuple(validation.integer("input_shape entries", s, low=1, high=2**31) for s in input_shape)
     shape = tuple(int(s) for s in input_shape)
     counted = max(batch_size, 2)
     if device is None:
@@ -127,6 +133,8 @@ def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> Fl
 
 def count_params(model: nn.Module, trainable_only: bool = True) -> int:
     """Number of parameters (only those with ``requires_grad`` by default)."""
+    validation.module("model", model)
+    validation.flag("trainable_only", trainable_only)
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 

@@ -270,7 +270,7 @@ def datasheet_efficiency(precision: str = "bf16") -> list[dict]:
 
     columns = {"fp32": "fp32_tflops", "tf32": "tf32_tflops", "bf16": "bf16_tflops",
                "fp16": "fp16_tflops", "int8": "int8_tops"}
-    if precision not in columns:
+    if not isinstance(precision, str) or precision not in columns:
         raise ValueError(f"precision must be one of {', '.join(columns)}, got {precision!r}")
     out = []
     for spec in scaling.gpus():

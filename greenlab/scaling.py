@@ -155,7 +155,7 @@ def gpu(name: str | GpuSpec) -> GpuSpec:
     by_key = {spec.name.lower(): spec.name for spec in table}
     close = difflib.get_close_matches(name.strip().lower(), list(by_key), n=4, cutoff=0.3)
     hint = ", ".join(by_key[c] for c in close) if close else "none; see greenlab.scaling.gpus()"
-    raise ValueError(f"unknown GPU {name!r}; closest matches: {hint}")
+    raise ValueError(f"unknown GPU name {name!r}; closest matches: {hint}")
 
 
 def cost_benefit(

@@ -153,7 +153,7 @@ def load_profile(name: str) -> Profile:
     if path.suffix.lower() != ".csv":
         path = carbon.data_dir() / f"{PROFILE_PREFIX}{text}.csv"
         if not path.is_file():
-            raise ValueError(f"unknown profile {text!r}; shipped profiles: "
+            raise ValueError(f"unknown profile name {text!r}; shipped profiles: "
                              f"{', '.join(profiles()) or 'none'} (or give a path to a .csv file)")
         label = text
     else:
@@ -233,17 +233,17 @@ def _check_values(values) -> tuple[float, ...]:
     out = []
     for hour, value in enumerate(items):
         if value is None or (isinstance(value, str) and not value.strip()):
-            raise ValueError(f"hour {hour} is missing; every hour needs a value >= 0")
+            raise ValueError(f"values[{hour}]: hour {hour} is missing; every hour needs a value >= 0")
         if isinstance(value, bool):
-            raise ValueError(f"hour {hour}: {value!r} is not an intensity")
+            raise ValueError(f"values[{hour}]: hour {hour} is {value!r}, not an intensity")
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"hour {hour}: {value!r} is not a number") from None
+            raise ValueError(f"values[{hour}]: hour {hour} is {value!r}, not a number") from None
         if math.isnan(number) or math.isinf(number):
-            raise ValueError(f"hour {hour} is {number}; every hour needs a finite value >= 0")
+            raise ValueError(f"values[{hour}]: hour {hour} is {number}; every hour needs a finite value >= 0")
         if number < 0:
-            raise ValueError(f"hour {hour} is negative ({number}); intensities are >= 0")
+            raise ValueError(f"values[{hour}]: hour {hour} is negative ({number}); intensities are >= 0")
         out.append(number)
     return tuple(out)
 

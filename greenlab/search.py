@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from greenlab import models
+from greenlab import models, validation
 
 DIRECTIONS = ("max", "min")
 DEFAULT_OBJECTIVES = (("accuracy", "max"), ("joules", "min"))
@@ -61,7 +61,7 @@ class SearchSpace:
         self.options = {}
         for name, values in (("depth", depth), ("width", width), ("kernel_size", kernel_size),
                              ("separable", separable)):
-            values = list(values)
+            values = validation.items(name, values)
             if not values:
                 raise ValueError(f"the search space is empty: {name} has no options")
             if len(set(values)) != len(values):
@@ -78,11 +78,12 @@ class SearchSpace:
         for s in self.options["separable"]:
             if not isinstance(s, bool):
                 raise ValueError(f"separable options must be True/False, got {s!r}")
-        self.input_shape = tuple(int(s) for s in input_shape)
+        self.input_shape = tuple(validation.integer("input_shape entries", s, low=1, high=2**16)
+                                 for s in validation.items("input_shape", input_shape))
         if len(self.input_shape) != 3:
             raise ValueError(f"input_shape must be (C, H, W), got {input_shape!r}")
-        self.num_classes = num_classes
-        self.norm = norm
+        self.num_classes = validation.integer("num_classes", num_classes, low=2)
+        self.norm = validation.text("norm", norm)
         self._costs = {}
 
     def __len__(self) -> int:
@@ -149,8 +150,9 @@ def pareto_front(points, objectives=DEFAULT_OBJECTIVES) -> list:
     better on one; equal points do not dominate each other, so duplicates on the front all stay.
     """
     objectives = _check_objectives(objectives)
-    points = list(points)
-    values = [[_value(p, key) for key, _ in objectives] for p in points]
+    points = validation.items("points", points)
+    values = [[validation.number(f"points: {key!r} of {p!r}", _value(p, key)) for key, _ in objectives]
+              for p in points]
     signs = [1.0 if d == "max" else -1.0 for _, d in objectives]
     keyed = [[s * v for s, v in zip(signs, vals)] for vals in values]  # larger is better everywhere
     front = []
@@ -337,7 +339,8 @@ def grad_norm(model: nn.Module, batch, loss_fn=None) -> float:
 
 def spearman(a, b) -> float:
     """Spearman rank correlation of two equal-length sequences (ties get average ranks)."""
-    a, b = [float(v) for v in a], [float(v) for v in b]
+    a = [validation.number(f"a[{i}]", v) for i, v in enumerate(validation.items("a", a))]
+    b = [validation.number(f"b[{i}]", v) for i, v in enumerate(validation.items("b", b))]
     if len(a) != len(b):
         raise ValueError(f"a and b differ in length: {len(a)} vs {len(b)}")
     if len(a) < 2:
@@ -411,12 +414,12 @@ def _result(evals, objectives, strategy, seed, seconds) -> SearchResult:
 
 
 def _check_objectives(objectives) -> tuple:
-    objectives = tuple(tuple(o) for o in objectives)
+    objectives = tuple(tuple(validation.items("objectives entries", o)) for o in validation.items("objectives", objectives))
     if not objectives:
         raise ValueError("objectives must name at least one (key, 'max'|'min') pair")
     for o in objectives:
         if len(o) != 2 or not isinstance(o[0], str) or o[1] not in DIRECTIONS:
-            raise ValueError(f"each objective must be (key, 'max' or 'min'), got {o!r}")
+            raise ValueError(f"each of objectives must be (key, 'max' or 'min'), got {o!r}")
     return objectives
 
 
@@ -433,11 +436,13 @@ def _check_positive(label, value):
 def _value(point, key):
     if isinstance(point, dict):
         if key not in point:
-            raise ValueError(f"point {point!r} has no {key!r}")
-        return point[key]
-    if not hasattr(point, key):
-        raise ValueError(f"point {point!r} has no {key!r}")
-    return getattr(point, key)
+            raise ValueError(f"points: {point!r} has no {key!r}")
+        value = point[key]
+    elif not hasattr(point, key):
+        raise ValueError(f"points: {point!r} has no {key!r}")
+    else:
+        value = getattr(point, key)
+    return value
 
 
 def _rng(rng) -> random.Random:

@@ -345,6 +345,8 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     sources = _check_sources(sources)
     validation.flag("log", log)
     validation.flag("save", save)
+    if stop_event is not None and not callable(getattr(stop_event, "is_set", None)):
+        raise validation.ArgumentTypeError(f"stop_event must be a threading.Event or None, got {stop_event!r}")
 
     saved = load_train_checkpoint(resume_from, cfg, data) if resume_from is not None else None
     torch.manual_seed(cfg.seed)

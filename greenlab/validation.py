@@ -22,19 +22,35 @@ def number(name: str, value, *, low: float | None = None, high: float | None = N
     if value is None and allow_none:
         return None
     accepted = describe_range(low, high, low_open, high_open)
+    accepted = f" {accepted}" if accepted else ""
+    value = _scalar(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ArgumentTypeError(f"{name} must be a number {accepted}, got {_show(value)}")
+        raise ArgumentTypeError(f"{name} must be a number{accepted}, got {_show(value)}")
     try:
         out = float(value)
     except (OverflowError, TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number {accepted}, got {_show(value)}") from None
+        raise ValueError(f"{name} must be a finite number{accepted}, got {_show(value)}") from None
     if not math.isfinite(out):
-        raise ValueError(f"{name} must be a finite number {accepted}, got {_show(value)}")
+        raise ValueError(f"{name} must be a finite number{accepted}, got {_show(value)}")
     if low is not None and (out < low or (low_open and out == low)):
-        raise ValueError(f"{name} must be {accepted}, got {_show(value)}")
+        raise ValueError(f"{name} must be{accepted}, got {_show(value)}")
     if high is not None and (out > high or (high_open and out == high)):
-        raise ValueError(f"{name} must be {accepted}, got {_show(value)}")
+        raise ValueError(f"{name} must be{accepted}, got {_show(value)}")
     return out
+
+
+def _scalar(value):
+    """A one-element torch tensor or numpy array as its Python number (other values unchanged)."""
+    if isinstance(value, (bool, numbers.Number, str, bytes)) or value is None:
+        return value
+    try:
+        if callable(getattr(value, "item", None)) and int(getattr(value, "numel", lambda: getattr(value, "size", 0))()) == 1:
+            if getattr(value, "is_meta", False) or getattr(value, "requires_grad", False):
+                return value
+            return value.item()
+    except Exception:
+        return value
+    return value
 
 
 def integer(name: str, value, *, low: int | None = None, high: int | None = None,
@@ -43,11 +59,12 @@ def integer(name: str, value, *, low: int | None = None, high: int | None = None
     if value is None and allow_none:
         return None
     accepted = describe_range(low, high, False, False)
+    accepted = f" {accepted}" if accepted else ""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ArgumentTypeError(f"{name} must be an integer {accepted}, got {_show(value)}")
+        raise ArgumentTypeError(f"{name} must be an integer{accepted}, got {_show(value)}")
     out = int(value)
     if (low is not None and out < low) or (high is not None and out > high):
-        raise ValueError(f"{name} must be an integer {accepted}, got {_show(value)}")
+        raise ValueError(f"{name} must be an integer{accepted}, got {_show(value)}")
     return out
 
 
@@ -91,7 +108,7 @@ def describe_range(low, high, low_open=False, high_open=False) -> str:
         return f"{'>' if low_open else '>='} {_fmt(low)}"
     if high is not None:
         return f"{'<' if high_open else '<='} {_fmt(high)}"
-    return "(any finite value)"
+    return ""
 
 
 def _fmt(bound) -> str:
@@ -108,3 +125,19 @@ def _show(value) -> str:
     if isinstance(value, (bool, int, float, str, type(None))):
         return text
     return f"{text} ({type(value).__name__})"
+
+
+def module(name: str, value):
+    """A torch.nn.Module."""
+    import torch
+
+    if not isinstance(value, torch.nn.Module):
+        raise ArgumentTypeError(f"{name} must be a torch.nn.Module, got {_show(value)}")
+    return value
+
+
+def items(name: str, value) -> list:
+    """A list, tuple or other iterable (not a string or a mapping) as a list."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise ArgumentTypeError(f"{name} must be a list, got {_show(value)}")
+    return list(value)

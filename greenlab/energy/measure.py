@@ -264,8 +264,9 @@ def measure(label: str = "window", idle: IdlePower | None = None, sources: list 
 
 def measure_idle(seconds: float = 2.0, sources: list | None = None) -> IdlePower:
     """Measure mean power per component while this process sleeps for ``seconds``."""
-    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"seconds must be a positive number, got {seconds!r}")
+    if isinstance(seconds, bool) or not (isinstance(seconds, (int, float)) and math.isfinite(seconds)
+                                         and 0 < seconds <= 86_400):
+        raise ValueError(f"seconds must be a number in (0, 86400] (a day at most), got {seconds!r}")
     window = EnergyWindow("idle", sources=sources, sync=True)
     with window:
         time.sleep(seconds)

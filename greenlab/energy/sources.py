@@ -187,8 +187,12 @@ class NvmlPowerSource(EnergySource):
 
 
 def trapezoid_joules(times_s, watts) -> float:
-    """Energy in joules of a power trace (seconds, watts) by the trapezoid rule."""
-    times_s, watts = list(times_s), list(watts)
+    """Energy in joules of a power trace (seconds, watts) by the trapezoid rule. Times must be
+    finite and not decrease; powers finite and >= 0."""
+    from greenlab import validation
+
+    times_s = [validation.number(f"times_s[{i}]", t) for i, t in enumerate(validation.items("times_s", times_s))]
+    watts = [validation.number(f"watts[{i}]", w, low=0) for i, w in enumerate(validation.items("watts", watts))]
     if len(times_s) != len(watts):
         raise ValueError(f"times_s and watts differ in length ({len(times_s)} vs {len(watts)})")
     total = 0.0
