@@ -1,4 +1,4 @@
-"""The ``greenlab`` command: ``doctor``, ``measure``, ``run`` and ``lab``."""
+"""The ``greenlab`` command: ``doctor``, ``measure``, ``run``, ``data`` and ``lab``."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_arguments(r)
     r.set_defaults(handler=_run)
 
+    data = sub.add_parser("data", help="stage datasets before a class: fetch, status, path")
+    _add_data_arguments(data)
+    data.set_defaults(handler=_data)
+
     lab = sub.add_parser("lab", help="start JupyterLab on the lessons (localhost, token auth)")
     lab.set_defaults(handler=_lab)
     return p
@@ -62,6 +66,18 @@ def _run(args) -> int:
     from greenlab.experiments import run_main
 
     return run_main(args)
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    from greenlab.datacache import add_data_arguments
+
+    add_data_arguments(parser)
+
+
+def _data(args) -> int:
+    from greenlab.datacache import data_main
+
+    return data_main(args)
 
 
 def _lab(args) -> int:
