@@ -15,7 +15,8 @@ Environment variables:
 - ``GREENLAB_DATA_DIR``: the data folder (cited tables; cached datasets in its ``cache`` subfolder).
 - ``GREENLAB_CACHE_DIR``: the dataset cache, if it should live elsewhere.
 - ``GREENLAB_LESSONS_DIR``: where ``greenlab lab`` looks for lessons.
-- ``GREENLAB_DOWNLOAD=1``: allow dataset downloads (off by default; see ``greenlab.data``).
+- ``GREENLAB_DOWNLOAD``: 1 requires dataset downloads, 0 forbids them; unset, datasets are
+  downloaded outside quick mode and CI (``greenlab.datacache.policy``).
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ def lessons_dir() -> Path:
 
 
 def download_allowed() -> bool:
-    """True when ``GREENLAB_DOWNLOAD`` is set to 1/true: datasets may be downloaded."""
+    """True when ``GREENLAB_DOWNLOAD`` is set to 1/true (downloads required). The whole rule,
+    quick mode included, is ``greenlab.datacache.policy()``."""
     return os.environ.get("GREENLAB_DOWNLOAD", "").strip().lower() in _TRUE
 
 
