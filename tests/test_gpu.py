@@ -131,3 +131,41 @@ def test_find_max_batch_on_cuda():
                                      memory_budget_bytes=budget)
     assert 1 <= result.batch_size <= 4096
     assert result.peak_bytes is not None and result.peak_bytes > 0
+
+
+def test_peak_memory_counts_only_what_the_run_adds():
+    from greenlab import models
+    from greenlab.train import TrainConfig, train
+
+    resident = torch.empty(2**30, dtype=torch.uint8, device="cuda")  # 1 GiB already on the GPU
+    res = train(models.build("cnn", width=16), _tiny_data(),
+                TrainConfig(batch_size=256, epochs=1, lr=0.05), device="cuda", log=False, save=False)
+    assert "above the start of the run" in res.peak_memory_kind
+    assert 0 < res.peak_memory_bytes < 2**30  # the resident GiB is not counted
+    del resident
+
+
+def test_suite_window_on_cuda_reads_the_gpu_counter_and_is_long_enough(tmp_path):
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks import gpu_suite
+
+    ctx = gpu_suite.Context(SimpleNamespace(dry_run=False, min_window_s=0.5, part=str(tmp_path), cache=None),
+                            "carbon", 60.0)
+    assert ctx.energy_ok and ctx.energy_source.startswith("nvml")
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+
+    def run(n):
+        for _ in range(n):
+            a @ a
+
+    steps, per_step = ctx.calibrate(run)
+    w = ctx.window("matmul", lambda: run(steps))
+    assert w["window_ok"] and w["seconds"] >= 0.5
+    assert w["joules"] is not None and w["joules"] > 0
+    assert w["memory_increase_mib"] is not None and w["memory_increase_mib"] >= 0
+    busy = ctx.busy(run, steps=20)
+    assert 0.5 < busy["device_busy_fraction"] <= 1.05  # large products keep the GPU busy
