@@ -19,7 +19,6 @@ differs between models and hardware, which is why a measured ``k`` is preferred.
 
 from __future__ import annotations
 
-import csv
 import difflib
 import functools
 import math
@@ -388,40 +387,35 @@ def _squash(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
-def _optional_float(text: str) -> float | None:
-    text = (text or "").strip()
-    return float(text) if text else None
-
-
 @functools.lru_cache(maxsize=8)
 def _load_gpus(path: str) -> tuple[GpuSpec, ...]:
+    from greenlab import tables
+
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"GPU table not found at {file}; set GREENLAB_DATA_DIR to the folder holding it")
+    required = ("name", "vendor", "architecture", "year", "tdp_w", "memory_gb", "memory_type")
+    optional = ("fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops", "int8_tops",
+                "price_usd_per_hour", "price_date", "price_source", "spec_source", "spec_checked")
     rows = []
-    with file.open(newline="", encoding="utf-8") as handle:
-        for r in csv.DictReader(handle):
-            rows.append(
-                GpuSpec(
-                    name=r["name"].strip(),
-                    vendor=r["vendor"].strip(),
-                    architecture=r["architecture"].strip(),
-                    year=int(r["year"]),
-                    tdp_w=float(r["tdp_w"]),
-                    memory_gb=float(r["memory_gb"]),
-                    memory_type=r["memory_type"].strip(),
-                    fp32_tflops=_optional_float(r["fp32_tflops"]),
-                    tf32_tflops=_optional_float(r["tf32_tflops"]),
-                    bf16_tflops=_optional_float(r["bf16_tflops"]),
-                    fp16_tflops=_optional_float(r["fp16_tflops"]),
-                    int8_tops=_optional_float(r["int8_tops"]),
-                    price_usd_per_hour=_optional_float(r["price_usd_per_hour"]),
-                    price_date=r["price_date"].strip(),
-                    price_source=r["price_source"].strip(),
-                    spec_source=r["spec_source"].strip(),
-                    spec_checked=r["spec_checked"].strip(),
-                )
+    for r in tables.read_table(file, required, optional=optional):
+        def maybe(column):
+            return tables.number(r, column, file, low=0.0) if r[column] else None
+
+        rows.append(
+            GpuSpec(
+                name=r["name"], vendor=r["vendor"], architecture=r["architecture"],
+                year=tables.integer(r, "year", file),
+                tdp_w=tables.number(r, "tdp_w", file, low=0.0),
+                memory_gb=tables.number(r, "memory_gb", file, low=0.0),
+                memory_type=r["memory_type"],
+                fp32_tflops=maybe("fp32_tflops"), tf32_tflops=maybe("tf32_tflops"),
+                bf16_tflops=maybe("bf16_tflops"), fp16_tflops=maybe("fp16_tflops"),
+                int8_tops=maybe("int8_tops"), price_usd_per_hour=maybe("price_usd_per_hour"),
+                price_date=r["price_date"], price_source=r["price_source"],
+                spec_source=r["spec_source"], spec_checked=r["spec_checked"],
             )
+        )
     return tuple(rows)
 
 

@@ -160,7 +160,13 @@ def load_profile(name: str) -> Profile:
         if not path.is_file():
             raise ValueError(f"profile CSV not found: {path}")
         label = path.stem
-    return _parse_csv(path.read_text(encoding="utf-8"), label, str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        from greenlab.tables import DataTableError
+
+        raise DataTableError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    return _parse_csv(text, label, str(path))
 
 
 def from_values(values: Sequence[float], name: str = "my profile", unit: str = "gCO2/kWh",

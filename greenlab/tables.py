@@ -16,7 +16,7 @@ class DataTableError(ValueError):
 
 def read_table(path, columns, *, optional=(), comment: str | None = None) -> list[dict]:
     """Rows of the CSV file ``path`` as dicts with every column in ``columns`` (non-empty
-    strings) and any in ``optional`` ('' when empty). Each row also carries ``_line`` (its
+    strings) and in ``optional`` (present in the header, '' where a row leaves it empty). Each row also carries ``_line`` (its
     1-based line number). Lines starting with ``comment`` are skipped."""
     path = Path(path)
     if not path.is_file():
@@ -40,7 +40,7 @@ def read_table(path, columns, *, optional=(), comment: str | None = None) -> lis
     if len(parsed) != len(numbered):  # a quoted field spanning lines: fall back to row order
         numbered = [(None, "")] * len(parsed)
     header = [h.strip() for h in parsed[0]]
-    missing = [c for c in columns if c not in header]
+    missing = [c for c in (*columns, *optional) if c not in header]
     if missing:
         raise DataTableError(f"{path}: missing column(s) {', '.join(missing)} (header has "
                              f"{', '.join(header) or 'nothing'})")
@@ -54,8 +54,6 @@ def read_table(path, columns, *, optional=(), comment: str | None = None) -> lis
         for c in columns:
             if not row[c]:
                 raise DataTableError(f"{where}: empty {c!r}")
-        for c in optional:
-            row.setdefault(c, "")
         row["_line"] = line_no
         rows.append(row)
     if not rows:

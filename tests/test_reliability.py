@@ -289,6 +289,23 @@ def test_damaged_carbon_table_names_the_file(tmp_path, monkeypatch, damage, matc
     assert "carbon_intensity.csv" in str(info.value)
 
 
+@pytest.mark.parametrize("damage,match", [
+    (lambda b: b.replace(b",tdp_w", b"", 1), "missing column"),
+    (lambda b: b.replace(b",70,", b",seventy,", 1), "tdp_w must be a finite number"),
+    (lambda b: b + b"\xff\xfe\n", "not UTF-8"),
+])
+def test_damaged_gpu_table_names_the_file(tmp_path, monkeypatch, damage, match):
+    from greenlab import scaling
+
+    (tmp_path / "data").mkdir()
+    table = tmp_path / "data" / "gpus.csv"
+    table.write_bytes(damage((ROOT / "data" / "gpus.csv").read_bytes()))
+    monkeypatch.setenv("GREENLAB_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(DataTableError, match=match) as info:
+        scaling.gpus()
+    assert "gpus.csv" in str(info.value)
+
+
 def test_compare_regions_checks_its_arguments():
     with pytest.raises(TypeError, match="codes must be a list"):
         carbon.compare_regions(1, "FRA")
