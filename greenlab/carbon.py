@@ -127,6 +127,21 @@ def intensity(region: str | Region = "WORLD") -> Region:
                      f"greenlab.carbon.regions(), or a two-letter ISO code); closest matches: {hint}")
 
 
+def check_region(region) -> None:
+    """Refuse an unknown ``region`` (ValueError/TypeError naming it) before any work starts. A
+    table that cannot be read is left for the point where CO2e is computed, so work that does
+    not need it is not stopped by it."""
+    if isinstance(region, Region):
+        return
+    if not isinstance(region, str) or not region.strip():
+        intensity(region)  # raises, naming the argument
+    try:
+        regions()
+    except (OSError, ValueError):
+        return
+    intensity(region)
+
+
 def co2e_g(joules: float, region: str | Region = "WORLD", pue: float | None = None) -> float:
     """Grams CO2e for ``joules`` of IT energy in ``region``, times PUE.
 

@@ -97,6 +97,9 @@ class Leaderboard:
                          f"({grid.source}, {grid.year}), PUE {carbon.DEFAULT_PUE:g}")
         if not isinstance(region, str) or not region.strip():
             raise ValueError(f"region must be a region code such as 'WORLD' or 'FRA', got {region!r}")
+        from greenlab import carbon
+
+        carbon.check_region(region)  # an unknown region is refused even when co2e_g is given
         if estimated is not None and not isinstance(estimated, bool):
             raise ValueError(f"estimated must be True, False or None, got {estimated!r}")
         for label, value in (("sources", sources), ("provenance", provenance)):

@@ -1146,11 +1146,7 @@ def _check_region(region):
     validation.text("region", region, allow_empty=False)
     from greenlab import carbon
 
-    try:
-        carbon.regions()
-    except (OSError, ValueError):
-        return
-    carbon.intensity(region)
+    carbon.check_region(region)
 
 
 def _positive_int(name, value):
