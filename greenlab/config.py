@@ -15,6 +15,8 @@ Environment variables:
 - ``GREENLAB_DATA_DIR``: the data folder (cited tables; cached datasets in its ``cache`` subfolder).
 - ``GREENLAB_CACHE_DIR``: the dataset cache, if it should live elsewhere.
 - ``GREENLAB_LESSONS_DIR``: where ``greenlab lab`` looks for lessons.
+- ``GREENLAB_THREADS=N``: PyTorch's CPU threads (default: PyTorch's, one per core); 1 keeps
+  lessons fast on a machine busy with other programs.
 - ``GREENLAB_DOWNLOAD``: 1 requires dataset downloads, 0 forbids them; unset, datasets are
   downloaded outside quick mode and CI (``greenlab.datacache.policy``).
 """
@@ -41,6 +43,7 @@ class Settings:
     device_name: str = ""
     quick_reason: str = ""
     native_precisions: dict = field(default_factory=dict)
+    threads: int = 0
 
     def line(self) -> str:
         """The one line ``setup()`` prints."""
@@ -50,7 +53,8 @@ class Settings:
         else:
             energy = "none available"
         quick = f"on ({self.quick_reason})" if self.quick else "off"
-        line = f"greenlab: device {where} | energy sources: {energy} | quick mode {quick} | seed {self.seed}"
+        line = (f"greenlab: device {where} | energy sources: {energy} | quick mode {quick} | seed {self.seed}"
+                f" | CPU threads {self.threads}")
         slow = [p for p in ("bf16", "fp16") if not self.native_precisions.get(p, True)]
         if slow:
             line += f" | emulated here: {', '.join(slow)} (lessons size those runs down)"
@@ -61,12 +65,15 @@ _current: Settings | None = None
 
 
 def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
-          verbose: bool = True) -> Settings:
+          verbose: bool = True, threads: int | None = None) -> Settings:
     """Seed everything, choose the device and quick mode, print one line, return ``Settings``.
 
     ``device``: "cuda", "cuda:N", "mps" or "cpu"; None picks CUDA, then MPS, then CPU.
     ``quick``: None decides from ``GREENLAB_QUICK``, ``CI`` and the device (quick without a
     CUDA GPU).
+    ``threads``: PyTorch's CPU threads (``torch.set_num_threads``); None reads
+    ``GREENLAB_THREADS``, else leaves PyTorch's default (one per core). On a machine busy with
+    other programs, 1 thread avoids threads waiting for each other on shared cores.
     """
     global _current
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= 2**32 - 1:
@@ -76,6 +83,7 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
     if not isinstance(verbose, bool):
         raise ValueError(f"verbose must be True or False, got {verbose!r}")
     chosen = _choose_device(device)
+    _set_threads(threads)
     seed_everything(seed)
     if quick is None:
         quick, reason = quick_decision(os.environ, chosen)
@@ -85,7 +93,7 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
 
     _current = Settings(device=chosen, quick=quick, seed=seed, sources=_energy_sources(),
                         device_name=_device_name(chosen), quick_reason=reason,
-                        native_precisions=native_precisions(chosen))
+                        native_precisions=native_precisions(chosen), threads=_torch_threads())
     if verbose:
         print(_current.line())
     return _current
@@ -257,6 +265,27 @@ def _choose_device(requested: str | None) -> str:
                                  f"{torch.cuda.device_count()} CUDA device(s), cuda:0..")
         return name
     raise ValueError(f"device must be 'cuda', 'cuda:N', 'mps' or 'cpu', got {requested!r}")
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _set_threads(threads) -> None:
+    import torch
+
+    source = "threads"
+    if threads is None:
+        raw = os.environ.get("GREENLAB_THREADS", "").strip()
+        if not raw:
+            return
+        source = "GREENLAB_THREADS"
+        threads = int(raw) if raw.isdigit() else raw
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1024:
+        raise ValueError(f"{source} must be a whole number of threads from 1 to 1024, got {threads!r}")
+    torch.set_num_threads(threads)
 
 
 def _mps_available() -> bool:

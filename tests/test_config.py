@@ -14,7 +14,7 @@ def clean(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "_current", None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    for name in ("GREENLAB_QUICK", "CI", "GREENLAB_RESULTS_DIR", "GREENLAB_DATA_DIR", "GREENLAB_LESSONS_DIR", "GREENLAB_CACHE_DIR",
+    for name in ("GREENLAB_QUICK", "CI", "GREENLAB_THREADS", "GREENLAB_RESULTS_DIR", "GREENLAB_DATA_DIR", "GREENLAB_LESSONS_DIR", "GREENLAB_CACHE_DIR",
                  "GREENLAB_DOWNLOAD"):
         monkeypatch.delenv(name, raising=False)
 
@@ -192,3 +192,23 @@ def test_budget_gpu_size_on_a_gpu_in_full_mode(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     config.setup(quick=False, verbose=False)
     assert config.budget(full=2048, quick=1024, gpu=8192) == 2048
+
+
+def test_threads_from_argument_or_environment_and_shown(monkeypatch, capsys):
+    before = torch.get_num_threads()
+    try:
+        s = config.setup(threads=1)
+        assert torch.get_num_threads() == 1 and s.threads == 1
+        assert "CPU threads 1" in capsys.readouterr().out
+        monkeypatch.setenv("GREENLAB_THREADS", "2")
+        assert config.setup(verbose=False).threads == 2 == torch.get_num_threads()
+        for bad in ("0", "two", "-1"):
+            monkeypatch.setenv("GREENLAB_THREADS", bad)
+            with pytest.raises(ValueError, match="GREENLAB_THREADS must be a whole number"):
+                config.setup(verbose=False)
+        monkeypatch.delenv("GREENLAB_THREADS")
+        with pytest.raises(ValueError, match="threads must be"):
+            config.setup(threads=0, verbose=False)
+        assert config.setup(verbose=False).threads == torch.get_num_threads()  # None: left as it is
+    finally:
+        torch.set_num_threads(before)
