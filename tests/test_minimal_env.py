@@ -37,12 +37,20 @@ def test_the_hidden_packages_really_cannot_be_imported(tmp_path):
     code = ("import importlib.util, sys\n"
             f"names = {list(HIDDEN)!r}\n"
             "print([n for n in names if importlib.util.find_spec(n) is not None])\n"
-            "import greenlab, greenlab.train, greenlab.energy, greenlab.course, benchmarks.gpu_suite\n"
-            "print(sorted(n for n in names if n in sys.modules))\n")
+            "import greenlab, greenlab.train, greenlab.energy, greenlab.course, greenlab.hardware, benchmarks.gpu_suite\n"
+            "print(sorted(n for n in names if n in sys.modules))\n"
+            # the parts that used psutil and tqdm work without them
+            "import importlib, torch\n"
+            "info = greenlab.hardware._cpu_info()\n"
+            "print(info['logical_cores'] >= 1, info['physical_cores'] is None or info['physical_cores'] >= 1)\n"
+            "t = importlib.import_module('greenlab.train')\n"
+            "print(type(t._progress(5, True, 'x')).__name__)\n"
+            "pm = t._PeakMemory(torch.device('cpu')); block = b'x' * (64 * 2**20); pm.sample()\n"
+            "print(pm.bytes() >= 32 * 2**20)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=hidden_env(tmp_path),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.splitlines() == ["[]", "[]"]
+    assert proc.stdout.splitlines() == ["[]", "[]", "True True", "_NoProgress", "True"]
 
 
 def test_dry_run_completes_and_writes_the_bundle_and_the_log(dry_run):
