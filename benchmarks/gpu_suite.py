@@ -1535,8 +1535,11 @@ def select_lessons(spec: str, dry_run: bool) -> list:
 
 def gpu_test_files() -> list:
     """Test files that hold ``gpu``-marked tests (pytest then runs only those)."""
+    import re
+
+    mark = re.compile(r"^\s*(@|pytestmark\s*=\s*\[?\s*)?pytest\.mark\.gpu\b", re.MULTILINE)
     return sorted(p for p in (REPO_ROOT / "tests").glob("test_*.py")
-                  if "pytest.mark.gpu" in p.read_text(encoding="utf-8", errors="replace"))
+                  if mark.search(p.read_text(encoding="utf-8", errors="replace")))
 
 
 def unpack(bundle_path, into, allow_dry_run: bool = False) -> int:
