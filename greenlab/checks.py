@@ -1069,3 +1069,7 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
                   f"{entry.get('co2e_g', float('nan')):.3g} g"
                   + (" (energy is an estimate)" if result.estimated else "")])
 # --- end of lesson 09 checkers -------------------------------------------------------------
+
+
+# --- lesson 10 (its checkers live in greenlab/checks_lm.py) ---
+from greenlab.checks_lm import zero_bytes_per_rank  # noqa: E402

@@ -1,0 +1,40 @@
+"""Exercise checkers for lesson 10 (training a small language model); re-exported by
+``greenlab.checks``, so lessons call ``gl.check.zero_bytes_per_rank(fn)``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from greenlab.checks import Check, check_function
+
+
+def zero_bytes_per_rank(fn: Any) -> Check:
+    """Check a learner's ``fn(n_params, world_size, stage) -> bytes`` one data-parallel rank holds
+    for parameters, gradients and AdamW state in fp32 (4 + 4 + 8 bytes per parameter) under ZeRO
+    ``stage`` 0-3 (``greenlab.sharding.zero_bytes_per_rank``'s total)."""
+    from greenlab.sharding import zero_bytes_per_rank as reference
+
+    inputs = [(1000, 1, 0), (1000, 4, 0), (1000, 4, 1), (1000, 4, 2), (1000, 4, 3),
+              (1_000_000, 8, 1), (1_000_000, 8, 2), (1_000_000, 8, 3), (4096, 2, 3)]
+    cases = [(args, reference(*args)["total"]) for args in inputs]
+
+    def hint(args, expected, got):
+        try:
+            value = float(got)
+        except (TypeError, ValueError):
+            return None
+        n, world, stage = args
+        if stage > 0 and math.isclose(value, 16 * n, rel_tol=1e-9):
+            return "that is stage 0 (everything replicated); from stage 1 on some of it is split over the ranks."
+        if math.isclose(value, 16 * n / world, rel_tol=1e-9) and stage < 3:
+            return f"stage {stage} keeps some pieces whole on every rank: only stage 3 shards all three."
+        if stage == 1 and math.isclose(value, 4 * n + 4 * n / world + 8 * n / world, rel_tol=1e-9):
+            return "stage 1 shards only the optimizer state; gradients are sharded from stage 2."
+        if stage >= 1 and math.isclose(value, 4 * n / world + 4 * n + 8 * n, rel_tol=1e-9):
+            return "the first thing ZeRO shards is the optimizer state (stage 1), the parameters last (stage 3)."
+        if math.isclose(value, expected / 2, rel_tol=1e-9):
+            return "AdamW keeps two fp32 moments per parameter: 8 bytes of optimizer state, not 4."
+        return None
+
+    return check_function(fn, cases, rtol=1e-9, atol=0.5, name="zero_bytes_per_rank", hint=hint)

@@ -1,0 +1,226 @@
+"""greenlab.lm (corpus, model, token training loop, FLOP counts), greenlab.sharding (ZeRO and
+parallelism arithmetic) and lesson 10's checker. Tiny sizes: the whole file runs in seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from greenlab import checks, lm, sharding
+from greenlab.experiments import Comparison
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return lm.load_corpus(max_bytes=20_000)
+
+
+def _counter():
+    """A fake meter whose counter rises at a known rate (100 W)."""
+    from fakes import SlopeSource
+
+    return SlopeSource(watts=100.0)
+
+
+def tiny(**kw):
+    torch.manual_seed(0)
+    return lm.TinyGPT(d_model=16, n_layers=2, n_heads=2, max_seq_len=32, **kw)
+
+
+# --- corpus ------------------------------------------------------------------------------------
+
+def test_corpus_is_python_text_split_deterministically(corpus):
+    again = lm.load_corpus(max_bytes=20_000)
+    assert torch.equal(again.train, corpus.train) and torch.equal(again.val, corpus.val)
+    assert corpus.n_bytes == 20_000 and corpus.val.numel() == 2_000
+    assert "pydoc_data.topics" in corpus.source and "PSF" in corpus.licence
+    text = bytes(corpus.train[:5000].tolist()).decode("utf-8", errors="ignore")
+    assert " the " in text  # English prose, not noise
+    assert 0 < corpus.unigram_entropy() < math.log(256)
+
+
+def test_corpus_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="name"):
+        lm.load_corpus("wikipedia")
+    with pytest.raises(ValueError, match="val_fraction"):
+        lm.load_corpus(val_fraction=0.9)
+    with pytest.raises(ValueError, match="max_bytes"):
+        lm.load_corpus(max_bytes=10)
+
+
+def test_batch_targets_are_inputs_shifted_by_one(corpus):
+    x, y = lm.batch(corpus.train, 16, 4, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (4, 16) and x.dtype == torch.long
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    with pytest.raises(ValueError, match="seq_len"):
+        lm.batch(corpus.train, 0, 4)
+
+
+# --- model -------------------------------------------------------------------------------------
+
+def test_model_is_causal_a_later_byte_never_changes_an_earlier_logit():
+    model = tiny().eval()
+    x = torch.randint(0, 256, (1, 12))
+    x2 = x.clone()
+    x2[0, 8:] = (x2[0, 8:] + 1) % 256
+    with torch.no_grad():
+        a, b = model(x), model(x2)
+    assert torch.allclose(a[0, :8], b[0, :8], atol=1e-6)
+    assert not torch.allclose(a[0, 8:], b[0, 8:])
+
+
+def test_checkpointing_gives_the_same_gradients_and_keeps_less(corpus):
+    x, y = lm.batch(corpus.train, 32, 4, torch.Generator().manual_seed(1))
+    grads, peaks = [], []
+    from greenlab.batching import measure_step_peak_bytes
+
+    for ckpt in (False, True):
+        model = tiny(checkpoint=ckpt)
+        _, peak = measure_step_peak_bytes(lambda: lm.lm_loss(model, x, y).backward())
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        peaks.append(peak)
+    assert torch.allclose(grads[0], grads[1], rtol=1e-5, atol=1e-7)
+    assert peaks[1] < peaks[0]
+
+
+def test_model_refuses_bad_sizes():
+    with pytest.raises(ValueError, match="multiple of n_heads"):
+        lm.TinyGPT(d_model=10, n_heads=3)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        tiny()(torch.zeros(1, 33, dtype=torch.long))
+
+
+# --- FLOPs -------------------------------------------------------------------------------------
+
+def test_counted_flops_are_six_per_matrix_weight_per_token_plus_attention():
+    model = tiny()
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    f = lm.train_step_flops(model, 16, 3)
+    assert f["other"] == 6 * weights * 16 * 3
+    assert f["attention"] == lm.attention_flops(16, 16, 2, 3) > 0
+    assert f["total"] == f["other"] + f["attention"]
+
+
+def test_attention_flops_grow_with_the_square_of_the_sequence():
+    assert lm.attention_flops(64, 8, 2) == 4 * lm.attention_flops(32, 8, 2)
+    assert lm.attention_flops(32, 8, 2, backward=False) * 7 == lm.attention_flops(32, 8, 2) * 2
+    with pytest.raises(ValueError, match="seq_len"):
+        lm.attention_flops(0, 8, 2)
+
+
+def test_checkpointed_step_counts_one_more_forward_pass_of_the_blocks():
+    plain, ckpt = lm.train_step_flops(tiny(), 16, 2), lm.train_step_flops(tiny(checkpoint=True), 16, 2)
+    assert 1 < ckpt["total"] / plain["total"] <= 4 / 3
+
+
+def test_compile_break_even():
+    assert lm.compile_break_even_steps(40, 0.05, 0.03) == pytest.approx(2000)
+    assert lm.compile_break_even_steps(40, 0.03, 0.05) == math.inf
+    with pytest.raises(ValueError, match="eager_step_seconds"):
+        lm.compile_break_even_steps(1, 0, 1)
+
+
+# --- training ----------------------------------------------------------------------------------
+
+def test_train_lm_learns_and_reads_energy_to_target_off_its_history(corpus):
+    cfg = lm.LMConfig(seq_len=32, batch_size=8, steps=40, eval_every=10, lr=1e-2, target_loss=4.0)
+    run = lm.train_lm(tiny(), corpus, cfg, device="cpu", sources=[_counter()])
+    losses = [r["val_loss"] for r in run.history]
+    assert [r["step"] for r in run.history] == [10, 20, 30, 40]
+    assert losses[-1] < losses[0] and losses[-1] < math.log(256)
+    assert run.tokens == 40 * 32 * 8
+    assert run.joules_per_token == pytest.approx(run.joules / run.tokens)
+    joules = [r["joules"] for r in run.history]
+    assert joules == sorted(joules) and joules[0] > 0
+    assert run.joules == pytest.approx(100.0 * run.seconds, rel=0.01)  # the known slope
+    first = next(r for r in run.history if r["val_loss"] <= 4.0)
+    assert run.joules_to_target == first["joules"] and run.seconds_to_target == first["seconds"]
+
+
+def test_target_never_reached_is_none_not_zero(corpus):
+    cfg = lm.LMConfig(seq_len=16, batch_size=2, steps=2, eval_every=1, target_loss=0.01)
+    run = lm.train_lm(tiny(), corpus, cfg, device="cpu", sources=[_counter()])
+    assert run.joules_to_target is None and run.seconds_to_target is None
+
+
+def test_same_seed_same_run_and_bf16_stays_close(corpus):
+    cfg = lm.LMConfig(seq_len=16, batch_size=4, steps=3, eval_every=3)
+    a = lm.train_lm(tiny(), corpus, cfg, device="cpu", sources=[_counter()])
+    b = lm.train_lm(tiny(), corpus, cfg, device="cpu", sources=[_counter()])
+    assert a.val_loss == b.val_loss
+    c = lm.train_lm(tiny(), corpus, dataclasses.replace(cfg, precision="bf16"), device="cpu", sources=[_counter()])
+    assert c.val_loss == pytest.approx(a.val_loss, rel=0.05)
+
+
+def test_config_refuses_bad_values():
+    with pytest.raises(ValueError, match="precision"):
+        lm.LMConfig(precision="fp16")
+    with pytest.raises(ValueError, match="steps"):
+        lm.LMConfig(steps=0)
+    with pytest.raises(ValueError, match="target_loss"):
+        lm.LMConfig(target_loss=-1)
+    with pytest.raises(ValueError, match="seq_len 64 exceeds"):
+        lm.train_lm(tiny(), lm.load_corpus(max_bytes=4096), lm.LMConfig(seq_len=64), device="cpu")
+    with pytest.raises(ValueError, match="tokens"):
+        lm.joules_per_token(1.0, 0)
+
+
+def test_compare_lm_pairs_repeats_into_a_comparison(corpus):
+    cfg = lm.LMConfig(seq_len=16, batch_size=2, steps=2, eval_every=2)
+    seen = []
+
+    def model_fn(c):
+        seen.append((c.label, c.seed))
+        return tiny(checkpoint=c.label == "b")
+
+    cmp = lm.compare_lm({"a": cfg, "b": cfg}, model_fn, corpus, repeats=2, device="cpu")
+    assert isinstance(cmp, Comparison) and cmp.repeats == 2
+    assert seen == [("a", 0), ("b", 0), ("b", 1), ("a", 1)]  # rotated order, paired seeds
+    assert "b" in cmp.verdict("b", metric="seconds")
+    with pytest.raises(ValueError, match="LMConfig"):
+        lm.compare_lm({"a": object()}, model_fn, corpus)
+
+
+# --- sharding arithmetic -----------------------------------------------------------------------
+
+def test_zero_stages_shard_optimizer_then_gradients_then_parameters():
+    n = 1000
+    totals = [sharding.zero_bytes_per_rank(n, 4, s)["total"] for s in range(4)]
+    assert totals == [16 * n, 4 * n + 4 * n + 2 * n, 4 * n + n + 2 * n, 4 * n]
+    z = sharding.zero_bytes_per_rank(1001, 4, 3)
+    assert z["params"] == 251 * 4  # shards padded to whole elements
+    mixed = sharding.zero_bytes_per_rank(n, 8, 0, param_bytes=2, grad_bytes=2, optimizer_bytes=12)
+    assert mixed["total"] == 16 * n  # the paper's 2 + 2 + 12 bytes per parameter
+    with pytest.raises(ValueError, match="stage"):
+        sharding.zero_bytes_per_rank(n, 4, 4)
+    with pytest.raises(ValueError, match="world_size"):
+        sharding.zero_bytes_per_rank(n, 0, 1)
+
+
+def test_communication_arithmetic():
+    assert sharding.ring_allreduce_bytes(1000, 1) == 0
+    assert sharding.ring_allreduce_bytes(1000, 4) == pytest.approx(1500)
+    ddp = sharding.data_parallel_bytes_per_step(1000, 4)
+    assert sharding.data_parallel_bytes_per_step(1000, 4, stage=3) == pytest.approx(1.5 * ddp)
+    assert sharding.tensor_parallel_bytes_per_step(2, 8, 4, 3, 2) == pytest.approx(4 * 3 * 2 * 8 * 4 * 4)
+    assert sharding.pipeline_bytes_per_step(2, 8, 4, stages=1) == 0
+    assert sharding.pipeline_bytes_per_step(2, 8, 4, stages=3) == 2 * 2 * 2 * 8 * 4 * 4
+
+
+# --- the lesson's checker ----------------------------------------------------------------------
+
+def test_zero_checker_passes_the_solution_and_names_the_usual_mistakes():
+    def right(n, world, stage):
+        return sharding.zero_bytes_per_rank(n, world, stage)["total"]
+
+    def params_first(n, world, stage):  # shards parameters at stage 1
+        return 4 * n / world + 4 * n + 8 * n if stage >= 1 else 16 * n
+
+    assert checks.zero_bytes_per_rank(right).passed
+    assert not checks.zero_bytes_per_rank(lambda n, w, s: 16 * n).passed
+    wrong = checks.zero_bytes_per_rank(params_first)
+    assert not wrong.passed and "optimizer state (stage 1)" in wrong.text()
+    assert not checks.zero_bytes_per_rank(None).attempted
