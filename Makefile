@@ -4,7 +4,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.greenlab-installed
 
-# Tests run the lessons in quick mode: real training, only smaller.
+# Tests run the lessons in quick mode: real training, only smaller, with one PyTorch thread: on a
+# machine shared with other programs, threads waiting for each other slowed lessons several-fold.
+TEST_ENV := GREENLAB_QUICK=1 GREENLAB_THREADS=1 MPLBACKEND=Agg
 PYTEST_ARGS ?=
 # make lab: your own copy of the lessons (git-ignored; make test never checks it), extra
 # JupyterLab options (e.g. LAB_ARGS="--port=8890 --ServerApp.open_browser=True"); root needs --allow-root.
@@ -37,13 +39,13 @@ my-lessons:
 
 ## make test: install if needed, then every unit test, the browser test and every lesson (quick mode)
 test: $(STAMP)
-	GREENLAB_QUICK=1 MPLBACKEND=Agg $(PY) -m pytest tests lessons $(NBVAL) -p no:cacheprovider $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests lessons $(NBVAL) -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: $(STAMP)
-	GREENLAB_QUICK=1 MPLBACKEND=Agg $(PY) -m pytest tests -p no:cacheprovider $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests -p no:cacheprovider $(PYTEST_ARGS)
 
 lessons: $(STAMP)
-	GREENLAB_QUICK=1 $(PY) -m pytest lessons $(NBVAL) -p no:cacheprovider $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest lessons $(NBVAL) -p no:cacheprovider $(PYTEST_ARGS)
 
 ## make notebooks: regenerate learner copies from lessons/instructor/
 notebooks: $(STAMP)
