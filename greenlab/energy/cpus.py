@@ -21,7 +21,8 @@ from pathlib import Path
 
 PROC = Path("/proc")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-RESCAN_S = 5.0  # re-read every process's parent this often (new ones are read at once)
+LIST_S = 1.0  # look for new descendants at most this often between refresh() calls
+RESCAN_S = 5.0  # re-read every process's parent this often (pid reuse)
 
 
 def clock_ticks_per_second() -> int:
@@ -151,15 +152,25 @@ class ProcessTreeCpu:
         t = os.times()
         return t.user + t.system + t.children_user + t.children_system
 
+    def refresh(self) -> None:
+        """Look for new descendants now (measurement windows call this at their edges; between
+        edges a new child is found within ``LIST_S``, its earlier CPU time included)."""
+        self._listed_at = -math.inf
+
     def _proc_seconds(self) -> float:
-        self._descendants = self._scan()
+        now = self._clock()
+        if now - getattr(self, "_listed_at", -math.inf) >= LIST_S:
+            self._descendants = self._scan()
+            self._listed_at = now
         own = _read_stat(self.proc / str(self.pid) / "stat")
         if own is None:
             raise OSError(f"cannot read {self.proc / str(self.pid) / 'stat'}")
         ticks = own[1] + own[2]  # self + reaped children
-        for pid in self._descendants:
+        for pid in list(self._descendants):
             stat = _read_stat(self.proc / str(pid) / "stat")
-            if stat is not None:  # else exited: its time is in its parent's cutime once reaped
+            if stat is None:  # exited: its time is in its parent's cutime once reaped
+                self._descendants.discard(pid)
+            else:
                 ticks += stat[1] + stat[2]
         return ticks / self.tick
 

@@ -100,6 +100,7 @@ class CpuEstimateSource(EnergySource):
         elif attribution == "process":
             tree = _cpus.ProcessTreeCpu(clock=clock)
             self._busy = tree.seconds
+            self.refresh = tree.refresh  # windows look for new child processes at their edges
             self.busy_how = tree.how
         else:
             self._busy = _cpus.machine_busy_seconds

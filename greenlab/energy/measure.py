@@ -306,6 +306,7 @@ class _Run:
             self.start_joules, self.sources = {}, []
             for s in sources:
                 try:
+                    _refresh(s)
                     self.start_joules[s.component] = s.read_joules()
                     self.sources.append(s)
                 except Exception as exc:
@@ -326,6 +327,7 @@ class _Run:
             end_joules = {}
             for s in self.sources:
                 try:
+                    _refresh(s)
                     end_joules[s.component] = s.read_joules()
                 except Exception as exc:
                     self.problems.append(f"{s.component}: {s.name} failed at window end "
@@ -450,6 +452,12 @@ class _Poller:
             out.append(f"{', '.join(names)}: the background poller stopped ({_why(self.died)}); "
                        "readings after that were lost")
         return out
+
+
+def _refresh(source) -> None:
+    refresh = getattr(source, "refresh", None)  # sources written before refresh() existed lack it
+    if callable(refresh):
+        refresh()
 
 
 def _why(exc: BaseException) -> str:

@@ -63,6 +63,10 @@ class EnergySource:
     def poll(self) -> None:
         """Keep the counter honest between reads (sample power, track wrap-around)."""
 
+    def refresh(self) -> None:
+        """Bring slow bookkeeping up to date before a window-edge read (e.g. look for new
+        child processes); cheap reads in between may skip it."""
+
     def describe(self) -> dict:
         """Plain-data summary for reports and ``doctor()``."""
         return {
