@@ -59,6 +59,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 _PROCESS_T0 = time.monotonic()  # a worker's time share counts from here: start-up included
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -76,17 +77,18 @@ BUNDLE_VERSION = 1
 DEFAULT_BUDGET_S = 540.0
 # experiment -> (the lesson that reads it with gl.reference.show, seconds of a 540 s plan)
 EXPERIMENTS = {
-    "measurement_core": ("00", 34),
-    "ddp_scaling": ("01", 35),
+    "measurement_core": ("00", 32),
+    "ddp_scaling": ("01", 32),
     "mixed_precision": ("02", 45),
     "mixed_precision-resnet": ("02", 35),
     "gradient_accumulation": ("03", 28),
     "batch_sweep": ("04", 32),
-    "architecture_search": ("05", 18),
+    "architecture_search": ("05", 16),
     "carbon": ("06", 12),
     "compression": ("07", 18),
     "data_pipeline": ("08", 30),
-    "capstone": ("09", 40),
+    "capstone": ("09", 36),
+    "language_model": ("10", 30),
 }
 LESSONS_SECONDS = 150   # every instructor lesson, quick mode, one subprocess each
 PYTEST_SECONDS = 35
@@ -149,6 +151,8 @@ class Sizes:
     ddp_epochs: int = 8
     capstone_scale: float = 1.0
     capstone_target: float | None = None  # None: the recipes' own target
+    lm: dict = field(default_factory=lambda: {"d_model": 1024, "n_layers": 8, "n_heads": 16, "max_seq_len": 512})
+    lm_batch: int = 32                  # windows of max_seq_len bytes per step
     lesson_cap_s: float = 60.0
     dry: bool = False
 
@@ -163,6 +167,9 @@ class Sizes:
 # - ResNet-20 at width 64 (64, 128, 256 channels): 1.3 GFLOP forward per 32x32 image (the lesson's
 #   width-16 ResNet-20 has 1/16 of it and is launch-bound at batch 512); at batch 2048 a step is
 #   3 x 1.3 x 2048 = 8 TFLOP, about 11 ms.
+# - TinyGPT at d_model 1024, 8 layers (about 100 M parameters), 32 windows of 512 bytes per step:
+#   its matrix products have 16384 rows and 1024-4096 columns (over 500 FLOP per bf16 byte), and
+#   a step is about 6 x 1e8 x 16384 = 10 TFLOP plus attention.
 # Launches: torch.profiler counts 76 (CNN) and 412 (ResNet) leaf operators per training step on
 # the CPU (SGD's per-parameter loop there; CUDA's foreach path launches fewer). At ~5 us each the
 # host needs about 0.4 and 2 ms per step, well under the GPU's 4 and 11 ms, so the host runs
@@ -179,6 +186,7 @@ DRY_SIZES = Sizes(
     infer_batch=32, loader_batch=32, loader_workers=(0, 1), idle_s=0.2, steady_load_s=0.3,
     poll_s=0.2, power_interval_s=0.01, matmul_n=64, monitor_pairs=1, monitor_run_s=0.1,
     ddp_per_worker_batch=32, ddp_epochs=1, capstone_scale=0.01, capstone_target=0.3,
+    lm={"d_model": 32, "n_layers": 2, "n_heads": 2, "max_seq_len": 32}, lm_batch=4,
     lesson_cap_s=240.0, dry=True)
 
 
@@ -1297,6 +1305,68 @@ def exp_capstone(ctx: Context) -> None:
              "naive one runs its fixed epochs and records when it passed the target; the green one "
              "stops there. A run stopped by its time share has status 'stopped'. One repeat each. "
              "to_target_window_ok says whether the time to target was at least the shortest window.")
+
+
+def exp_language_model(ctx: Context) -> None:
+    """Lesson 10: a byte-level transformer's training throughput in tokens per second and
+    joules per token: fp32 (PyTorch defaults), bf16 autocast, bf16 with activation checkpointing."""
+    from greenlab import lm
+
+    z = ctx.sizes
+    torch = ctx.torch
+    corpus = lm.load_corpus()
+    seq = z.lm["max_seq_len"]
+    probe = lm.TinyGPT(**z.lm).to(ctx.device)
+    step_flops = lm.train_step_flops(probe, seq, batch_size=1)["total"]
+    params = sum(p.numel() for p in probe.parameters())
+    del probe
+    configs = [("fp32 (PyTorch defaults)", "fp32", False), ("bf16 autocast", "bf16", False),
+               ("bf16 + activation checkpointing", "bf16", True)]
+    if ctx.device == "cuda" and not torch.cuda.is_bf16_supported():
+        configs = configs[:1]
+    repeats = _repeats(ctx, len(configs), ctx.min_window_s * z.window_margin)
+    rows = {}
+    for label, precision, checkpoint in configs:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
+            break
+        torch.manual_seed(0)
+        model = lm.TinyGPT(**{**z.lm, "checkpoint": checkpoint}).to(ctx.device)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, **({"fused": True} if ctx.device == "cuda" else {}))
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        gen = torch.Generator().manual_seed(0)
+        batches = [lm.batch(corpus.train, seq, z.lm_batch, generator=gen, device=ctx.device) for _ in range(8)]
+        state = {"i": 0}
+
+        def run(n, model=model, opt=opt, dtype=dtype, batches=batches, state=state, amp=precision != "fp32"):
+            for _ in range(n):
+                x, y = batches[state["i"] % len(batches)]
+                state["i"] += 1
+                with torch.autocast(ctx.device, dtype=dtype, enabled=amp):
+                    loss = lm.lm_loss(model, x, y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+
+        loop = SimpleNamespace(run=run, samples_per_step=z.lm_batch * seq)
+        row = throughput_row(ctx, label, loop, {"precision": precision, "checkpointing": checkpoint,
+                                                "batch_windows": z.lm_batch, "seq_len": seq}, repeats,
+                             flops_per_sample=step_flops / seq / 3, profile=not checkpoint)
+        row["tokens_per_second"] = row.get("samples_per_second")
+        row["joules_per_token"] = row.get("joules_per_sample")
+        rows[label] = ctx.row(row)
+        del model, opt, batches
+        if ctx.device == "cuda":
+            torch.cuda.empty_cache()
+    base = rows.get(configs[0][0], {})
+    for row in rows.values():
+        row["speedup_vs_fp32"] = _ratio(row.get("tokens_per_second"), base.get("tokens_per_second"))
+    ctx._save("running")
+    ctx.note(f"greenlab.lm.TinyGPT {z.lm} ({params:,} parameters) on {corpus.describe()}; {z.lm_batch} "
+             f"random windows of {seq} bytes per step (a token is a byte), fused AdamW on CUDA. "
+             f"{step_flops / seq / 1e6:.4g} MFLOP per token per training step (torch.utils.flop_counter, "
+             "forward and backward); tflops_achieved uses it. Per configuration: warm-up, a synchronised "
+             f"calibration, then {repeats} window(s) of at least {ctx.min_window_s:.2g} s. fp32 runs with "
+             "PyTorch's default TF32 settings as found.")
 
 
 # --- measurement-core checks (pure functions of readers; testable with fakes) -------------
