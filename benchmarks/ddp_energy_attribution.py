@@ -12,7 +12,8 @@ its own figure and the reduced one. Runs alone and next to one busy neighbour pr
 Prints, per run: the reduced CPU joules; the sum of the ranks' own CPU figures; the reduced
 figure against the sum of the ranks' busy parts plus one idle share (the reduction's rule: the
 idle share of the CPUs the ranks may use is the node's, counted once); and the ratio of the
-reduced energy next to the neighbour to alone. The load average is printed too: other work on
+reduced energy next to the neighbour to alone, in total and for its busy part, its idle share
+and the window's length. The load average is printed too: other work on
 the machine stretches every window (and so the idle share) but not the ranks' CPU time.
 """
 
@@ -75,6 +76,7 @@ def one_run(nprocs: int, n: float, neighbour: bool) -> dict:
     return {"reduced_j": red["components"]["cpu"]["joules"],
             "sum_own_j": sum(c["joules"] for c in own),
             "busy_plus_one_idle_j": sum(busy_parts) + sum(d["joules"] for d in shares),
+            "busy_j": sum(busy_parts), "idle_share_j": sum(d["joules"] for d in shares),
             "seconds": red["seconds"], "attribution": own[0].get("attribution", ""),
             "complete": red["complete"]}
 
@@ -97,12 +99,17 @@ def main() -> int:
                   f"over {r['seconds']:.2f} s; sum of ranks' own {r['sum_own_j']:.3f} J "
                   f"(reduced / sum {r['reduced_j'] / r['sum_own_j']:.4f}); busy parts + one idle "
                   f"share {r['busy_plus_one_idle_j']:.3f} J (reduced / that "
-                  f"{r['reduced_j'] / r['busy_plus_one_idle_j']:.6f}); attribution {r['attribution']}; "
+                  f"{r['reduced_j'] / r['busy_plus_one_idle_j']:.6f}) = busy {r['busy_j']:.3f} J + "
+                  f"idle share {r['idle_share_j']:.3f} J; attribution {r['attribution']}; "
                   f"complete {r['complete']}")
     alone = statistics.mean(r["reduced_j"] for r in rows[False])
     beside = statistics.mean(r["reduced_j"] for r in rows[True])
     print(f"mean reduced CPU energy: alone {alone:.3f} J, with a busy neighbour {beside:.3f} J, "
           f"ratio {beside / alone:.3f}")
+    for part in ("busy_j", "idle_share_j", "seconds"):
+        a = statistics.mean(r[part] for r in rows[False])
+        b = statistics.mean(r[part] for r in rows[True])
+        print(f"  {part}: alone {a:.3f}, neighbour {b:.3f}, ratio {b / a:.3f}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
