@@ -98,7 +98,7 @@ class Paired:
         what = METRIC_WORDS.get(self.metric, self.metric)
         pair = f"{self.variant} vs {self.baseline}"
         if self.n == 0 or self.estimate is None:
-            return f"{pair}: no repeat where both have a {what} figure, so nothing to compare"
+            return f"{pair}: no repeat in which both have a figure for {what}, so nothing to compare"
         if self.low is None:
             return (f"{pair}: {self._point(what)} over {self.n} paired repeat(s); too few repeats for "
                     f"an interval (at least {MIN_REPEATS_FOR_INTERVAL} are needed), so no difference is claimed")
