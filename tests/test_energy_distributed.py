@@ -54,6 +54,7 @@ def test_process_figures_sum_and_shared_figures_count_once_per_node():
     assert m.nodes["b"]["joules_by_kind"] == pytest.approx({"cpu": 80.0, "dram": 5.0})
     gpu_row = [d for d in m.devices if d["kind"] == "gpu"]
     assert len(gpu_row) == 1 and gpu_row[0]["seen_by"] == [0, 1] and gpu_row[0]["rank"] == 1
+    assert any("GPU-aaa" in w and "ranks 0, 1" in w and "cannot split" in w for w in m.warnings)
     assert [r["joules"] for r in m.ranks] == pytest.approx([153.0, 156.0, 85.0])
     assert "2 node(s), 3 rank(s)" in m.summary() and "incomplete" not in m.summary()
     assert json.loads(json.dumps(m.to_dict()))["complete"] is True

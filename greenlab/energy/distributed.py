@@ -40,6 +40,7 @@ import dataclasses
 import functools
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -54,8 +55,6 @@ SCOPES = ("process", "device", "node")
 
 def process_group_active() -> bool:
     """True inside a job whose ``torch.distributed`` process group is initialised."""
-    import sys
-
     torch = sys.modules.get("torch")
     if torch is None:
         return False
@@ -306,6 +305,10 @@ def reduce_records(records: list, label: str = "window") -> DistributedMeasureme
               "components": r["components"], "problems": r["problems"]} for r in records]
     warnings = [f"{len(nodes)} node(s), {len(records)} rank(s): process figures summed over "
                 "ranks, devices and node-wide figures counted once"]
+    warnings += [f"{d['component']} ({d['device_id']}) on {d['node']} is used by ranks "
+                 f"{', '.join(str(r) for r in d['seen_by'])}: counted once; NVML cannot split a "
+                 "GPU's energy between the processes on it"
+                 for d in devices if d["scope"] == "device" and len(d["seen_by"]) > 1]
     return DistributedMeasurement(label=label, seconds=seconds, components=components,
                                   idle_watts=idle_watts, warnings=warnings,
                                   world_size=len(records), ranks=ranks, nodes=nodes,
