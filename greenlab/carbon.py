@@ -170,7 +170,12 @@ def compare_regions(
                                     f"(or None for all), got {codes!r}")
         if not codes:
             raise ValueError("codes must name at least one region (or be None for all)")
-        chosen = [intensity(c) for c in codes]
+        chosen = []
+        for i, code in enumerate(codes):
+            try:
+                chosen.append(intensity(code))
+            except ValueError as exc:  # name the list entry (TypeErrors here are ValueErrors too)
+                raise type(exc)(f"codes[{i}]: {exc}") from None
     return [RegionCO2e(region=r, g_co2e=co2e_g(joules, r, pue)) for r in chosen]
 
 

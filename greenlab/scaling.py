@@ -420,6 +420,8 @@ def _load_gpus(path: str) -> tuple[GpuSpec, ...]:
 
 
 def _finite(value, name: str, rule: str) -> float:
+    if isinstance(value, (bool, str, bytes)):
+        raise ValueError(f"{name} must be {rule}, got {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
