@@ -35,8 +35,9 @@ with :func:`notebook`, :func:`md` and :func:`code`.
 ``run`` executes a lesson's code cells in order in one plain Python namespace, without Jupyter,
 a kernel or ipywidgets (widgets fall back to text, figures go to matplotlib's Agg backend), as
 the GPU suite does on a bare GPU machine. IPython magics run through IPython when it is
-installed; without it, ``%line`` magics and ``!shell`` lines are skipped and a ``%%cell`` magic's
-body runs as plain Python, each with a note. A failing cell stops the run with the lesson and
+installed; without it, ``%line`` magics and ``!shell`` lines are skipped, ``%%energy`` runs its body
+in one ``greenlab.measure`` window (kept as ``_energy``) and another ``%%cell`` magic's body runs as
+plain Python, each with a note. A failing cell stops the run with the lesson and
 cell number (:class:`LessonRunError`).
 """
 
@@ -385,6 +386,8 @@ class _CellRunner:
         try:
             if _has_magic(source) and self._ipython() is not None:
                 self._run_ipython(source)
+            elif _cell_magic(source) == "%%energy":
+                self._run_energy_cell(source, where)
             else:
                 self._exec(_strip_magics(source, lambda text: self._note(where, text)), where)
         except LessonRunError:
@@ -396,6 +399,10 @@ class _CellRunner:
             raise LessonRunError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
 
     def close(self) -> None:
+        if self.shell is not None:
+            from IPython.core.interactiveshell import InteractiveShell
+
+            InteractiveShell.clear_instance()
         if self._display_shim:
             sys.modules.pop(_TEXT_DISPLAY, None)
         try:
@@ -424,8 +431,32 @@ class _CellRunner:
                 from IPython.core.interactiveshell import InteractiveShell
             except ImportError:
                 return None
+            InteractiveShell.clear_instance()  # a fresh shell on this lesson's namespace
             self.shell = InteractiveShell.instance(user_ns=self.ns)
         return self.shell
+
+    def _run_energy_cell(self, source: str, where: str) -> None:
+        """``%%energy`` without IPython: the body inside one ``greenlab.measure`` window, its
+        Measurement kept as ``_energy`` and summarised, as the magic does."""
+        import shlex
+
+        from greenlab.energy import measure
+
+        first, _, body = source.lstrip().partition("\n")
+        args = shlex.split(first)[1:]
+        opts = {"label": "cell", "attribution": "process"}
+        for i, arg in enumerate(args[:-1]):
+            if arg in ("--label", "--attribution"):
+                opts[arg[2:]] = args[i + 1]
+        self._note(where, "ran the %%energy cell as a greenlab.measure window, kept as _energy "
+                          "(IPython is not installed)")
+        window = measure(opts["label"], attribution=opts["attribution"]).start()
+        try:
+            self._exec("\n" + body, where)
+        finally:
+            result = window.stop()
+            self.ns["_energy"] = result
+            print(result.summary(), flush=True)
 
     def _run_ipython(self, source: str) -> None:
         result = self.shell.run_cell(source, store_history=False)
@@ -437,6 +468,12 @@ class _CellRunner:
         line = f"{where}: {text}" if where else text
         self.notes.append(line)
         print(f"[headless] {line}", flush=True)
+
+
+def _cell_magic(source: str) -> str:
+    """The cell magic (``%%name``) a cell starts with, or ""."""
+    first = source.lstrip().split("\n", 1)[0].strip()
+    return first.split()[0] if first.startswith("%%") else ""
 
 
 def _has_magic(source: str) -> bool:

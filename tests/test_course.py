@@ -269,6 +269,8 @@ def test_without_ipython_magics_are_handled_and_display_prints_text(tmp_path):
     path = _lesson(tmp_path, [
         _code("%load_ext greenlab.nonexistent\nvalue = 2"),
         _code("%%energy --label demo\nvalue = value * 21\nprint('body ran', value)"),
+        _code("print('kept:', _energy.label, _energy.seconds > 0)"),
+        _code("%%capture\nprint('captured body ran')"),
         _code("from IPython.display import Markdown, display\ndisplay(Markdown('**shown as text**'), value)"),
         _code("import importlib.util\nprint('IPython findable:', importlib.util.find_spec('IPython') is not None)"),
     ])
@@ -277,8 +279,10 @@ def test_without_ipython_magics_are_handled_and_display_prints_text(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = proc.stdout
     assert "skipped '%load_ext greenlab.nonexistent' (IPython is not installed)" in out
-    assert "ran the cell body without the %%energy magic (IPython is not installed)" in out
-    assert "body ran 42" in out
+    assert "ran the %%energy cell as a greenlab.measure window, kept as _energy" in out
+    assert "body ran 42" in out and "kept: demo True" in out
+    assert "ran the cell body without the %%capture magic (IPython is not installed)" in out
+    assert "captured body ran" in out
     assert "**shown as text**\n42" in out
     assert "IPython findable: False" in out  # no stand-in IPython package leaks to other libraries
-    assert "passed 05_demo: 4 code cells" in out
+    assert "passed 05_demo: 6 code cells" in out
