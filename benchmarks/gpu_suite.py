@@ -19,7 +19,8 @@ What it does, within ``--budget-s`` seconds of wall time:
   watchdog: an experiment that hangs or overruns its share is killed, the rows it finished are
   kept, and the others and the summary still run;
 - runs every instructor lesson headless in quick mode on the GPU
-  (``python -m greenlab.course run``), one subprocess each, under the same watchdog;
+  (``python -m greenlab.course run``), one subprocess each under the same watchdog, three at a
+  time (``--lesson-jobs``: lessons are checked here, not measured);
 - runs the ``gpu``-marked tests with pytest when pytest is installed ("not run" otherwise);
 - writes, after every step, ``DIR/gpu_suite_records.json``: one record per experiment in the
   ``greenlab.reference`` schema, plus the summary record ``gpu_suite``; and the whole log to
@@ -242,6 +243,7 @@ class Suite:
         self.pytest: dict | None = None
         self.tmp = Path(tempfile.mkdtemp(prefix="gpu_suite_"))
         self.log = None
+        self._say_lock = threading.Lock()
 
     def run(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -280,10 +282,11 @@ class Suite:
 
     # --- logging ---
     def say(self, text: str) -> None:
-        print(text, flush=True)
-        if self.log is not None:
-            self.log.write(text + "\n")
-            self.log.flush()
+        with self._say_lock:  # lessons run in parallel threads
+            print(text, flush=True)
+            if self.log is not None:
+                self.log.write(text + "\n")
+                self.log.flush()
 
     def stream(self, cmd: list, env: dict, timeout_s: float, prefix: str) -> tuple:
         """Run ``cmd`` in its own process group, its output into the log; kill the group after
@@ -389,38 +392,43 @@ class Suite:
 
     # --- lessons ---
     def run_lessons(self) -> None:
+        """Every selected lesson headless in quick mode, ``--lesson-jobs`` at a time (they are
+        checked, not measured), each under a watchdog; none starts after the phase's end."""
+        from concurrent.futures import ThreadPoolExecutor
+
         budget_end = time.monotonic() + self.lesson_s
         if not self.dry_run:
             budget_end = min(budget_end, self.deadline - self.pytest_s - 2)
-        for i, path in enumerate(self.lessons):
-            left = budget_end - time.monotonic() if not self.dry_run else self.sizes.lesson_cap_s
-            remaining = len(self.lessons) - i
-            cap = min(left, max(20.0, 2.5 * left / remaining), self.sizes.lesson_cap_s)
-            row = {"label": f"lesson {path.stem}"}
-            if cap < 10.0:
-                row.update(status="not run: out of time", seconds=0.0)
-                self.lesson_rows.append(row)
-                self.say(f"[lesson {path.stem}] not run: out of time")
-                continue
-            env = _child_env()
-            env.update(GREENLAB_QUICK="1", MPLBACKEND="Agg")
-            env.pop("GREENLAB_DEVICE", None)
-            if self.dry_run:
-                env["CUDA_VISIBLE_DEVICES"] = ""
-            cmd = [sys.executable, "-m", "greenlab.course", "run", str(path)]
-            self.say(f"[lesson {path.stem}] start (watchdog at {cap:.0f} s)")
-            code, seconds, tail = self.stream(cmd, env, cap, f"  {path.stem}| ")
-            if code == 0:
-                status = "passed"
-            elif code is None:
-                status = f"killed by the watchdog after {seconds:.0f} s"
-            else:
-                failed = next((ln for ln in reversed(tail) if ln.startswith("FAILED ")), "")
-                status = "failed: " + (failed[len("FAILED "):] or f"exit code {code}")[:300]
-            row.update(status=status, seconds=seconds, device="cpu" if self.dry_run else "cuda",
-                       mode="quick")
-            self.lesson_rows.append(row)
-            self.say(f"[lesson {path.stem}] {status} in {seconds:.1f} s")
+        else:
+            budget_end = time.monotonic() + self.sizes.lesson_cap_s * len(self.lessons)
+        with ThreadPoolExecutor(max_workers=max(1, self.args.lesson_jobs)) as pool:
+            rows = list(pool.map(lambda path: self.run_lesson(path, budget_end), self.lessons))
+        self.lesson_rows.extend(rows)
+
+    def run_lesson(self, path: Path, budget_end: float) -> dict:
+        cap = min(budget_end - time.monotonic(), self.sizes.lesson_cap_s)
+        row = {"label": f"lesson {path.stem}"}
+        if cap < 10.0:
+            self.say(f"[lesson {path.stem}] not run: out of time")
+            return {**row, "status": "not run: out of time", "seconds": 0.0}
+        env = _child_env()
+        env.update(GREENLAB_QUICK="1", MPLBACKEND="Agg")
+        env.pop("GREENLAB_DEVICE", None)
+        if self.dry_run:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        cmd = [sys.executable, "-m", "greenlab.course", "run", str(path)]
+        self.say(f"[lesson {path.stem}] start (watchdog at {cap:.0f} s)")
+        code, seconds, tail = self.stream(cmd, env, cap, f"  {path.stem}| ")
+        if code == 0:
+            status = "passed"
+        elif code is None:
+            status = f"killed by the watchdog after {seconds:.0f} s"
+        else:
+            failed = next((ln for ln in reversed(tail) if ln.startswith("FAILED ")), "")
+            status = "failed: " + (failed[len("FAILED "):] or f"exit code {code}")[:300]
+        self.say(f"[lesson {path.stem}] {status} in {seconds:.1f} s")
+        return {**row, "status": status, "seconds": seconds, "device": "cpu" if self.dry_run else "cuda",
+                "mode": "quick", "jobs": self.args.lesson_jobs}
 
     # --- pytest ---
     def run_pytest(self) -> dict:
@@ -1710,6 +1718,8 @@ def _parse_args(argv):
     p.add_argument("--only", default="", help=f"comma-separated experiments: {', '.join(EXPERIMENTS)}")
     p.add_argument("--lessons", default="", help="instructor lessons to run headless: all, none or "
                    "numbers such as 00,03 (default: all; the dry run: 03)")
+    p.add_argument("--lesson-jobs", type=int, default=None,
+                   help="lessons run at the same time (default 3 on the GPU, 1 in the dry run)")
     p.add_argument("--dry-run", action="store_true",
                    help="run everything on the CPU with tiny sizes (not a reference)")
     p.add_argument("--unpack", help="a gpu_suite_records.json to write out as reference-run files")
@@ -1739,6 +1749,10 @@ def _parse_args(argv):
     if unknown:
         p.error(f"unknown experiment(s) {unknown}; allowed: {', '.join(EXPERIMENTS)}")
     args.only = set(only)
+    if args.lesson_jobs is None:
+        args.lesson_jobs = 1 if args.dry_run else 3
+    if not 1 <= args.lesson_jobs <= 8:
+        p.error(f"--lesson-jobs must be 1 to 8, got {args.lesson_jobs}")
     if not (math.isfinite(args.budget_s) and 60 <= args.budget_s <= 3600):
         p.error(f"--budget-s must be between 60 and 3600 seconds, got {args.budget_s}")
     return args

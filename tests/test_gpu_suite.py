@@ -341,13 +341,23 @@ def test_unpack_refuses_dry_run_records_and_bad_schema_and_writes_nothing(tmp_pa
 
 # --- the watchdog ---------------------------------------------------------------------------
 
+def _notebook(path, source):
+    path.write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": source,
+                                           "outputs": [], "execution_count": None}],
+                                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}), encoding="utf-8")
+    return str(path)
+
+
 def test_a_hung_experiment_is_killed_keeping_its_rows_the_others_and_the_summary(tmp_path):
+    """Also: lessons run in parallel, a failing one named with its cell, a passing one passed."""
     from minimal_env import hidden_env
 
     out = tmp_path / "out"
+    good = _notebook(tmp_path / "01_good.ipynb", "import greenlab as gl\nprint(gl.setup().device)")
+    bad = _notebook(tmp_path / "02_bad.ipynb", "x = 1\nraise RuntimeError('broken lesson')")
     proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
-                           "--only", "carbon,compression", "--hang", "carbon", "--lessons", "none",
-                           "--budget-s", "120"], cwd=ROOT, env=hidden_env(tmp_path / "site"),
+                           "--only", "carbon,compression", "--hang", "carbon", "--lessons", f"{good},{bad}",
+                           "--lesson-jobs", "2", "--budget-s", "120"], cwd=ROOT, env=hidden_env(tmp_path / "site"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     bundle = json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))
@@ -361,4 +371,7 @@ def test_a_hung_experiment_is_killed_keeping_its_rows_the_others_and_the_summary
     assert summary["compression"]["status"] in ("ok", "partial: out of time"), summary["compression"]
     assert records["compression"]["results"][0]["label"] == "dense"
     assert summary["pytest -m gpu"]["outcome"] == "not run"
+    assert summary["lesson 01_good"]["status"] == "passed"
+    assert summary["lesson 02_bad"]["status"] == \
+        "failed: 02_bad.ipynb cell 0 (code cell 1) failed: RuntimeError: broken lesson"
     assert (out / gs.LOG).read_text(encoding="utf-8").count("killed by the watchdog") >= 1
