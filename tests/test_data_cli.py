@@ -91,3 +91,13 @@ def test_the_installed_command_knows_the_data_subcommand(tmp_path):
     done = subprocess.run([sys.executable, "-m", "greenlab.cli", "data", "path", "--dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == str(tmp_path)
+
+
+def test_progress_falls_back_to_plain_lines_without_tqdm(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # as on a machine without tqdm
+    bar = datacache._Progress("train-images-idx3-ubyte.gz", total=10_000_000)
+    for _ in range(10):
+        bar.update(1_000_000)
+    bar.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 10 and lines[-1].endswith("train-images-idx3-ubyte.gz: 10.0 of 10.0 MB")
