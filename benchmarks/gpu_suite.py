@@ -1760,6 +1760,9 @@ def _parse_args(argv):
 
 def _child_env() -> dict:
     env = dict(os.environ)
+    # datasets come from the cache or the announced generated stand-in: no download attempt (and
+    # its network timeouts) inside a timed share, unless the caller asked for one
+    env.setdefault("GREENLAB_DOWNLOAD", "0")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONUNBUFFERED"] = "1"
     return env
