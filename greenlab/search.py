@@ -285,16 +285,17 @@ def regularized_evolution(space: SearchSpace, evaluate, budget: int, population:
 
 def train_evaluator(data, config, space: SearchSpace, train_kwargs=None):
     """An ``evaluate(arch)`` that trains ``space.build(arch)`` with ``greenlab.train.train`` and
-    returns accuracy (final test accuracy), joules and seconds (measured) and whether the energy
-    was estimated."""
+    returns accuracy (validation accuracy at the end: the search selects on it), test_accuracy
+    (scored once at the end, for reporting only), joules and seconds (measured) and whether the
+    energy was estimated."""
     from greenlab.train import train
 
     kwargs = {"log": False} if train_kwargs is None else dict(train_kwargs)
 
     def evaluate(arch):
         res = train(space.build(arch), data, config, **kwargs)
-        return {"accuracy": res.final_accuracy if res.final_accuracy is not None else 0.0,
-                "joules": res.joules, "seconds": res.seconds, "estimated": bool(res.estimated),
+        return {"accuracy": res.val_accuracy if res.val_accuracy is not None else 0.0,
+                "test_accuracy": res.final_accuracy, "joules": res.joules, "seconds": res.seconds, "estimated": bool(res.estimated),
                 "status": res.status}
 
     return evaluate
