@@ -456,7 +456,10 @@ class _Run:
                     break
         except StopTraining as exc:
             self.status = "stopped"
-            self.message = f"stopped by a callback at step {self.step}" + (f": {exc}" if str(exc) else "")
+            if isinstance(exc, LrScheduleError):
+                self.message = f"stopped at step {self.step}: {exc}"
+            else:
+                self.message = f"stopped by a callback at step {self.step}" + (f": {exc}" if str(exc) else "")
         except KeyboardInterrupt:
             self.status = "interrupted"
             self.message = (f"interrupted at step {self.step}; the partial result is returned "

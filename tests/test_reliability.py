@@ -124,7 +124,7 @@ def test_lr_schedule_returning_negative_is_refused_up_front():
 def test_lr_schedule_going_negative_mid_run_stops_the_run_and_keeps_it():
     res = _run(_mlp(), _tiny(), TrainConfig(batch_size=4, epochs=2, lr_schedule=lambda s: 1.0 if s < 3 else -1.0))
     assert res.status == "stopped" and res.status != "completed"
-    assert "lr_schedule(3) returned -1.0" in res.message
+    assert res.message.startswith("stopped at step 3: lr_schedule(3) returned -1.0")
     assert res.steps == 3
     assert results.load()[-1]["status"] == "stopped"
 
