@@ -194,6 +194,27 @@ def test_two_processes_adding_100_each_lose_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["board.json", "board.json.bak"]
 
 
+def _append_many(path, n, tag):
+    for i in range(n):
+        results.append({"tag": tag, "i": i, "pad": "x" * 5000}, path=path)  # lines larger than a pipe buffer
+
+
+def test_two_processes_appending_to_the_results_log_lose_nothing(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    procs = [ctx.Process(target=_append_many, args=(path, 50, tag)) for tag in "ab"]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+        assert p.exitcode == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a torn line would warn
+        records = results.load(path)
+    assert sorted((r["tag"], r["i"]) for r in records) == sorted((t, i) for t in "ab" for i in range(50))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.jsonl"]
+
+
 def test_stale_temporary_files_are_cleaned(tmp_path):
     path = tmp_path / "board.json"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
