@@ -252,7 +252,7 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
     # data and models
     add("data.generate", data.generate, {"n_train": 20, "n_test": 10},
         {"name": name_not_in(lambda s: s.strip().lower() in ("synthetic", "fashion-mnist", "cifar10", "fashionmnist", "fmnist", "cifar-10", "fashion_mnist", "cifar_10")),
-         "n_train": integer(1, 10**6), "n_test": integer(1, 10**6), "seed": integer(0), "difficulty": number(0, 100, low_open=True)},
+         "n_train": integer(1, 10**6), "n_test": integer(1, 10**6), "seed": integer(0), "difficulty": number(0, 100)},  # 0: no pixel noise
         aliases={"name": ["dataset"]})
     add("data.DeviceLoader", data.DeviceLoader, {"x": ds.train_x, "y": ds.train_y, "batch_size": 8},
         {"batch_size": integer(1), "x": not_a(), "y": st.just(ds.train_y[:3]), "shuffle": flag(), "seed": integer(0)})
@@ -264,7 +264,7 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
     add("scaling.gpu", scaling.gpu, {"name": scaling.gpus()[0].name}, {"name": name_not_in(lambda s: False)})
     add("scaling.cost_benefit", scaling.cost_benefit,
         {"gpu_or_name": scaling.gpus()[0].name, "n_devices": 2, "single_device_hours": 1.0, "scaling_efficiency": 0.9},
-        {"n_devices": integer(1, 100_000), "single_device_hours": number(**pos), "scaling_efficiency": number(0, 1, low_open=True),
+        {"n_devices": integer(1), "single_device_hours": number(**pos), "scaling_efficiency": number(0, 1, low_open=True),
          "region": name_not_in(_region_ok), "pue": number(1, optional=True), "price_per_device_hour": number(**nonneg, optional=True)})
     add("scaling.scaling_efficiency", scaling.scaling_efficiency, {"t1_seconds": 10.0, "tn_seconds": 6.0, "n_devices": 2},
         {"t1_seconds": number(**pos), "tn_seconds": number(**pos), "n_devices": integer(1)})
