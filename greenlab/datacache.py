@@ -117,6 +117,8 @@ def ensure(name: str, root=None, network: bool = True, timeout_s: float = TIMEOU
     found = _check(key, root, repair=False)
     if found.usable:  # files staged without their archives are used as they are
         return found
+    if not network and not found.size_bytes:  # nothing to repair: leave the disk untouched
+        return found
     root.mkdir(parents=True, exist_ok=True)
     from greenlab.filelock import locked
 

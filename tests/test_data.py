@@ -135,7 +135,7 @@ def test_cifar10_through_torchvision_from_pickle_batches(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("env", [{"GREENLAB_QUICK": "1"}, {"GREENLAB_QUICK": None, "CI": "true"}])
-def test_quick_mode_and_ci_never_touch_the_network(env, monkeypatch, no_network, capsys):
+def test_quick_mode_and_ci_never_touch_the_network(env, monkeypatch, no_network, capsys, tmp_path):
     for name, value in env.items():
         if value is None:
             monkeypatch.delenv(name, raising=False)
@@ -145,7 +145,7 @@ def test_quick_mode_and_ci_never_touch_the_network(env, monkeypatch, no_network,
         ds = data.load(name, n_train=200, n_test=50)
         assert ds.source == "generated" and "quick mode never downloads" in ds.note
         assert f"greenlab data fetch {name}" in ds.note
-    assert no_network == []
+    assert no_network == [] and not (tmp_path / "cache").exists()  # nothing written either
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and all("source generated" in line and "NOTE" in line for line in out)
 
