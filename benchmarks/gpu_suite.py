@@ -51,7 +51,6 @@ import math
 import os
 import platform
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -1769,17 +1768,9 @@ def _child_env() -> dict:
 
 
 def _kill_group(proc) -> None:
-    """End a watched subprocess and everything it started (its own process group)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=5)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    from greenlab.processes import kill_group
+
+    kill_group(proc)
 
 
 def _cnn_fn(ctx: Context, lesson: bool = False):

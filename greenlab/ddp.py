@@ -34,13 +34,14 @@ import argparse
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from greenlab.processes import kill_group
 
 BACKENDS = ("gloo", "nccl")
 DEVICES = ("cpu", "cuda")
@@ -627,26 +628,13 @@ def _run(command: list, env: dict, timeout_s: float) -> tuple:
         out, err = proc.communicate(timeout=timeout_s)
         return proc.returncode, (err or "") + (out or "")
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         out, err = proc.communicate()
         return None, (err or "") + (out or "")
     except BaseException:  # KeyboardInterrupt in a notebook: leave no workers behind
-        _kill_group(proc)
+        kill_group(proc)
         proc.communicate()
         raise
-
-
-def _kill_group(proc) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=5)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _worker_env(threads: int) -> dict:

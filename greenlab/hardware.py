@@ -246,31 +246,11 @@ def _cpu_info() -> dict:
 
 
 def _core_counts() -> tuple:
-    """(logical, physical) core counts: psutil when installed, else os.cpu_count() and the
-    distinct (physical id, core id) pairs of /proc/cpuinfo; None where unknown."""
-    try:
-        import psutil
+    """(logical, physical) core counts; physical from /proc/cpuinfo (psutil's count elsewhere),
+    None where unknown."""
+    from greenlab.energy.cpus import physical_cores
 
-        return psutil.cpu_count(logical=True), psutil.cpu_count(logical=False)
-    except ImportError:
-        pass
-    return os.cpu_count(), _physical_cores_from_cpuinfo()
-
-
-def _physical_cores_from_cpuinfo(path: str = "/proc/cpuinfo") -> int | None:
-    cores, package = set(), "0"
-    try:
-        with open(path) as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip().lower()
-                if key == "physical id":
-                    package = value.strip()
-                elif key == "core id":
-                    cores.add((package, value.strip()))
-    except OSError:
-        return None
-    return len(cores) or None
+    return os.cpu_count(), physical_cores()
 
 
 def _torch_info() -> dict:
