@@ -33,16 +33,16 @@ CAPSTONE_DATA = {"name": "fashion-mnist", "n_train": 60000, "n_test": 10000}
 # stand-in data does not reach 90%. Full mode (the default) is what the GPU suite records.
 QUICK_CNN = {**REFERENCE_CNN, "width": 8}
 QUICK_DATA = {"name": "fashion-mnist", "n_train": 1024, "n_test": 256}
-CAPSTONE_QUICK_TARGET_ACCURACY = 0.75
+CAPSTONE_QUICK_TARGET_ACCURACY = 0.70
 # Evaluation schedules, in samples (the same for both recipes whatever their batch size).
 EVAL_EVERY_SAMPLES = 10240
 QUICK_EVAL_EVERY_SAMPLES = 256
 # Epoch budget of both recipes (the green one usually stops at the target well before it).
-EPOCHS, QUICK_EPOCHS = 3, 4
+EPOCHS, QUICK_EPOCHS = 3, 3
 # The learning-rate search every recipe gets (SGD with momentum 0.9): the same candidates, each
 # trained on the same number of samples, judged by validation accuracy.
 LR_CANDIDATES = (0.01, 0.03, 0.1)
-TUNING_SAMPLES, QUICK_TUNING_SAMPLES = 20480, 1024
+TUNING_SAMPLES, QUICK_TUNING_SAMPLES = 20480, 768
 
 
 def reference_cnn(in_channels: int = 1, num_classes: int = 10):
