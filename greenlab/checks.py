@@ -1071,5 +1071,5 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
 # --- end of lesson 09 checkers -------------------------------------------------------------
 
 
-# --- lesson 10 (its checkers live in greenlab/checks_lm.py) ---
-from greenlab.checks_lm import zero_bytes_per_rank  # noqa: E402
+# --- lessons 10 and 11 (their checkers live in greenlab/checks_lm.py) ---
+from greenlab.checks_lm import lora_trainable_params, zero_bytes_per_rank  # noqa: E402

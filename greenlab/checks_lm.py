@@ -1,5 +1,5 @@
-"""Exercise checkers for lesson 10 (training a small language model); re-exported by
-``greenlab.checks``, so lessons call ``gl.check.zero_bytes_per_rank(fn)``."""
+"""Exercise checkers for lessons 10 and 11 (training, adapting and serving a small language
+model); re-exported by ``greenlab.checks``, so lessons call ``gl.check.zero_bytes_per_rank(fn)``."""
 
 from __future__ import annotations
 
@@ -38,3 +38,25 @@ def zero_bytes_per_rank(fn: Any) -> Check:
         return None
 
     return check_function(fn, cases, rtol=1e-9, atol=0.5, name="zero_bytes_per_rank", hint=hint)
+
+
+def lora_trainable_params(fn: Any) -> Check:
+    """Check a learner's ``fn(in_features, out_features, rank) -> trainable parameters`` that LoRA
+    adds beside one frozen linear layer: A (rank x in) and B (out x rank)."""
+    inputs = [(64, 192, 4), (64, 64, 1), (256, 64, 8), (1024, 4096, 16)]
+    cases = [(args, args[2] * (args[0] + args[1])) for args in inputs]
+
+    def hint(args, expected, got):
+        try:
+            value = float(got)
+        except (TypeError, ValueError):
+            return None
+        i, o, r = args
+        if math.isclose(value, i * o, rel_tol=1e-9) or math.isclose(value, i * o + r * (i + o), rel_tol=1e-9):
+            return "the frozen weight (in x out) gets no gradient: count only the two small matrices."
+        if math.isclose(value, r * r, rel_tol=1e-9) or math.isclose(value, r * i, rel_tol=1e-9) \
+                or math.isclose(value, r * o, rel_tol=1e-9):
+            return "there are two matrices: A maps in_features to rank, B maps rank to out_features."
+        return None
+
+    return check_function(fn, cases, rtol=0, atol=0.5, name="lora_trainable_params", hint=hint)

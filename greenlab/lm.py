@@ -27,7 +27,11 @@ import torch.nn.functional as F
 from greenlab import validation
 
 VOCAB = 256  # bytes
-CORPORA = ("pydoc-topics",)
+CORPORA = ("pydoc-topics", "stdlib-source")
+# pure-Python standard-library modules whose source makes the "stdlib-source" corpus (a new kind of
+# text for fine-tuning a model trained on the help texts)
+STDLIB_MODULES = ("bisect", "calendar", "csv", "dataclasses", "difflib", "enum", "fractions", "functools",
+                  "heapq", "json.decoder", "json.encoder", "shlex", "statistics", "string", "textwrap")
 PRECISIONS = ("fp32", "bf16")
 MAX_COUNT = 2**31
 
@@ -66,22 +70,31 @@ def load_corpus(name: str = "pydoc-topics", val_fraction: float = 0.1, max_bytes
     (after the topics are sorted by name) is the validation split.
 
     ``pydoc-topics``: the help texts of CPython's ``pydoc_data.topics`` (the language reference
-    sections ``help()`` shows), UTF-8 bytes. ``max_bytes`` keeps only the first bytes (both
-    splits shrink in proportion)."""
+    sections ``help()`` shows), UTF-8 bytes. ``stdlib-source``: the Python source of the
+    standard-library modules in ``STDLIB_MODULES``, in that order. ``max_bytes`` keeps only the
+    first bytes (both splits shrink in proportion). Both are part of CPython (PSF licence)."""
     validation.choice("name", name, CORPORA)
     val_fraction = validation.number("val_fraction", val_fraction, low=0, high=0.5, low_open=True)
     max_bytes = validation.integer("max_bytes", max_bytes, low=1024, high=MAX_COUNT, allow_none=True)
     import sys
 
-    from pydoc_data.topics import topics
+    if name == "pydoc-topics":
+        from pydoc_data.topics import topics
 
-    text = "\n\n".join(topics[k] for k in sorted(topics))
+        text = "\n\n".join(topics[k] for k in sorted(topics))
+        what = f"pydoc_data.topics ({len(topics)} help topics)"
+    else:
+        import importlib
+        import inspect
+
+        text = "\n\n".join(inspect.getsource(importlib.import_module(m)) for m in STDLIB_MODULES)
+        what = f"standard-library source of {len(STDLIB_MODULES)} modules ({', '.join(STDLIB_MODULES)})"
     data = torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8)
     if max_bytes is not None:
         data = data[:max_bytes]
     cut = int(len(data) * (1 - val_fraction))
     version = ".".join(map(str, sys.version_info[:3]))
-    return Corpus(name=name, source=f"CPython {version} pydoc_data.topics ({len(topics)} help topics)",
+    return Corpus(name=name, source=f"CPython {version} {what}",
                   licence="Python Software Foundation License (PSF-2.0)",
                   train=data[:cut].clone(), val=data[cut:].clone())
 

@@ -20,9 +20,9 @@ def _cells(path: Path):
     return [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
 
 
-def test_there_are_eleven_lessons_with_learner_copies():
+def test_there_are_twelve_lessons_with_learner_copies():
     numbers = [p.name[:2] for p in INSTRUCTOR]
-    assert numbers == [f"{i:02d}" for i in range(11)]
+    assert numbers == [f"{i:02d}" for i in range(12)]
     for path in INSTRUCTOR:
         assert (LESSONS / path.name).is_file(), f"no learner copy of {path.name}"
 

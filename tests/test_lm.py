@@ -224,3 +224,69 @@ def test_zero_checker_passes_the_solution_and_names_the_usual_mistakes():
     wrong = checks.zero_bytes_per_rank(params_first)
     assert not wrong.passed and "optimizer state (stage 1)" in wrong.text()
     assert not checks.zero_bytes_per_rank(None).attempted
+
+
+# --- lesson 11: LoRA, serving -------------------------------------------------------------------
+
+def test_lora_starts_at_the_model_trains_only_adapters_and_counts_them(corpus):
+    from greenlab import lora
+
+    base = tiny()
+    model = lora.add_lora(tiny(), rank=2)
+    x, y = lm.batch(corpus.train, 16, 2, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(model(x), base(x))
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    per_block = 2 * ((16 + 48) + (16 + 16) + (16 + 64) + (64 + 16))
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 2 * per_block
+    frozen = {n: p.clone() for n, p in model.named_parameters() if not p.requires_grad}
+    lm.train_lm(model, corpus, lm.LMConfig(seq_len=16, batch_size=2, steps=2, eval_every=2),
+                device="cpu", sources=[_counter()])
+    assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if not p.requires_grad)
+    assert lora.adam_state_bytes(1000, 1) == 2000 and lora.adam_state_bytes(1000) == 8000
+    with pytest.raises(ValueError, match="rank"):
+        lora.LoRALinear(torch.nn.Linear(4, 4), rank=5)
+
+
+def test_kv_cache_gives_the_same_tokens_for_fewer_flops():
+    from greenlab import lm_serve
+
+    model = tiny()
+    prompts = torch.randint(0, 256, (3, 5))
+    a = lm_serve.generate(model, prompts, 10, kv_cache=True)
+    b = lm_serve.generate(model, prompts, 10, kv_cache=False)
+    assert a.shape == (3, 10) and torch.equal(a, b)
+    assert lm_serve.generation_flops(model, prompts, 10, True) < lm_serve.generation_flops(model, prompts, 10, False)
+    assert lm_serve.kv_cache_bytes(model, 3, 15) == 2 * 2 * 3 * 15 * 16 * 4
+    with pytest.raises(ValueError, match="max_seq_len"):
+        lm_serve.generate(model, prompts, 30)
+    run = lm_serve.measure_generation(model, prompts, 4, sources=[_counter()])
+    assert run.tokens == 12 and run.joules_per_token == pytest.approx(run.joules / 12)
+
+
+def test_int8_weights_quarter_the_block_weights_and_stay_close(corpus):
+    from greenlab import lm_serve
+
+    model = tiny()
+    q = lm_serve.quantize_weights_int8(tiny())
+    assert not any(type(m) is torch.nn.Linear for m in q.blocks.modules())
+    block_weights = sum(m.weight.numel() for m in model.blocks.modules() if isinstance(m, torch.nn.Linear))
+    assert lm_serve.weight_bytes(model) - lm_serve.weight_bytes(q) == 3 * block_weights - 4 * sum(
+        m.scale.numel() for m in q.modules() if isinstance(m, lm_serve.Int8WeightLinear))
+    x = torch.randint(0, 256, (2, 16))
+    with torch.no_grad():
+        assert torch.allclose(q(x), model(x), atol=0.05)
+    assert lm_serve.serving_break_even_tokens(500, 0.002) == pytest.approx(250_000)
+
+
+def test_stdlib_source_corpus_is_python_code():
+    code_text = lm.load_corpus("stdlib-source", max_bytes=20_000)
+    assert "def " in bytes(code_text.train.tolist()).decode("utf-8", errors="ignore")
+    assert "PSF" in code_text.licence
+
+
+def test_lora_checker():
+    assert checks.lora_trainable_params(lambda i, o, r: r * (i + o)).passed
+    wrong = checks.lora_trainable_params(lambda i, o, r: i * o)
+    assert not wrong.passed and "frozen weight" in wrong.text()

@@ -1,0 +1,186 @@
+"""Serving a ``greenlab.lm.TinyGPT``: generation with and without a KV cache, weight-only int8
+linear layers, and joules per generated token.
+
+    text = gl.lm_serve.generate(model, prompts, new_tokens=64, kv_cache=True)
+    run = gl.lm_serve.measure_generation(model, prompts, new_tokens=64, kv_cache=True)
+    run.joules_per_token
+
+Without a cache every new token runs the whole sequence so far through the model again; with one,
+each layer keeps the keys and values of earlier positions and a new token costs one position's
+work (Pope et al., 2022). Both give the same tokens (greedy decoding here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from greenlab import validation
+from greenlab.lm import TinyGPT
+
+
+@torch.no_grad()
+def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True) -> torch.Tensor:
+    """Greedy continuation of ``prompts`` (int64, batch x prompt length) by ``new_tokens`` bytes;
+    returns the new tokens (batch x new_tokens). Prompt plus new tokens must fit max_seq_len."""
+    if not isinstance(model, TinyGPT):
+        raise ValueError(f"model must be a greenlab.lm.TinyGPT, got {type(model).__name__}")
+    if not isinstance(prompts, torch.Tensor) or prompts.dim() != 2 or prompts.shape[1] < 1:
+        raise ValueError("prompts must be an int64 tensor of shape (batch, prompt length >= 1)")
+    new_tokens = validation.integer("new_tokens", new_tokens, low=1, high=model.max_seq_len)
+    if prompts.shape[1] + new_tokens > model.max_seq_len:
+        raise ValueError(f"prompt length {prompts.shape[1]} + new_tokens {new_tokens} exceeds the "
+                         f"model's max_seq_len {model.max_seq_len}")
+    validation.flag("kv_cache", kv_cache)
+    was_training = model.training
+    model.eval()
+    seq, out = prompts, []
+    if kv_cache:
+        logits, cache = _forward_cached(model, prompts, None)
+        for _ in range(new_tokens):
+            nxt = logits[:, -1].argmax(-1, keepdim=True)
+            out.append(nxt)
+            if len(out) < new_tokens:
+                logits, cache = _forward_cached(model, nxt, cache)
+    else:
+        for _ in range(new_tokens):
+            nxt = model(seq)[:, -1].argmax(-1, keepdim=True)
+            out.append(nxt)
+            seq = torch.cat([seq, nxt], dim=1)
+    model.train(was_training)
+    return torch.cat(out, dim=1)
+
+
+def kv_cache_bytes(model: TinyGPT, batch_size: int, seq_len: int, bytes_per_value: int = 4) -> int:
+    """Memory of a full KV cache: keys and values of every layer, batch x seq x d_model each."""
+    for name, value in (("batch_size", batch_size), ("seq_len", seq_len), ("bytes_per_value", bytes_per_value)):
+        validation.integer(name, value, low=1, high=2**40)
+    return 2 * model.n_layers * batch_size * seq_len * model.d_model * bytes_per_value
+
+
+@dataclasses.dataclass
+class GenerationRun:
+    """One measured generation: ``tokens`` generated in all (batch x new tokens), seconds, joules."""
+
+    label: str
+    tokens: int
+    seconds: float
+    joules: float
+    estimated: bool
+    problems: list
+
+    @property
+    def joules_per_token(self) -> float:
+        return self.joules / self.tokens
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+
+def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True,
+                       repeats: int = 1, sources=None, label: str = "") -> GenerationRun:
+    """Generate ``repeats`` times inside one energy window; energy and time per generated token."""
+    from greenlab.energy import measure
+
+    repeats = validation.integer("repeats", repeats, low=1, high=10_000)
+    label = label or ("generate, kv cache" if kv_cache else "generate, no cache")
+    window = measure(label, sources=sources)
+    with window:
+        for _ in range(repeats):
+            generate(model, prompts, new_tokens, kv_cache=kv_cache)
+    r = window.result
+    return GenerationRun(label=label, tokens=repeats * prompts.shape[0] * new_tokens,
+                         seconds=r.seconds, joules=r.joules, estimated=r.estimated, problems=list(r.problems))
+
+
+class Int8WeightLinear(nn.Module):
+    """A linear layer whose weight is stored in int8 with one fp32 scale per output row
+    (symmetric, round to nearest); the weight is dequantized for each matmul, activations stay
+    fp32. Four times less weight memory; the arithmetic is unchanged."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        w = linear.weight.detach().float()
+        scale = w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127
+        self.register_buffer("weight_int8", torch.round(w / scale).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scale", scale)
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+
+    def forward(self, x):
+        return F.linear(x, self.weight_int8.to(x.dtype) * self.scale.to(x.dtype), self.bias)
+
+
+def quantize_weights_int8(model: nn.Module) -> nn.Module:
+    """Replace every ``nn.Linear`` inside the transformer blocks of ``model`` (in place) with an
+    :class:`Int8WeightLinear`; embeddings and the tied output layer stay fp32. Returns ``model``."""
+    blocks = getattr(model, "blocks", None)
+    if blocks is None:
+        raise ValueError("model must be a greenlab.lm.TinyGPT (it has no .blocks)")
+    for block in blocks:
+        for parent in [block] + list(block.modules()):
+            for name, child in list(parent.named_children()):
+                if type(child) is nn.Linear:
+                    setattr(parent, name, Int8WeightLinear(child))
+    return model
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of parameters and buffers (each storage once)."""
+    seen, total = set(), 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        key = t.untyped_storage().data_ptr()
+        if key not in seen:
+            seen.add(key)
+            total += t.untyped_storage().nbytes()
+    return total
+
+
+def serving_break_even_tokens(training_joules: float, joules_per_generated_token: float) -> float:
+    """Generated tokens after which serving has used as much energy as training."""
+    training_joules = validation.number("training_joules", training_joules, low=0)
+    per_token = validation.number("joules_per_generated_token", joules_per_generated_token, low=0, low_open=True)
+    return training_joules / per_token
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _forward_cached(model: TinyGPT, idx: torch.Tensor, cache):
+    """Logits for ``idx`` continuing the positions in ``cache`` (a list of (k, v) per layer, or
+    None); returns (logits, the longer cache)."""
+    if cache is not None and idx.shape[1] != 1:
+        raise ValueError("with a cache, continue one token at a time (idx of shape (batch, 1))")
+    start = 0 if cache is None else cache[0][0].shape[2]
+    positions = torch.arange(start, start + idx.shape[1], device=idx.device)
+    x = model.tok(idx) + model.pos(positions)
+    new_cache = []
+    for i, block in enumerate(model.blocks):
+        b, t, d = x.shape
+        h = block.n_heads
+        q, k, v = block.qkv(block.ln1(x)).view(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        if cache is not None:
+            k = torch.cat([cache[i][0], k], dim=2)
+            v = torch.cat([cache[i][1], v], dim=2)
+        new_cache.append((k, v))
+        # a prompt attends causally; a single new token attends to every earlier position
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None and t > 1)
+        x = x + block.proj(att.transpose(1, 2).reshape(b, t, d))
+        x = x + block.mlp(block.ln2(x))
+    return model.head(model.ln(x)), new_cache
+
+
+def generation_flops(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True) -> int:
+    """FLOPs of ``generate(...)`` counted by ``torch.utils.flop_counter`` (attention included)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from greenlab.lm import _sdpa_cpu_formulas
+
+    counter = FlopCounterMode(display=False, custom_mapping=_sdpa_cpu_formulas())
+    with counter:
+        generate(model, prompts, new_tokens, kv_cache=kv_cache)
+    return int(counter.get_total_flops())

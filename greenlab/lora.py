@@ -1,0 +1,62 @@
+"""Low-rank adaptation (LoRA, Hu et al., 2021): fine-tune a few small matrices instead of every weight.
+
+    gl.lora.add_lora(model, rank=4)      # freezes the model, adds trainable A, B beside each linear layer
+    gl.count_params(model)               # trainable parameters only
+
+A frozen ``nn.Linear`` W gets a parallel path B A x scaled by alpha / rank, with A (rank x in)
+random and B (out x rank) zero, so the adapted model starts exactly where the original was. Only
+A and B get gradients and optimizer state.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from greenlab import validation
+
+
+class LoRALinear(nn.Module):
+    """``base(x) + (alpha / rank) * x A^T B^T`` with ``base`` frozen."""
+
+    def __init__(self, base: nn.Linear, rank: int = 4, alpha: float = 8.0):
+        super().__init__()
+        rank = validation.integer("rank", rank, low=1, high=min(base.in_features, base.out_features))
+        self.alpha = validation.number("alpha", alpha, low=0, low_open=True)
+        self.base, self.rank = base, rank
+        for p in base.parameters():
+            p.requires_grad_(False)
+        self.lora_a = nn.Parameter(torch.empty(rank, base.in_features))
+        self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank))
+        nn.init.kaiming_uniform_(self.lora_a, a=math.sqrt(5))
+
+    def forward(self, x):
+        return self.base(x) + F.linear(F.linear(x, self.lora_a), self.lora_b) * (self.alpha / self.rank)
+
+
+def add_lora(model: nn.Module, rank: int = 4, alpha: float = 8.0) -> nn.Module:
+    """Freeze every parameter of ``model`` and wrap each ``nn.Linear`` inside its transformer blocks
+    (``model.blocks``) in a :class:`LoRALinear` (in place). Returns ``model``."""
+    blocks = getattr(model, "blocks", None)
+    if blocks is None:
+        raise ValueError("model must have transformer blocks (.blocks), e.g. a greenlab.lm.TinyGPT")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for block in blocks:
+        for parent in [block] + list(block.modules()):
+            for name, child in list(parent.named_children()):
+                if type(child) is nn.Linear:
+                    setattr(parent, name, LoRALinear(child, rank, alpha))
+    return model
+
+
+def adam_state_bytes(trainable_params: int, state_bytes_per_value: float = 4.0) -> float:
+    """Bytes of Adam/AdamW state (two moments per trainable parameter) at ``state_bytes_per_value``
+    bytes per value: 4 in fp32, 2 in bf16, 1 for 8-bit states (Dettmers et al., 2022, who also keep
+    a small per-block scale, not counted here)."""
+    n = validation.integer("trainable_params", trainable_params, low=0, high=2**62)
+    per = validation.number("state_bytes_per_value", state_bytes_per_value, low=0, low_open=True, high=8)
+    return 2 * n * per
