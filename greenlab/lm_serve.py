@@ -13,7 +13,6 @@ work (Pope et al., 2022). Both give the same tokens (greedy decoding here).
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import torch
 import torch.nn as nn

@@ -79,7 +79,7 @@ def test_checkpointing_gives_the_same_gradients_and_keeps_less(corpus):
 
     for ckpt in (False, True):
         model = tiny(checkpoint=ckpt)
-        _, peak = measure_step_peak_bytes(lambda: lm.lm_loss(model, x, y).backward())
+        _, peak = measure_step_peak_bytes(lambda m=model: lm.lm_loss(m, x, y).backward())
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
         peaks.append(peak)
     assert torch.allclose(grads[0], grads[1], rtol=1e-5, atol=1e-7)
@@ -233,7 +233,7 @@ def test_lora_starts_at_the_model_trains_only_adapters_and_counts_them(corpus):
 
     base = tiny()
     model = lora.add_lora(tiny(), rank=2)
-    x, y = lm.batch(corpus.train, 16, 2, torch.Generator().manual_seed(0))
+    x, _ = lm.batch(corpus.train, 16, 2, torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert torch.allclose(model(x), base(x))
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
