@@ -35,6 +35,7 @@ def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: b
         raise ValueError(f"prompt length {prompts.shape[1]} + new_tokens {new_tokens} exceeds the "
                          f"model's max_seq_len {model.max_seq_len}")
     validation.flag("kv_cache", kv_cache)
+    prompts = prompts.to(next(model.parameters()).device)
     was_training = model.training
     model.eval()
     seq, out = prompts, []
