@@ -44,6 +44,7 @@ and ``--unpack`` refuses such records unless ``--allow-dry-run``.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime as _dt
 import importlib.util
 import json
@@ -89,8 +90,9 @@ EXPERIMENTS = {
     "data_pipeline": ("08", 30),
     "capstone": ("09", 36),
     "language_model": ("10", 30),
+    "language_model_serving": ("11", 20),
 }
-LESSONS_SECONDS = 150   # every instructor lesson, quick mode, one subprocess each
+LESSONS_SECONDS = 130   # every instructor lesson, quick mode, one subprocess each
 PYTEST_SECONDS = 35
 OVERHEAD_SECONDS = 9    # start-up, NVML reads, the counter-period poll, writing files
 WATCHDOG_GRACE_S = 10.0  # an experiment may overrun its share by this much before it is killed
@@ -1374,6 +1376,46 @@ def exp_language_model(ctx: Context) -> None:
              "forward and backward); tflops_achieved uses it. Per configuration: warm-up, a synchronised "
              f"calibration, then {repeats} window(s) of at least {ctx.min_window_s:.2g} s. fp32 runs with "
              "PyTorch's default TF32 settings as found.")
+
+
+def exp_language_model_serving(ctx: Context) -> None:
+    """Lesson 11: joules per generated token for greedy generation with and without a KV cache,
+    at batch 1 and at a larger batch, and with int8 weights (a lesson-sized model, untrained:
+    generation cost does not depend on what the weights say)."""
+    from greenlab import lm, lm_serve
+
+    z = ctx.sizes
+    torch = ctx.torch
+    seq = z.lm["max_seq_len"]
+    prompt_len = max(1, seq // 4)
+    new_tokens = seq - prompt_len
+    torch.manual_seed(0)
+    model = lm.TinyGPT(**z.lm).to(ctx.device).eval()
+    int8 = lm_serve.quantize_weights_int8(copy.deepcopy(model).cpu()).to(ctx.device).eval()
+    configs = [("KV cache, batch 1", model, True, 1), ("no KV cache, batch 1", model, False, 1),
+               (f"KV cache, batch {z.lm_batch}", model, True, z.lm_batch),
+               (f"int8 weights, KV cache, batch {z.lm_batch}", int8, True, z.lm_batch)]
+    repeats = _repeats(ctx, len(configs), ctx.min_window_s * z.window_margin)
+    for label, net, cache, batch in configs:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
+            break
+        prompts = torch.randint(0, 256, (batch, prompt_len), generator=torch.Generator().manual_seed(0))
+
+        def run(n, net=net, prompts=prompts, cache=cache):
+            for _ in range(n):
+                lm_serve.generate(net, prompts, new_tokens, kv_cache=cache)
+
+        loop = SimpleNamespace(run=run, samples_per_step=batch * new_tokens)
+        row = throughput_row(ctx, label, loop, {"kv_cache": cache, "batch": batch, "prompt_len": prompt_len,
+                                                "new_tokens": new_tokens,
+                                                "weights": "int8" if net is int8 else "fp32"}, repeats)
+        row["tokens_per_second"] = row.get("samples_per_second")
+        row["joules_per_generated_token"] = row.get("joules_per_sample")
+        ctx.row(row)
+    ctx._save("running")
+    ctx.note(f"greenlab.lm.TinyGPT {z.lm}, greedy generation of {new_tokens} bytes after a {prompt_len}-byte "
+             "prompt (greenlab.lm_serve.generate); a token is a byte. Per configuration: warm-up, a "
+             f"synchronised calibration, then {repeats} window(s) of at least {ctx.min_window_s:.2g} s.")
 
 
 # --- measurement-core checks (pure functions of readers; testable with fakes) -------------
