@@ -39,7 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     _add_data_arguments(data)
     data.set_defaults(handler=_data)
 
-    lab = sub.add_parser("lab", help="start JupyterLab on the lessons (localhost, token auth)")
+    lab = sub.add_parser("lab", help="start JupyterLab on your own copy of the lessons (my-lessons/; "
+                                     "localhost, token auth); extra arguments go to JupyterLab")
+    lab.add_argument("--dir", default=None, help="where your copy lives (default: my-lessons/ beside lessons/)")
+    lab.add_argument("lab_args", nargs=argparse.REMAINDER,
+                     help="JupyterLab options after --, e.g. greenlab lab -- --port=8890")
     lab.set_defaults(handler=_lab)
     return p
 
@@ -82,10 +86,23 @@ def _data(args) -> int:
 
 def _lab(args) -> int:
     import subprocess
-    from greenlab.config import lessons_dir
+    from greenlab.config import learner_copy
 
-    cmd = [sys.executable, "-m", "jupyterlab", str(lessons_dir()), "--ServerApp.ip=127.0.0.1"]
+    extra = [a for a in args.lab_args if a != "--"]
+    cmd = lab_command(learner_copy(args.dir), extra)
+    print(f"greenlab: your lessons are in {cmd[3]} (yours to edit; lessons/ stays as shipped)")
     return subprocess.call(cmd)
+
+
+def lab_command(folder, extra=(), euid=None) -> list:
+    """The JupyterLab command line for ``folder``: localhost only; ``--allow-root`` when run as root."""
+    import os
+
+    euid = os.geteuid() if euid is None and hasattr(os, "geteuid") else euid
+    cmd = [sys.executable, "-m", "jupyterlab", str(folder), "--ServerApp.ip=127.0.0.1"]
+    if euid == 0:
+        cmd.append("--allow-root")
+    return cmd + list(extra)
 
 
 if __name__ == "__main__":

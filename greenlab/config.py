@@ -208,6 +208,23 @@ def lessons_dir() -> Path:
     return repo_root() / "lessons"
 
 
+def learner_copy(dest=None) -> Path:
+    """The learner's own copy of the lessons (default ``my-lessons/`` beside ``lessons/``):
+    lessons not yet there are copied in, nothing already there is overwritten. Returns the
+    folder. ``make lab`` and ``greenlab lab`` open it, so autosave never touches ``lessons/``."""
+    import shutil
+
+    source = lessons_dir()
+    dest = Path(dest).expanduser() if dest is not None else source.parent / "my-lessons"
+    if dest.resolve() == source.resolve():
+        raise ValueError(f"dest must not be the shipped lessons folder {source}")
+    dest.mkdir(parents=True, exist_ok=True)
+    for notebook in sorted(source.glob("*.ipynb")):
+        if not (dest / notebook.name).exists():
+            shutil.copy2(notebook, dest / notebook.name)
+    return dest
+
+
 def download_allowed() -> bool:
     """True when ``GREENLAB_DOWNLOAD`` is set to 1/true (downloads required). The whole rule,
     quick mode included, is ``greenlab.datacache.policy()``."""
