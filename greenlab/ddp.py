@@ -268,9 +268,15 @@ def run_ddp(nprocs: int, data="synthetic", model="cnn", per_worker_batch: int | 
             energy = window.stop() if window is not None else None
         errors = _worker_errors(folder)
         result_file = Path(config["result_path"])
-        if returncode != 0 or not result_file.is_file():
+        finished = all((folder / f"finished-{r}").exists() for r in range(nprocs))
+        if not result_file.is_file() or (returncode != 0 and not finished):
             raise DDPError(_failure_message(nprocs, returncode, timeout_s, errors, stderr))
         raw = json.loads(result_file.read_text(encoding="utf-8"))
+        if returncode != 0:  # a worker died in shutdown, after every rank had finished its work
+            raw["notes"] = list(raw.get("notes", [])) + [
+                f"torchrun exited with code {returncode}: a worker failed while shutting down, "
+                "after every worker had finished training and the result was written "
+                f"({_last_line(stderr)})"]
     return DDPResult(**raw, wall_seconds=wall, energy=energy, label=label)
 
 
@@ -583,6 +589,8 @@ def _train_worker(config: dict) -> None:
             tmp.write_text(json.dumps(result), encoding="utf-8")
             tmp.replace(path)
         dist.barrier()
+        # Every rank is past the last collective: whatever happens at shutdown, the result stands.
+        (Path(config["error_dir"]) / f"finished-{rank}").touch()
     finally:
         dist.destroy_process_group()
 
@@ -653,6 +661,14 @@ def _worker_env(threads: int) -> dict:
 def _worker_errors(folder: Path) -> list:
     return [f"rank {p.name.split('rank')[1].split('.')[0]}: {p.read_text(encoding='utf-8').strip()}"
             for p in sorted(folder.glob("error.rank*.txt"))]
+
+
+def _last_line(stderr: str) -> str:
+    """The first line of the workers' stderr that says why a process ended, or 'no message'."""
+    for line in (stderr or "").splitlines():
+        if "terminate called" in line or "exitcode" in line:
+            return line.strip()[:200]
+    return "no message"
 
 
 def _failure_message(nprocs: int, returncode, timeout_s: float, errors: list, stderr: str) -> str:

@@ -1,6 +1,7 @@
 """Tests for greenlab.ddp: config checks, a real 2-process gloo run, failure and timeout paths."""
 
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -169,6 +170,37 @@ def test_timeout_kills_the_launch_and_leaves_no_workers(monkeypatch):
     left = [p for p in psutil.process_iter(["cmdline"])
             if any(configs[0] in part for part in (p.info["cmdline"] or []))]
     assert left == []
+
+
+def _shutdown_crash(monkeypatch, lose_marker=None):
+    """Run the real launch, then report what torchrun says when a worker aborts at shutdown
+    (gloo teardown: "terminate called without an active exception", exit code 1)."""
+    real = ddp._run
+
+    def run(command, env, timeout_s):
+        returncode, stderr = real(command, env, timeout_s)
+        assert returncode == 0, stderr
+        if lose_marker is not None:  # as if that worker had died before its last collective
+            folder = Path(next(a for a in command if a.endswith("config.json"))).parent
+            (folder / f"finished-{lose_marker}").unlink()
+        return 1, "terminate called without an active exception\n" + stderr
+
+    monkeypatch.setattr(ddp, "_run", run)
+
+
+def test_a_worker_crashing_at_shutdown_after_finishing_keeps_the_result_with_a_note(monkeypatch):
+    _shutdown_crash(monkeypatch)
+    result = ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, max_steps=2,
+                         timeout_s=120, measure_energy=False)
+    assert result.steps == 2
+    assert any("failed while shutting down" in n and "terminate called" in n for n in result.notes)
+
+
+def test_a_worker_that_did_not_finish_still_fails_the_run(monkeypatch):
+    _shutdown_crash(monkeypatch, lose_marker=1)
+    with pytest.raises(ddp.DDPError, match="failed \\(exit code 1\\)"):
+        ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, max_steps=2,
+                    timeout_s=120, measure_energy=False)
 
 
 def test_failure_message_keeps_only_the_tail():
