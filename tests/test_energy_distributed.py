@@ -311,3 +311,24 @@ def test_two_simulated_nodes_count_each_nodes_shared_devices_once(tmp_path):
     assert len([d for d in red["devices"] if d["kind"] == "gpu"]) == 2
     assert {n: v["ranks"] for n, v in red["nodes"].items()} == {
         "node-a": [r["rank"] for r in by_node["node-a"]], "node-b": [by_node["node-b"][0]["rank"]]}
+
+
+def test_busy_parts_summed_over_ranks_are_capped_at_the_nodes_maximum_power():
+    def rank(r, busy_joules):
+        common = {"seconds": 1.0, "source": "estimate", "estimated": True, "rel_uncertainty": 1.0,
+                  "note": "", "model": "m", "attribution": "process", "kind": "cpu", "complete": True,
+                  "problems": []}
+        return {"rank": r, "local_rank": r, "node": "n0", "pid": 100 + r, "ok": True, "error": "",
+                "seconds": 1.0, "problems": [],
+                "components": {
+                    "cpu": dict(common, joules=busy_joules, scope="process", device_id=None, part="busy"),
+                    "cpu idle share": dict(common, joules=4.8, scope="node", part="idle share",
+                                           device_id="idle share of CPUs 0-1 at 4.8 W",
+                                           idle_watts_model=4.8, max_watts_model=24.0)}}
+
+    red = reduce_records([rank(0, 10.0), rank(1, 10.0)])  # 20 J busy in 1 s > (24 - 4.8) W x 1 s
+    assert red.components["cpu"].joules == pytest.approx(24.0)
+    assert any("capped at the model's maximum power" in w for w in red.warnings)
+    fine = reduce_records([rank(0, 5.0), rank(1, 5.0)])
+    assert fine.components["cpu"].joules == pytest.approx(14.8)
+    assert not any("capped" in w for w in fine.warnings)

@@ -285,6 +285,7 @@ def reduce_records(records: list, label: str = "window") -> DistributedMeasureme
                 reasons = "; ".join(item["problems"]) or "no reason given"
                 problems.append(f"{where}: {name} ({item['source']}) is incomplete: {reasons}")
     devices = list(counted.values())
+    warnings_cap = _cap_busy_parts(devices)
     seconds = max((r["seconds"] for r in records if r["seconds"] is not None), default=0.0)
     components = {kind: _combine(kind, [d for d in devices if d["kind"] == kind], seconds)
                   for kind in dict.fromkeys(d["kind"] for d in devices)}
@@ -305,6 +306,7 @@ def reduce_records(records: list, label: str = "window") -> DistributedMeasureme
               "components": r["components"], "problems": r["problems"]} for r in records]
     warnings = [f"{len(nodes)} node(s), {len(records)} rank(s): process figures summed over "
                 "ranks, devices and node-wide figures counted once"]
+    warnings += warnings_cap
     warnings += [f"{d['component']} ({d['device_id']}) on {d['node']} is used by ranks "
                  f"{', '.join(str(r) for r in d['seen_by'])}: counted once; NVML cannot split a "
                  "GPU's energy between the processes on it"
@@ -395,10 +397,32 @@ def _idle_share(source, item: dict) -> dict | None:
     except (AttributeError, OSError):
         cpus = []
     item = {k: v for k, v in item.items() if k != "idle_watts"}
+    max_watts = getattr(source, "max_watts", None)
     return dict(item, joules=joules, scope="node", part="idle share", idle_watts_model=idle_watts,
+                max_watts_model=float(max_watts) if isinstance(max_watts, (int, float)) else None,
                 device_id=f"idle share of CPUs {_ranges(cpus) or 'all'} at {idle_watts:g} W",
                 note=f"idle share of the CPUs this process may use ({idle_watts:g} W), split off "
                      "the per-process estimate so it is counted once per node")
+
+
+def _cap_busy_parts(devices: list) -> list:
+    """Per node, the busy parts of per-process estimates sum to at most what the node's CPUs
+    can do in the window, (P_max - P_idle) x seconds: ranks' clock-tick rounding and slightly
+    different window edges can add up past it, as a single estimate's reads are capped too.
+    Scales those parts down in place; returns a warning for each node capped."""
+    said = []
+    for share in [d for d in devices if d.get("part") == "idle share" and d.get("max_watts_model")]:
+        busy = [d for d in devices if d.get("part") == "busy" and d["node"] == share["node"]
+                and d["kind"] == share["kind"] and d["joules"] > 0]
+        limit = (share["max_watts_model"] - share["idle_watts_model"]) * share["seconds"]
+        total = sum(d["joules"] for d in busy)
+        if limit > 0 and total > limit:
+            for d in busy:
+                d["joules"] *= limit / total
+            said.append(f"{share['kind']} on {share['node']}: the ranks' busy CPU time added up to "
+                        f"{total / limit:.3f}x what its CPUs can do in the window (clock-tick rounding "
+                        "at the window edges); capped at the model's maximum power")
+    return said
 
 
 def _ranges(numbers: list) -> str:
