@@ -79,8 +79,8 @@ DEFAULT_BUDGET_S = 540.0
 # experiment -> (the lesson that reads it with gl.reference.show, seconds of a 540 s plan)
 EXPERIMENTS = {
     "measurement_core": ("00", 32),
-    "ddp_scaling": ("01", 32),
-    "mixed_precision": ("02", 45),
+    "ddp_scaling": ("01", 27),
+    "mixed_precision": ("02", 40),
     "mixed_precision-resnet": ("02", 35),
     "gradient_accumulation": ("03", 28),
     "batch_sweep": ("04", 32),
@@ -88,8 +88,8 @@ EXPERIMENTS = {
     "carbon": ("06", 12),
     "compression": ("07", 18),
     "data_pipeline": ("08", 30),
-    "capstone": ("09", 36),
-    "language_model": ("10", 30),
+    "capstone": ("09", 31),
+    "language_model": ("10", 45),
     "language_model_serving": ("11", 20),
 }
 LESSONS_SECONDS = 130   # every instructor lesson, quick mode, one subprocess each
@@ -1318,7 +1318,8 @@ def exp_capstone(ctx: Context) -> None:
 
 def exp_language_model(ctx: Context) -> None:
     """Lesson 10: a byte-level transformer's training throughput in tokens per second and
-    joules per token: fp32 (PyTorch defaults), bf16 autocast, bf16 with activation checkpointing."""
+    joules per token: fp32 (PyTorch defaults), bf16 autocast, bf16 with activation checkpointing,
+    and torch.compile (its first step, the compiled step and the break-even against eager)."""
     from greenlab import lm
 
     z = ctx.sizes
@@ -1340,32 +1341,20 @@ def exp_language_model(ctx: Context) -> None:
             break
         torch.manual_seed(0)
         model = lm.TinyGPT(**{**z.lm, "checkpoint": checkpoint}).to(ctx.device)
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, **({"fused": True} if ctx.device == "cuda" else {}))
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        gen = torch.Generator().manual_seed(0)
-        batches = [lm.batch(corpus.train, seq, z.lm_batch, generator=gen, device=ctx.device) for _ in range(8)]
-        state = {"i": 0}
-
-        def run(n, model=model, opt=opt, dtype=dtype, batches=batches, state=state, amp=precision != "fp32"):
-            for _ in range(n):
-                x, y = batches[state["i"] % len(batches)]
-                state["i"] += 1
-                with torch.autocast(ctx.device, dtype=dtype, enabled=amp):
-                    loss = lm.lm_loss(model, x, y)
-                loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-
-        loop = SimpleNamespace(run=run, samples_per_step=z.lm_batch * seq)
+        loop = _lm_training_loop(ctx, model, corpus, precision)
         row = throughput_row(ctx, label, loop, {"precision": precision, "checkpointing": checkpoint,
                                                 "batch_windows": z.lm_batch, "seq_len": seq}, repeats,
                              flops_per_sample=step_flops / seq / 3, profile=not checkpoint)
         row["tokens_per_second"] = row.get("samples_per_second")
         row["joules_per_token"] = row.get("joules_per_sample")
         rows[label] = ctx.row(row)
-        del model, opt, batches
+        del model, loop
         if ctx.device == "cuda":
             torch.cuda.empty_cache()
+    eager_label, eager_precision, _ = configs[min(1, len(configs) - 1)]  # bf16 where the GPU has it
+    if eager_label in rows and ctx.enough_for(ctx.min_window_s * (repeats + 1) + 20):
+        rows["torch.compile"] = ctx.row(_lm_compile_row(ctx, lm, corpus, eager_precision, rows[eager_label],
+                                                        repeats, step_flops / seq / 3))
     base = rows.get(configs[0][0], {})
     for row in rows.values():
         row["speedup_vs_fp32"] = _ratio(row.get("tokens_per_second"), base.get("tokens_per_second"))
@@ -1378,11 +1367,79 @@ def exp_language_model(ctx: Context) -> None:
              "PyTorch's default TF32 settings as found.")
 
 
+def _lm_training_loop(ctx: Context, model, corpus, precision: str) -> SimpleNamespace:
+    """``run(n)``: n AdamW steps of ``model`` on 8 fixed batches (fused AdamW on CUDA)."""
+    from greenlab import lm
+
+    torch, z = ctx.torch, ctx.sizes
+    seq = z.lm["max_seq_len"]
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, **({"fused": True} if ctx.device == "cuda" else {}))
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    gen = torch.Generator().manual_seed(0)
+    batches = [lm.batch(corpus.train, seq, z.lm_batch, generator=gen, device=ctx.device) for _ in range(8)]
+    state = {"i": 0}
+
+    def run(n):
+        for _ in range(n):
+            x, y = batches[state["i"] % len(batches)]
+            state["i"] += 1
+            with torch.autocast(ctx.device, dtype=dtype, enabled=precision != "fp32"):
+                loss = lm.lm_loss(model, x, y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    return SimpleNamespace(run=run, samples_per_step=z.lm_batch * seq)
+
+
+def _lm_compile_row(ctx: Context, lm, corpus, precision: str, eager: dict, repeats: int,
+                    flops_per_sample: float) -> dict:
+    """``torch.compile`` on the lesson-10 model: the first compiled step (tracing and code
+    generation included) in its own window, then calibrated windows of compiled steps; the compile
+    cost is the first step minus a compiled step, the break-even is cost / saving per step against
+    the eager row of the same precision (None where the compiled step is not cheaper)."""
+    torch, z = ctx.torch, ctx.sizes
+    torch.manual_seed(0)
+    model = torch.compile(lm.TinyGPT(**z.lm).to(ctx.device))
+    loop = _lm_training_loop(ctx, model, corpus, precision)
+    first = ctx.window("torch.compile: first step", lambda: loop.run(1))
+    row = throughput_row(ctx, f"{precision} + torch.compile", loop,
+                         {"precision": precision, "checkpointing": False, "compiled": True,
+                          "batch_windows": z.lm_batch, "seq_len": z.lm["max_seq_len"]},
+                         repeats, flops_per_sample=flops_per_sample)
+    row["first_step_seconds"] = first["seconds"]
+    row["first_step_joules"] = first["joules"]
+    row["tokens_per_second"] = row.get("samples_per_second")
+    row["joules_per_token"] = row.get("joules_per_sample")
+    tokens = loop.samples_per_step
+    for metric, per_token, first_value in (("seconds", lambda r: 1 / r["samples_per_second"], first["seconds"]),
+                                           ("joules", lambda r: r["joules_per_sample"], first["joules"])):
+        key = "samples_per_second" if metric == "seconds" else "joules_per_sample"
+        if row.get(key) is None or eager.get(key) is None or first_value is None:
+            row[f"compile_{metric}"] = row[f"break_even_steps_{metric}"] = None
+            continue
+        compiled_step, eager_step = per_token(row) * tokens, per_token(eager) * tokens
+        cost = max(0.0, first_value - compiled_step)
+        steps = lm.compile_break_even_steps(cost, eager_step, compiled_step)
+        row[f"compile_{metric}"] = cost
+        row[f"break_even_steps_{metric}"] = steps if steps != float("inf") else None
+    ctx.note(f"torch.compile (default mode) of the same model, {precision}: the first compiled step is "
+             "measured in its own window (tracing and kernel generation included; PyTorch's on-disk "
+             "compile cache as found); compile_* = first step minus one compiled step; "
+             f"break_even_steps_* against the '{eager['label']}' row; None where the compiled step is "
+             "not cheaper.")
+    del model, loop
+    if ctx.device == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
 def exp_language_model_serving(ctx: Context) -> None:
     """Lesson 11: joules per generated token for greedy generation with and without a KV cache,
-    at batch 1 and at a larger batch, and with int8 weights (a lesson-sized model, untrained:
-    generation cost does not depend on what the weights say)."""
-    from greenlab import lm, lm_serve
+    at batch 1 and at a larger batch, and with int8 weights (torchao; a row marked not measured
+    where torchao is not installed) (a lesson-sized model, untrained: generation cost does not
+    depend on what the weights say)."""
+    from greenlab import lm, lm_serve, optimizers
 
     z = ctx.sizes
     torch = ctx.torch

@@ -1,0 +1,230 @@
+"""``torch.compile`` as an energy decision: a cost paid once against a saving on every step.
+
+``measure_compile`` trains two copies of the same model on the same batches, one eager and one
+compiled, and measures:
+
+- the **first compiled step**, which includes tracing and code generation (on a CPU, building C++
+  kernels): its time and energy minus an ordinary compiled step are the compile cost;
+- then windows of ``steps`` ordinary steps, eager and compiled alternately (paired, order rotated),
+  read as a ``greenlab.experiments.Comparison`` with a verdict and spread;
+- the **break-even**: compile cost / saving per step, in steps, for time and for energy (infinite
+  when the compiled step is not cheaper: then compiling never pays).
+
+PyTorch keeps compiled code in an on-disk cache (the "FX graph cache"), so the second compile of
+the same model in a later process is much cheaper than the first. ``cache`` says which happened,
+from ``torch._dynamo``'s counters.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+
+import torch
+import torch.nn as nn
+
+from greenlab import validation
+from greenlab.lm import Corpus, LMConfig, LMRun, batch, compile_break_even_steps, lm_loss
+
+
+@dataclasses.dataclass
+class CompileMeasurement:
+    """What compiling cost and saved. Seconds and joules; ``comparison`` holds the step windows
+    (variants "eager" and "compiled", ``steps_per_window`` steps each)."""
+
+    first_step_seconds: float
+    first_step_joules: float
+    steps_per_window: int
+    comparison: object
+    cache: str
+    first_loss_difference: float
+    estimated: bool
+    problems: list
+
+    def step_seconds(self, name: str) -> float:
+        """Mean seconds of one ordinary step of ``name`` ("eager" or "compiled")."""
+        return self._mean(name, "seconds") / self.steps_per_window
+
+    def step_joules(self, name: str) -> float:
+        """Mean joules of one ordinary step of ``name`` ("eager" or "compiled")."""
+        return self._mean(name, "joules") / self.steps_per_window
+
+    @property
+    def compile_seconds(self) -> float:
+        """The first compiled step's time beyond an ordinary compiled step (at least 0)."""
+        return max(0.0, self.first_step_seconds - self.step_seconds("compiled"))
+
+    @property
+    def compile_joules(self) -> float:
+        """The first compiled step's energy beyond an ordinary compiled step (at least 0)."""
+        return max(0.0, self.first_step_joules - self.step_joules("compiled"))
+
+    def break_even_steps(self, metric: str = "seconds") -> float:
+        """Steps after which compiling has paid for itself in ``metric`` ("seconds" or "joules");
+        ``inf`` when the compiled step is not cheaper."""
+        validation.choice("metric", metric, ("seconds", "joules"))
+        if metric == "seconds":
+            return compile_break_even_steps(self.compile_seconds, self.step_seconds("eager"),
+                                            self.step_seconds("compiled"))
+        eager, compiled = self.step_joules("eager"), self.step_joules("compiled")
+        if not (eager > 0 and compiled > 0):
+            return math.inf
+        return compile_break_even_steps(self.compile_joules, eager, compiled)
+
+    def summary(self) -> str:
+        est = " (estimate)" if self.estimated else ""
+        lines = [f"first compiled step: {self.first_step_seconds:.3g} s, {self.first_step_joules:.4g} J{est} "
+                 f"({self.cache})",
+                 f"one step: eager {self.step_seconds('eager') * 1e3:.3g} ms, compiled "
+                 f"{self.step_seconds('compiled') * 1e3:.3g} ms; compile cost {self.compile_seconds:.3g} s, "
+                 f"{self.compile_joules:.4g} J{est}"]
+        for metric, word in (("seconds", "time"), ("joules", "energy")):
+            steps = self.break_even_steps(metric)
+            lines.append(f"break-even in {word}: " + (f"{steps:,.0f} steps" if math.isfinite(steps) else
+                                                     "never (the compiled step is not cheaper here)"))
+        if self.problems:
+            lines.append("incomplete: " + "; ".join(self.problems))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def plot(self, ax=None, metric: str = "joules", max_steps: int | None = None):
+        """Cumulative ``metric`` ("joules" or "seconds") against steps for eager and compiled
+        training, from the measured step costs and the first compiled step; where the lines
+        cross is the break-even. ``max_steps``: the x range (default: twice the break-even, or
+        1,000 steps when compiling never pays). Returns the axes."""
+        import matplotlib.pyplot as plt
+
+        validation.choice("metric", metric, ("seconds", "joules"))
+        per_step = self.step_joules if metric == "joules" else self.step_seconds
+        first = self.first_step_joules if metric == "joules" else self.first_step_seconds
+        even = self.break_even_steps(metric)
+        if max_steps is None:
+            max_steps = max(10, int(2 * even)) if math.isfinite(even) else 1000
+        max_steps = validation.integer("max_steps", max_steps, low=2, high=10**9)
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 3.5))
+        steps = [0, max_steps]
+        ax.plot(steps, [0, per_step("eager") * max_steps], label="eager")
+        ax.plot(steps, [first - per_step("compiled"), first + per_step("compiled") * (max_steps - 1)],
+                label="compiled (first step includes compiling)")
+        if math.isfinite(even) and even <= max_steps:
+            ax.axvline(even, color="grey", linestyle=":", label=f"break-even: {even:,.0f} steps")
+        unit = "energy (J)" + (" [estimate]" if self.estimated else "") if metric == "joules" else "time (s)"
+        ax.set_xlabel("training steps")
+        ax.set_ylabel(f"cumulative {unit}")
+        ax.set_title("torch.compile: paid once, saved per step")
+        ax.legend(fontsize=8)
+        return ax
+
+    def _mean(self, name: str, metric: str) -> float:
+        runs = self.comparison.runs[name]
+        return sum(getattr(r, metric) for r in runs) / len(runs)
+
+
+def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, steps: int = 40,
+                    repeats: int = 3, device=None, sources=None, compile_kwargs: dict | None = None
+                    ) -> CompileMeasurement:
+    """Measure ``torch.compile(model)`` against the eager ``model`` on ``corpus`` (see the module
+    text). ``config``: batch shape, learning rate and precision (its ``steps`` is not used);
+    ``steps``: ordinary steps per window; ``repeats``: paired windows per variant;
+    ``compile_kwargs``: passed to ``torch.compile``. ``model`` is copied, not changed."""
+    from greenlab import config as gl_config
+    from greenlab.energy import default_sources, measure
+    from greenlab.experiments import Comparison
+
+    cfg = config if config is not None else LMConfig()
+    if not isinstance(cfg, LMConfig):
+        raise ValueError(f"config must be a greenlab.lm.LMConfig, got {type(cfg).__name__}")
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    steps = validation.integer("steps", steps, low=1, high=100_000)
+    repeats = validation.integer("repeats", repeats, low=1, high=1000)
+    if compile_kwargs is not None and not isinstance(compile_kwargs, dict):
+        raise ValueError(f"compile_kwargs must be a dict or None, got {type(compile_kwargs).__name__}")
+    dev = torch.device(device if device is not None else gl_config.device())
+    if sources is None:
+        sources = default_sources(gpus=[dev.index or 0] if dev.type == "cuda" else [])
+
+    eager_model = copy.deepcopy(model).to(dev).train()
+    compiled_base = copy.deepcopy(eager_model)
+    compiled_model = torch.compile(compiled_base, **(compile_kwargs or {}))
+    variants = {"eager": _Stepper(eager_model, corpus, cfg, dev), "compiled": _Stepper(compiled_model, corpus, cfg, dev)}
+
+    # One eager step first (one-time allocations), on the same batch the compiled model sees first.
+    eager_loss = variants["eager"].run(1)
+    before = _cache_counters()
+    with measure("first compiled step", sources=sources) as first:
+        compiled_loss = variants["compiled"].run(1)
+    cache = _cache_state(before, _cache_counters())
+
+    repeat_runs, order, problems = [], [], list(first.result.problems)
+    for r in range(repeats):
+        names = ["eager", "compiled"] if r % 2 == 0 else ["compiled", "eager"]
+        repeat_runs.append({})
+        for name in names:
+            with measure(name, sources=sources) as window:
+                variants[name].run(steps)
+            res = window.result
+            repeat_runs[r][name] = LMRun(
+                label=name, config=dataclasses.asdict(cfg), steps=steps, tokens=steps * cfg.tokens_per_step,
+                seconds=res.seconds, joules=res.joules, val_loss=math.nan, history=[],
+                joules_to_target=None, seconds_to_target=None, estimated=res.estimated,
+                problems=list(res.problems), provenance={})
+            order.append(name)
+    comparison = Comparison(["eager", "compiled"], repeat_runs, order)
+    return CompileMeasurement(
+        first_step_seconds=first.result.seconds, first_step_joules=first.result.joules,
+        steps_per_window=steps, comparison=comparison, cache=cache,
+        first_loss_difference=abs(eager_loss - compiled_loss),
+        estimated=first.result.estimated or comparison.estimated,
+        problems=[f"first compiled step: {p}" for p in problems] + list(comparison.problems))
+
+
+class _Stepper:
+    """Training steps of one model with its own AdamW and its own batch stream (seeded by
+    ``config.seed``, so two steppers see the same batches in the same order)."""
+
+    def __init__(self, model, corpus, cfg, dev):
+        self.model, self.corpus, self.cfg, self.dev = model, corpus, cfg, dev
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, fused=cfg.fused or None,
+                                           foreach=None if cfg.fused else True)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+
+    def run(self, n: int) -> float:
+        """``n`` training steps; returns the last step's loss (synchronised on CUDA)."""
+        loss = None
+        for _ in range(n):
+            x, y = batch(self.corpus.train, self.cfg.seq_len, self.cfg.batch_size, self.generator, self.dev)
+            with torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16"):
+                loss = lm_loss(self.model, x, y)
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        value = float(loss.detach())  # waits for the device
+        if not math.isfinite(value):
+            raise FloatingPointError(f"training loss became {value}; lower lr")
+        return value
+
+
+def _cache_counters() -> dict:
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:  # pragma: no cover - very old or stripped PyTorch
+        return {}
+    return {k: counters["inductor"].get(k, 0) for k in ("fxgraph_cache_hit", "fxgraph_cache_miss")}
+
+
+def _cache_state(before: dict, after: dict) -> str:
+    if not before:
+        return "cache use unknown"
+    hits = after["fxgraph_cache_hit"] - before["fxgraph_cache_hit"]
+    misses = after["fxgraph_cache_miss"] - before["fxgraph_cache_miss"]
+    if misses:
+        return f"compiled from scratch: {misses} graph(s) built" + (f", {hits} from the cache" if hits else "")
+    if hits:
+        return f"loaded from PyTorch's on-disk compile cache: {hits} graph(s)"
+    return "cache use unknown"
