@@ -1448,10 +1448,17 @@ def exp_language_model_serving(ctx: Context) -> None:
     new_tokens = seq - prompt_len
     torch.manual_seed(0)
     model = lm.TinyGPT(**z.lm).to(ctx.device).eval()
-    int8 = lm_serve.quantize_weights_int8(copy.deepcopy(model).cpu()).to(ctx.device).eval()
+    int8_label = f"int8 weights, KV cache, batch {z.lm_batch}"
+    int8_missing = optimizers.missing("torchao")
+    int8 = None
+    if not int8_missing:
+        int8 = lm_serve.quantize_weights_int8(copy.deepcopy(model).cpu()).to(ctx.device).eval()
     configs = [("KV cache, batch 1", model, True, 1), ("no KV cache, batch 1", model, False, 1),
-               (f"KV cache, batch {z.lm_batch}", model, True, z.lm_batch),
-               (f"int8 weights, KV cache, batch {z.lm_batch}", int8, True, z.lm_batch)]
+               (f"KV cache, batch {z.lm_batch}", model, True, z.lm_batch)]
+    if int8 is None:
+        ctx.row({"label": int8_label, "status": f"not measured: {int8_missing}"})
+    else:
+        configs.append((int8_label, int8, True, z.lm_batch))
     repeats = _repeats(ctx, len(configs), ctx.min_window_s * z.window_margin)
     for label, net, cache, batch in configs:
         if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
@@ -1763,7 +1770,7 @@ def preflight() -> dict:
     for name, module in (("torch", "torch"), ("numpy", "numpy"), ("nvidia-ml-py", "pynvml"),
                          ("matplotlib", "matplotlib"), ("psutil", "psutil"), ("tqdm", "tqdm"),
                          ("pytest", "pytest"), ("torchvision", "torchvision"), ("IPython", "IPython"),
-                         ("ipywidgets", "ipywidgets")):
+                         ("ipywidgets", "ipywidgets"), ("bitsandbytes", "bitsandbytes"), ("torchao", "torchao")):
         if importlib.util.find_spec(module) is None:
             out[name] = "missing"
             continue

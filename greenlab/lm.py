@@ -188,8 +188,9 @@ class LMConfig:
     """One language-model run. ``steps`` optimizer steps of ``batch_size`` windows of ``seq_len``
     bytes (tokens per step = batch_size x seq_len); AdamW at ``lr``; ``fused``: the fused AdamW
     kernel (one kernel for all parameters) instead of the default multi-tensor one;
-    ``precision``: "fp32" or "bf16" (autocast); evaluation every ``eval_every`` steps on
-    ``eval_batches`` fixed validation batches; ``target_loss``: validation loss (nats/byte) whose
+    ``precision``: "fp32" or "bf16" (autocast); ``optimizer_states``: "fp32" (torch AdamW) or
+    "8bit" (bitsandbytes' AdamW8bit, see ``greenlab.optimizers``); evaluation every
+    ``eval_every`` steps on ``eval_batches`` fixed validation batches; ``target_loss``: validation loss (nats/byte) whose
     first crossing records time and energy to target."""
 
     seq_len: int = 64
@@ -198,6 +199,7 @@ class LMConfig:
     lr: float = 3e-3
     fused: bool = False
     precision: str = "fp32"
+    optimizer_states: str = "fp32"
     eval_every: int = 50
     eval_batches: int = 4
     target_loss: float | None = None
@@ -211,6 +213,9 @@ class LMConfig:
         self.lr = v.number("lr", self.lr, low=0, high=10, low_open=True)
         self.fused = v.flag("fused", self.fused)
         v.choice("precision", self.precision, PRECISIONS)
+        v.choice("optimizer_states", self.optimizer_states, ("fp32", "8bit"))
+        if self.fused and self.optimizer_states != "fp32":
+            raise ValueError("fused applies to fp32 optimizer states only (optimizer_states='fp32')")
         self.target_loss = v.number("target_loss (nats per byte)", self.target_loss, low=0, high=20,
                                     low_open=True, allow_none=True)
         self.seed = v.integer("seed", self.seed, low=0, high=2**63 - 1)
@@ -227,6 +232,7 @@ class LMRun:
 
     ``history``: one dict per evaluation (step, tokens, seconds, joules, val_loss), cumulative.
     ``joules_to_target``/``seconds_to_target``: at the first evaluation with val_loss <= target.
+    ``optimizer_state_bytes``: counted from the optimizer's state tensors after the last step.
     The attribute names match ``greenlab.train.RunResult`` where they mean the same, so a
     ``greenlab.experiments.Comparison`` can hold these runs (accuracy fields are None)."""
 
@@ -247,6 +253,7 @@ class LMRun:
     final_accuracy: float | None = None
     val_accuracy: float | None = None
     co2e_g: float | None = None
+    optimizer_state_bytes: int | None = None
 
     @property
     def joules_per_token(self) -> float:
@@ -303,6 +310,7 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     the evaluation windows are fixed, so runs differ only in what the config changes."""
     from greenlab import __version__
     from greenlab import config as gl_config
+    from greenlab import optimizers
     from greenlab.energy import default_sources, measure
     from greenlab.train import _Meter, provenance
 
@@ -317,8 +325,11 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     if sources is None:
         sources = default_sources(gpus=[dev.index or 0] if dev.type == "cuda" else [])
     model = model.to(dev).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, fused=cfg.fused or None,
-                                  foreach=None if cfg.fused else True)
+    if cfg.optimizer_states == "fp32":
+        optimizer = optimizers.adamw(model.parameters(), cfg.lr, fused=cfg.fused or None,
+                                     foreach=None if cfg.fused else True)
+    else:
+        optimizer = optimizers.adamw(model.parameters(), cfg.lr, states=cfg.optimizer_states)
     g = torch.Generator().manual_seed(cfg.seed)
     history, target = [], None
     bf16 = cfg.precision == "bf16"
@@ -352,7 +363,8 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
                  joules_to_target=target["joules"] if target else None,
                  seconds_to_target=target["seconds"] if target else None,
                  estimated=result.estimated, problems=list(result.problems) + list(meter.problems),
-                 provenance=provenance(dev, result.sources, __version__))
+                 provenance=provenance(dev, result.sources, __version__),
+                 optimizer_state_bytes=optimizers.state_bytes(optimizer))
 
 
 def compare_lm(variants: dict, model_fn, corpus: Corpus, repeats: int = 3, warmup: int = 0, device=None):

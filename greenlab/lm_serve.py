@@ -1,5 +1,5 @@
 """Serving a ``greenlab.lm.TinyGPT``: generation with and without a KV cache, weight-only int8
-linear layers, and joules per generated token.
+linear layers (torchao, optional at run time), and joules per generated token.
 
     text = gl.lm_serve.generate(model, prompts, new_tokens=64, kv_cache=True)
     run = gl.lm_serve.measure_generation(model, prompts, new_tokens=64, kv_cache=True)
@@ -98,45 +98,39 @@ def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, k
                          seconds=r.seconds, joules=r.joules, estimated=r.estimated, problems=list(r.problems))
 
 
-class Int8WeightLinear(nn.Module):
-    """A linear layer whose weight is stored in int8 with one fp32 scale per output row
-    (symmetric, round to nearest); the weight is dequantized for each matmul, activations stay
-    fp32. Four times less weight memory; the arithmetic is unchanged."""
-
-    def __init__(self, linear: nn.Linear):
-        super().__init__()
-        w = linear.weight.detach().float()
-        scale = w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127
-        self.register_buffer("weight_int8", torch.round(w / scale).clamp(-127, 127).to(torch.int8))
-        self.register_buffer("scale", scale)
-        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
-
-    def forward(self, x):
-        return F.linear(x, self.weight_int8.to(x.dtype) * self.scale.to(x.dtype), self.bias)
-
-
 def quantize_weights_int8(model: nn.Module) -> nn.Module:
-    """Replace every ``nn.Linear`` inside the transformer blocks of ``model`` (in place) with an
-    :class:`Int8WeightLinear`; embeddings and the tied output layer stay fp32. Returns ``model``."""
+    """Weight-only int8 (torchao's ``quantize_`` with ``Int8WeightOnlyConfig``: per output row an
+    fp32 scale, max |w| / 127.5, and an int8 zero point that is 0) for every ``nn.Linear`` inside the transformer blocks of ``model``, in
+    place; embeddings and the tied output layer stay fp32. Activations stay in their dtype and the
+    weight is widened for each matmul, so the arithmetic is that of the original model. Raises
+    ``greenlab.optimizers.LibraryMissing`` when torchao cannot be imported. Returns ``model``."""
+    from greenlab import optimizers
+
     blocks = getattr(model, "blocks", None)
     if blocks is None:
         raise ValueError("model must be a greenlab.lm.TinyGPT (it has no .blocks)")
-    for block in blocks:
-        for parent in [block] + list(block.modules()):
-            for name, child in list(parent.named_children()):
-                if type(child) is nn.Linear:
-                    setattr(parent, name, Int8WeightLinear(child))
+    why = optimizers.missing("torchao")
+    if why:
+        raise optimizers.LibraryMissing(f"int8 weights need torchao: {why}")
+    quantization = optimizers.quiet_import("torchao.quantization")
+    in_blocks = {id(m) for m in blocks.modules() if type(m) is nn.Linear}
+    # set_inductor_config=False: eager serving; torchao would otherwise change torch.compile's
+    # global settings for the whole process
+    quantization.quantize_(model, quantization.Int8WeightOnlyConfig(set_inductor_config=False),
+                           filter_fn=lambda module, name: id(module) in in_blocks)
     return model
 
 
 def weight_bytes(model: nn.Module) -> int:
-    """Bytes of parameters and buffers (each storage once)."""
+    """Bytes of parameters and buffers, each storage once; a quantized weight (a tensor subclass
+    such as torchao's) counts the tensors it is made of (int8 data, scales)."""
     seen, total = set(), 0
     for t in list(model.parameters()) + list(model.buffers()):
-        key = t.untyped_storage().data_ptr()
-        if key not in seen:
-            seen.add(key)
-            total += t.untyped_storage().nbytes()
+        for leaf in _plain_tensors(t):
+            key = leaf.untyped_storage().data_ptr()
+            if key not in seen:
+                seen.add(key)
+                total += leaf.untyped_storage().nbytes()
     return total
 
 
@@ -172,6 +166,19 @@ def _forward_cached(model: TinyGPT, idx: torch.Tensor, cache):
         x = x + block.proj(att.transpose(1, 2).reshape(b, t, d))
         x = x + block.mlp(block.ln2(x))
     return model.head(model.ln(x)), new_cache
+
+
+def _plain_tensors(t: torch.Tensor):
+    """The plain tensors that hold ``t``'s data: ``t`` itself, or for a wrapper subclass (which
+    has no storage of its own) the inner tensors it names in ``__tensor_flatten__``."""
+    if type(t) in (torch.Tensor, nn.Parameter) or not hasattr(t, "__tensor_flatten__"):
+        yield t
+        return
+    names, _ = t.__tensor_flatten__()
+    for name in names:
+        inner = getattr(t, name)
+        if isinstance(inner, torch.Tensor):
+            yield from _plain_tensors(inner)
 
 
 def generation_flops(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True) -> int:

@@ -1,14 +1,15 @@
 """A Python environment with packages hidden, as on a bare GPU machine (torch, numpy,
 nvidia-ml-py and matplotlib only): a ``sitecustomize`` that makes the import system find no
-psutil, tqdm, pytest, torchvision, IPython or ipywidgets (``importlib.util.find_spec`` returns
-None and ``import`` raises ModuleNotFoundError, exactly as when they are not installed)."""
+psutil, tqdm, pytest, torchvision, IPython, ipywidgets, bitsandbytes or torchao
+(``importlib.util.find_spec`` returns None and ``import`` raises ModuleNotFoundError, exactly as
+when they are not installed)."""
 
 import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HIDDEN = ("psutil", "tqdm", "pytest", "torchvision", "IPython", "ipywidgets")
+HIDDEN = ("psutil", "tqdm", "pytest", "torchvision", "IPython", "ipywidgets", "bitsandbytes", "torchao")
 
 _SITECUSTOMIZE = '''\
 import importlib.machinery as _m

@@ -265,19 +265,49 @@ def test_kv_cache_gives_the_same_tokens_for_fewer_flops():
     assert run.tokens == 12 and run.joules_per_token == pytest.approx(run.joules / 12)
 
 
-def test_int8_weights_quarter_the_block_weights_and_stay_close(corpus):
+def test_int8_weights_quarter_the_block_weights_and_stay_close():
+    pytest.importorskip("torchao")  # a dependency: installed wherever the course is
     from greenlab import lm_serve
 
     model = tiny()
     q = lm_serve.quantize_weights_int8(tiny())
-    assert not any(type(m) is torch.nn.Linear for m in q.blocks.modules())
-    block_weights = sum(m.weight.numel() for m in model.blocks.modules() if isinstance(m, torch.nn.Linear))
-    assert lm_serve.weight_bytes(model) - lm_serve.weight_bytes(q) == 3 * block_weights - 4 * sum(
-        m.scale.numel() for m in q.modules() if isinstance(m, lm_serve.Int8WeightLinear))
+    linears = [m for m in model.blocks.modules() if isinstance(m, torch.nn.Linear)]
+    block_weights = sum(m.weight.numel() for m in linears)
+    rows = sum(m.out_features for m in linears)
+    # 1 byte instead of 4 per weight, plus an fp32 scale and an int8 zero point per output row
+    assert lm_serve.weight_bytes(model) - lm_serve.weight_bytes(q) == 3 * block_weights - 5 * rows
+    assert type(q.head.weight) is torch.nn.Parameter and q.head.weight is q.tok.weight  # tied, fp32
+    w, ref = q.blocks[0].qkv.weight, model.blocks[0].qkv.weight.detach()
+    assert w.qdata.dtype == torch.int8
+    assert torch.allclose(w.scale.flatten(), ref.abs().amax(dim=1) / 127.5)
+    assert (w.dequantize() - ref).abs().le(w.scale / 2 + 1e-7).all()  # round to nearest
     x = torch.randint(0, 256, (2, 16))
     with torch.no_grad():
         assert torch.allclose(q(x), model(x), atol=0.05)
+    prompts = torch.randint(0, 256, (2, 4))
+    assert lm_serve.generate(q, prompts, 6).shape == (2, 6)
     assert lm_serve.serving_break_even_tokens(500, 0.002) == pytest.approx(250_000)
+
+
+def test_weight_bytes_counts_each_storage_once():
+    from greenlab import lm_serve
+
+    model = tiny()
+    values = sum(p.numel() for p in model.parameters())  # the tied head counted once
+    assert lm_serve.weight_bytes(model) == 4 * values
+    with pytest.raises(ValueError, match="blocks"):
+        lm_serve.quantize_weights_int8(torch.nn.Linear(4, 4))
+
+
+def test_without_torchao_int8_says_it_is_missing(monkeypatch):
+    import sys
+
+    from greenlab import lm_serve, optimizers
+
+    monkeypatch.setitem(sys.modules, "torchao", None)  # import torchao now raises ImportError
+    assert optimizers.missing("torchao") == "torchao is not installed"
+    with pytest.raises(optimizers.LibraryMissing, match="int8 weights need torchao: torchao is not installed"):
+        lm_serve.quantize_weights_int8(tiny())
 
 
 def test_stdlib_source_corpus_is_python_code():

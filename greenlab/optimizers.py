@@ -1,0 +1,110 @@
+"""AdamW with fp32 or 8-bit states, and the bytes an optimizer's state really takes.
+
+    opt = gl.optimizers.adamw(model.parameters(), lr=3e-3, states="8bit")   # bitsandbytes
+    ...training steps...
+    gl.optimizers.state_bytes(opt)          # counted from opt.state's tensors, each storage once
+
+fp32 states are PyTorch's ``torch.optim.AdamW``. 8-bit states are bitsandbytes' ``AdamW8bit``
+(Dettmers et al., 2022: block-wise quantization, 256 values per block with an fp32 scale each,
+and a dynamic 8-bit code); by bitsandbytes' default a tensor of fewer than ``MIN_8BIT_SIZE``
+values keeps 32-bit states. bitsandbytes is optional at run time: :func:`missing` says why it
+cannot be used here, and :func:`adamw` raises :class:`LibraryMissing` instead of a bare
+ImportError.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+import torch
+
+from greenlab import validation
+
+STATES = ("fp32", "8bit")
+MIN_8BIT_SIZE = 4096  # bitsandbytes' default: smaller tensors keep 32-bit states
+
+
+class LibraryMissing(ImportError):
+    """An optional library that a measurement needs is not installed (or does not import here)."""
+
+
+def missing(package: str) -> str | None:
+    """None when ``package`` imports here, else a short reason ("bitsandbytes is not installed")."""
+    validation.text("package", package)
+    try:
+        quiet_import(package)
+    except ImportError as exc:
+        if getattr(exc, "name", None) == package:
+            return f"{package} is not installed"
+        return f"{package} does not import here ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # a broken install (e.g. a native library for another platform)
+        return f"{package} does not import here ({type(exc).__name__}: {exc})"
+    return None
+
+
+def quiet_import(package: str):
+    """Import ``package`` without two import-time log lines that concern neither this course nor
+    its results: bitsandbytes' note, on CPUs with AVX-512 BF16, that an optional 4-bit matmul
+    kernel package is not installed, and PyTorch's deprecation note about an Enum that torchao
+    registers. Every other message passes."""
+    quiet = {"bitsandbytes.backends.cpu.ops": "Failed to load CPU gemm_4bit_forward",
+             "torch.utils._pytree": "is an Enum subclass and is now natively supported"}
+    filters = []
+    for name, text in quiet.items():
+        f = _DropMessage(text)
+        logging.getLogger(name).addFilter(f)
+        filters.append((name, f))
+    try:
+        return importlib.import_module(package)
+    finally:
+        for name, f in filters:
+            logging.getLogger(name).removeFilter(f)
+
+
+def adamw(params, lr: float, states: str = "fp32", weight_decay: float = 0.01, **fp32_options):
+    """AdamW over ``params`` at learning rate ``lr``: ``states="fp32"`` is ``torch.optim.AdamW``
+    (``fp32_options`` such as ``fused`` or ``foreach`` go to it), ``"8bit"`` is bitsandbytes'
+    ``AdamW8bit`` with its default ``min_8bit_size`` (raises :class:`LibraryMissing` without it)."""
+    validation.choice("states", states, STATES)
+    lr = validation.number("lr", lr, low=0, low_open=True, high=10)
+    weight_decay = validation.number("weight_decay", weight_decay, low=0, high=1)
+    if states == "fp32":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **fp32_options)
+    if fp32_options:
+        raise ValueError(f"{sorted(fp32_options)} apply to fp32 states only, not to states='8bit'")
+    why = missing("bitsandbytes")
+    if why:
+        raise LibraryMissing(f"8-bit optimizer states need bitsandbytes: {why}")
+    bnb = quiet_import("bitsandbytes")
+    return bnb.optim.AdamW8bit(params, lr=lr, weight_decay=weight_decay, min_8bit_size=MIN_8BIT_SIZE)
+
+
+def state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of every tensor in ``optimizer.state``, each storage counted once (bitsandbytes
+    shares one quantization map between all tensors, so it counts once). Python numbers in the
+    state (a step count) are not counted. 0 before the first step: state is made lazily."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    seen, total = set(), 0
+    for per_param in optimizer.state.values():
+        for value in per_param.values():
+            if isinstance(value, torch.Tensor):
+                storage = value.untyped_storage()
+                if storage.data_ptr() not in seen:
+                    seen.add(storage.data_ptr())
+                    total += storage.nbytes()
+    return total
+
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in str(record.msg)
