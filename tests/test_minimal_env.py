@@ -1,9 +1,11 @@
 """The GPU suite's rehearsal on a bare machine: ``benchmarks/gpu_suite.py --dry-run`` (every
 experiment, tiny sizes, on the CPU) and one instructor lesson run headless through the suite,
-with psutil, tqdm, pytest, torchvision, IPython and ipywidgets impossible to import, as on a
-GPU machine that has only torch, numpy, nvidia-ml-py and matplotlib."""
+with psutil, tqdm, pytest, torchvision, IPython, ipywidgets, bitsandbytes and torchao impossible
+to import, as on a GPU machine that has only torch, numpy, nvidia-ml-py and matplotlib; and
+lesson 11 run headless the same way, saying what it could not measure without the last two."""
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -83,6 +85,31 @@ def test_a_lesson_ran_headless_through_the_suite(dry_run):
     row = dry_run.summary["lesson 03_gradient_accumulation"]
     assert row["status"] == "passed", row
     assert "passed 03_gradient_accumulation" in (dry_run.out / gs.LOG).read_text(encoding="utf-8")
+
+
+def test_serving_marks_int8_not_measured_without_torchao(dry_run):
+    rows = {r["label"]: r for r in dry_run.records["language_model_serving"]["results"]}
+    int8 = next(r for label, r in rows.items() if label.startswith("int8 weights"))
+    assert int8["status"] == "not measured: torchao is not installed"
+    assert "joules_per_generated_token" not in int8
+    assert any(r.get("joules_per_generated_token") for r in rows.values())
+
+
+def test_lesson_11_runs_without_bitsandbytes_and_torchao_and_says_what_it_did_not_measure(tmp_path):
+    env = {**hidden_env(tmp_path), "GREENLAB_QUICK": "1", "GREENLAB_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "greenlab.course", "run",
+                           "lessons/instructor/11_adapting_and_serving.ipynb"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "bitsandbytes is not installed: 8-bit optimizer states not measured (missing)" in out
+    for name in ("full", "lora"):  # no 8-bit figure is filled in
+        assert re.search(name + r" +AdamW state: fp32 [0-9.]+ MB \(counted\), 8-bit not measured, "
+                         r"bf16 [0-9.]+ MB \(arithmetic\)", out), out[-3000:]
+    assert "torchao is not installed: int8 weights not measured (missing)" in out
+    assert "int8: weights, validation loss and energy not measured (missing)" in out
+    assert "not measured here (bitsandbytes is not installed)" in out
+    assert "not measured here (torchao is not installed)" in out
 
 
 def test_precision_rows_are_labelled_as_pytorch_defaults_and_fp16_notes_its_sync(dry_run):
