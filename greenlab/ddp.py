@@ -266,17 +266,7 @@ def run_ddp(nprocs: int, data="synthetic", model="cnn", per_worker_batch: int | 
         finally:
             wall = time.perf_counter() - started
             energy = window.stop() if window is not None else None
-        errors = _worker_errors(folder)
-        result_file = Path(config["result_path"])
-        finished = all((folder / f"finished-{r}").exists() for r in range(nprocs))
-        if not result_file.is_file() or (returncode != 0 and not finished):
-            raise DDPError(_failure_message(nprocs, returncode, timeout_s, errors, stderr))
-        raw = json.loads(result_file.read_text(encoding="utf-8"))
-        if returncode != 0:  # a worker died in shutdown, after every rank had finished its work
-            raw["notes"] = list(raw.get("notes", [])) + [
-                f"torchrun exited with code {returncode}: a worker failed while shutting down, "
-                "after every worker had finished training and the result was written "
-                f"({_last_line(stderr)})"]
+        raw = collect_result(folder, Path(config["result_path"]), nprocs, returncode, stderr, timeout_s)
     return DDPResult(**raw, wall_seconds=wall, energy=energy, label=label)
 
 
@@ -330,11 +320,33 @@ def make_config(nprocs: int, data="synthetic", model="cnn", per_worker_batch: in
     }
 
 
-def launch_command(config_path, nprocs: int) -> list:
-    """The torchrun command line ``run_ddp`` starts (a list for ``subprocess``)."""
+def launch_command(config_path, nprocs: int, module: str = "greenlab.ddp") -> list:
+    """The torchrun command line ``run_ddp`` starts (a list for ``subprocess``); ``module`` is the
+    worker's module, run with ``python -m`` in every process."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc_per_node={_positive_int('nprocs', nprocs)}", "--max-restarts=0",
-            "-m", "greenlab.ddp", "--config", str(config_path)]
+            "-m", module, "--config", str(config_path)]
+
+
+def collect_result(folder: Path, result_file: Path, nprocs: int, returncode, stderr: str,
+                   timeout_s: float) -> dict:
+    """The result rank 0 wrote to ``result_file`` after a torchrun launch (``returncode`` None
+    when it was killed at ``timeout_s``). Each worker writes ``error.rank<N>.txt`` in ``folder``
+    when it fails and touches ``finished-<N>`` there once it is past its last collective: a
+    launch whose workers all finished keeps its result even when one then died in shutdown
+    (gloo can abort there), with a note saying so. Otherwise ``DDPError`` with the workers'
+    errors and the tail of their stderr."""
+    errors = _worker_errors(folder)
+    finished = all((folder / f"finished-{r}").exists() for r in range(nprocs))
+    if not result_file.is_file() or (returncode != 0 and not finished):
+        raise DDPError(_failure_message(nprocs, returncode, timeout_s, errors, stderr))
+    raw = json.loads(result_file.read_text(encoding="utf-8"))
+    if returncode != 0:  # a worker died in shutdown, after every rank had finished its work
+        raw["notes"] = list(raw.get("notes", [])) + [
+            f"torchrun exited with code {returncode}: a worker failed while shutting down, "
+            "after every worker had finished its work and the result was written "
+            f"({_last_line(stderr)})"]
+    return raw
 
 
 def pick_device(nprocs: int) -> str:
