@@ -152,7 +152,9 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
     eager_model = copy.deepcopy(model).to(dev).train()
     compiled_base = copy.deepcopy(eager_model)
     compiled_model = torch.compile(compiled_base, **(compile_kwargs or {}))
-    variants = {"eager": _Stepper(eager_model, corpus, cfg, dev), "compiled": _Stepper(compiled_model, corpus, cfg, dev)}
+    # the compiled model's first loss is checked against the eager one below, with a better message
+    variants = {"eager": _Stepper(eager_model, corpus, cfg, dev),
+                "compiled": _Stepper(compiled_model, corpus, cfg, dev, check_finite=False)}
 
     # One eager step first (one-time allocations), on the same batch the compiled model sees first.
     eager_loss = variants["eager"].run(1)
@@ -160,7 +162,14 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
     with measure("first compiled step", sources=sources) as first:
         compiled_loss = variants["compiled"].run(1)
     cache = _cache_state(before, _cache_counters())
+    if not math.isfinite(compiled_loss):
+        raise RuntimeError(
+            f"the compiled model computed a loss of {compiled_loss} on the first batch, where the eager model "
+            f"computed {eager_loss:.4g}: the compiled code is wrong here ({cache}). Code loaded from PyTorch's "
+            "compile cache may have been built under other settings (for example ATEN_CPU_CAPABILITY or "
+            "ONEDNN_MAX_CPU_ISA): point TORCHINDUCTOR_CACHE_DIR at an empty folder and run again.")
 
+    variants["compiled"].check_finite = True
     repeat_runs, order, problems = [], [], list(first.result.problems)
     for r in range(repeats):
         names = ["eager", "compiled"] if r % 2 == 0 else ["compiled", "eager"]
@@ -188,11 +197,12 @@ class _Stepper:
     """Training steps of one model with its own AdamW and its own batch stream (seeded by
     ``config.seed``, so two steppers see the same batches in the same order)."""
 
-    def __init__(self, model, corpus, cfg, dev):
+    def __init__(self, model, corpus, cfg, dev, check_finite: bool = True):
         self.model, self.corpus, self.cfg, self.dev = model, corpus, cfg, dev
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, fused=cfg.fused or None,
                                            foreach=None if cfg.fused else True)
         self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.check_finite = check_finite
 
     def run(self, n: int) -> float:
         """``n`` training steps; returns the last step's loss (synchronised on CUDA)."""
@@ -205,7 +215,7 @@ class _Stepper:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         value = float(loss.detach())  # waits for the device
-        if not math.isfinite(value):
+        if self.check_finite and not math.isfinite(value):
             raise FloatingPointError(f"training loss became {value}; lower lr")
         return value
 

@@ -97,3 +97,20 @@ def test_plot_draws_both_lines_and_marks_the_break_even():
     assert eager[-1] == pytest.approx(2.0 * 400) and compiled[-1] == pytest.approx(201.0 + 1.0 * 399)
     never = _fake(10.0, 200.0, (0.5, 10.0), (1.0, 20.0)).plot(metric="seconds")
     assert len(never.get_lines()) == 2 and never.get_xlim()[1] >= 1000
+
+
+def test_a_compiled_model_that_computes_nan_is_named_not_blamed_on_the_learning_rate(monkeypatch):
+    class Broken(torch.nn.Module):  # stands in for wrongly compiled code: NaN logits
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, idx):
+            return self.model(idx) * float("nan")
+
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: Broken(model))
+    corpus = gl.lm.load_corpus(max_bytes=20_000)
+    model = gl.lm.TinyGPT(d_model=16, n_layers=1, n_heads=2, max_seq_len=32)
+    with pytest.raises(RuntimeError, match="TORCHINDUCTOR_CACHE_DIR"):
+        gl.lm_compile.measure_compile(model, corpus, gl.lm.LMConfig(seq_len=16, batch_size=2), steps=1,
+                                      repeats=1, device="cpu")
