@@ -486,14 +486,19 @@ def energy_breakdown(result: DDPResult) -> list:
 
 def worker_main(argv=None) -> int:
     """Entry point of one torchrun worker: train, and on rank 0 write the result JSON."""
-    parser = argparse.ArgumentParser(prog="python -m greenlab.ddp",
-                                     description="one worker of a greenlab data-parallel run")
-    parser.add_argument("--config", required=True, help="JSON file written by greenlab.ddp.run_ddp")
+    return run_worker(argv, _train_worker, "greenlab.ddp", "one worker of a greenlab data-parallel run")
+
+
+def run_worker(argv, work, module: str, description: str) -> int:
+    """A torchrun worker's shell: read ``--config`` (the JSON file the launcher wrote), run
+    ``work(config)``, and on any failure leave ``error.rank<N>.txt`` for the launcher's report."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
+    parser.add_argument("--config", required=True, help="JSON file written by the launcher")
     args = parser.parse_args(argv)
     config = json.loads(Path(args.config).read_text(encoding="utf-8"))
     rank = int(os.environ.get("RANK", "0"))
     try:
-        _train_worker(config)
+        work(config)
     except BaseException as exc:
         folder = Path(config.get("error_dir") or Path(args.config).parent)
         (folder / f"error.rank{rank}.txt").write_text(f"{type(exc).__name__}: {exc}", encoding="utf-8")

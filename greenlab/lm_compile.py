@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import time
 
 import torch
 import torch.nn as nn

@@ -97,7 +97,6 @@ def state_bytes(optimizer: torch.optim.Optimizer) -> int:
     return total
 
 
-
 # --- helpers ---------------------------------------------------------------------------------
 
 

@@ -22,7 +22,6 @@ Bytes are exact counts; seconds are measured and vary from run to run and machin
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -279,19 +278,9 @@ def held_bytes(tensors) -> int:
 
 def worker_main(argv=None) -> int:
     """Entry point of one torchrun worker: both runs and the all-reduce; rank 0 writes the result."""
-    parser = argparse.ArgumentParser(prog=f"python -m {WORKER_MODULE}",
-                                     description="one worker of a greenlab DDP-against-FSDP run")
-    parser.add_argument("--config", required=True, help="JSON file written by run_ddp_vs_fsdp")
-    args = parser.parse_args(argv)
-    config = json.loads(Path(args.config).read_text(encoding="utf-8"))
-    rank = int(os.environ.get("RANK", "0"))
-    try:
-        _worker(config)
-    except BaseException as exc:
-        folder = Path(config.get("error_dir") or Path(args.config).parent)
-        (folder / f"error.rank{rank}.txt").write_text(f"{type(exc).__name__}: {exc}", encoding="utf-8")
-        raise
-    return 0
+    from greenlab.ddp import run_worker
+
+    return run_worker(argv, _worker, WORKER_MODULE, "one worker of a greenlab DDP-against-FSDP run")
 
 
 def _worker(config: dict) -> None:
