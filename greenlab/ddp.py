@@ -580,6 +580,7 @@ def _train_worker(config: dict) -> None:
         train_energy = window.stop().to_dict() if window is not None else None
         gathered = [None] * world
         dist.all_gather_object(gathered, {"steps": steps, "samples": samples, "losses": losses})
+        result = None
         if rank == 0:
             accuracy = _accuracy(net, ds.test_x.to(device), ds.test_y.to(device))
             n_steps = min(len(g["losses"]) for g in gathered)
@@ -601,15 +602,22 @@ def _train_worker(config: dict) -> None:
                 "model": dict(config["model"]), "train_energy": train_energy,
                 "notes": _notes(config, ds),
             }
-            path = Path(config["result_path"])
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(result), encoding="utf-8")
-            tmp.replace(path)
-        dist.barrier()
-        # Every rank is past the last collective: whatever happens at shutdown, the result stands.
-        (Path(config["error_dir"]) / f"finished-{rank}").touch()
+        finish_worker(dist, config, rank, result)
     finally:
         dist.destroy_process_group()
+
+
+def finish_worker(dist, config: dict, rank: int, result: dict | None) -> None:
+    """A worker's last collective step: rank 0 writes ``result`` to ``config["result_path"]``
+    (atomically), every rank waits at a barrier, then marks itself finished. Past that marker a
+    crash in the process group's shut-down no longer loses the run (see ``collect_result``)."""
+    if rank == 0:
+        path = Path(config["result_path"])
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result), encoding="utf-8")
+        tmp.replace(path)
+    dist.barrier()
+    (Path(config["error_dir"]) / f"finished-{rank}").touch()
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -288,6 +288,7 @@ def _worker(config: dict) -> None:
     import torch.distributed as dist
 
     from greenlab import lm
+    from greenlab.ddp import finish_worker
 
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -314,6 +315,7 @@ def _worker(config: dict) -> None:
                 "written": written, "allreduce_seconds": seconds}
         gathered = [None] * world
         dist.all_gather_object(gathered, mine)
+        result = None
         if rank == 0:
             result = {
                 "world_size": world, "n_params": config["n_params"], "n_tensors": config["n_tensors"],
@@ -330,12 +332,7 @@ def _worker(config: dict) -> None:
                 "work_seconds": time.time() - max(g["ready"] for g in gathered),
                 "notes": ["each worker is one CPU process with 1 thread"],
             }
-            path = Path(config["result_path"])
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(result), encoding="utf-8")
-            tmp.replace(path)
-        dist.barrier()
-        (Path(config["error_dir"]) / f"finished-{rank}").touch()
+        finish_worker(dist, config, rank, result)
     finally:
         dist.destroy_process_group()
 
