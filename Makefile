@@ -6,7 +6,10 @@ STAMP  := $(VENV)/.greenlab-installed
 
 # Tests run the lessons in quick mode: real training, only smaller, with one PyTorch thread: on a
 # machine shared with other programs, threads waiting for each other slowed lessons several-fold.
-TEST_ENV := GREENLAB_QUICK=1 GREENLAB_THREADS=1 MPLBACKEND=Agg
+# torch.compile's on-disk cache gets one folder per CPU-capability setting: its keys do not include
+# ATEN_CPU_CAPABILITY or ONEDNN_MAX_CPU_ISA, and code built under one computed NaN under the other.
+INDUCTOR_CACHE := $(CURDIR)/.cache/inductor-$(or $(ATEN_CPU_CAPABILITY),default)-$(or $(ONEDNN_MAX_CPU_ISA),default)
+TEST_ENV := GREENLAB_QUICK=1 GREENLAB_THREADS=1 MPLBACKEND=Agg TORCHINDUCTOR_CACHE_DIR=$(INDUCTOR_CACHE)
 PYTEST_ARGS ?=
 # make lab: your own copy of the lessons (git-ignored; make test never checks it), extra
 # JupyterLab options (e.g. LAB_ARGS="--port=8890 --ServerApp.open_browser=True"); root needs --allow-root.
