@@ -6,6 +6,11 @@
 A frozen ``nn.Linear`` W gets a parallel path B A x scaled by alpha / rank, with A (rank x in)
 random and B (out x rank) zero, so the adapted model starts exactly where the original was. Only
 A and B get gradients and optimizer state.
+
+The library for this on Hugging Face models is peft. With this course's PyTorch it adapts the
+lesson's model too (the same 8,192 trainable parameters at rank 4), but it brings transformers,
+accelerate and huggingface_hub (about 230 MB) and takes seconds to import on a small CPU, for a
+mechanism this module shows whole in a few lines, and that lesson 11's exercise asks learners to count.
 """
 
 from __future__ import annotations
