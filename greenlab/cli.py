@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--region", default="WORLD", help="grid region code for CO2e (default WORLD)")
     m.add_argument("--pue", type=float, default=None, help="power usage effectiveness (default 1.0)")
     m.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    m.add_argument("--attribution", choices=("process", "machine"), default="process",
+                   help="without a CPU energy counter, whose CPU time the estimate counts: the command "
+                        "and its children (process, default) or every program on the machine (machine)")
     m.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     m.set_defaults(handler=_measure)
 

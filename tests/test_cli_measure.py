@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXIT3 = [sys.executable, "-c", "import sys; sys.exit(3)"]
 
 
-def args(cmd, json_out=False, region="WORLD", pue=None):
-    return argparse.Namespace(cmd=cmd, json=json_out, region=region, pue=pue)
+def args(cmd, json_out=False, region="WORLD", pue=None, attribution=None):
+    return argparse.Namespace(cmd=cmd, json=json_out, region=region, pue=pue, attribution=attribution)
 
 
 def test_exit_code_passes_through(capsys):
@@ -55,3 +55,23 @@ def test_via_subprocess():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3, proc.stderr
     assert "exit code  3" in proc.stderr
+
+
+def test_attribution_reaches_the_cpu_estimate(capsys):
+    for how in ("machine", "process"):
+        assert measure_main(args(["--", sys.executable, "-c", "pass"], json_out=True, attribution=how)) == 0
+        report = json.loads(capsys.readouterr().out)
+        cpu = report["components"]["cpu"]
+        # an estimate counts whose CPU time it was told to; a RAPL counter is machine-wide anyway
+        assert cpu["attribution"] == (how if report["sources"]["cpu"] == "estimate" else "machine")
+    assert measure_main(args(["--", sys.executable, "-c", "pass"], attribution="everyone")) == 2
+    assert "--attribution" in capsys.readouterr().err
+
+
+def test_attribution_flag_on_the_command_line(capsys):
+    from greenlab import cli
+
+    assert cli.main(["measure", "--json", "--attribution", "machine", "--", sys.executable, "-c", "pass"]) == 0
+    assert json.loads(capsys.readouterr().out)["exit_code"] == 0
+    with pytest.raises(SystemExit):
+        cli.main(["measure", "--attribution", "everyone", "--", sys.executable, "-c", "pass"])

@@ -1,4 +1,4 @@
-"""``greenlab measure [--region R] [--pue P] [--json] -- CMD ...``: energy's ``time``.
+"""``greenlab measure [--region R] [--pue P] [--json] [--attribution A] -- CMD ...``: energy's ``time``.
 
 Runs CMD with inherited stdin/stdout/stderr inside one measurement window and reports the
 duration, energy per component (with source, estimate flag and uncertainty) and CO2e. The
@@ -23,11 +23,13 @@ import warnings
 
 from greenlab.units import joules_to_kwh
 
-USAGE = "usage: greenlab measure [--region R] [--pue P] [--json] -- COMMAND [ARGS...]"
+USAGE = ("usage: greenlab measure [--region R] [--pue P] [--json] [--attribution process|machine] "
+         "-- COMMAND [ARGS...]")
 
 
 def measure_main(args) -> int:
-    """Entry point used by ``greenlab.cli``; ``args`` has cmd, region, pue and json."""
+    """Entry point used by ``greenlab.cli``; ``args`` has cmd, region, pue, json and (optionally)
+    attribution: "process" (the default: the command and its children) or "machine"."""
     from greenlab.energy.measure import ShortWindowWarning, measure
 
     cmd = list(getattr(args, "cmd", None) or [])
@@ -35,6 +37,11 @@ def measure_main(args) -> int:
         cmd = cmd[1:]
     if not cmd:
         print(f"greenlab measure: no command given\n{USAGE}", file=sys.stderr)
+        return 2
+    attribution = getattr(args, "attribution", None) or "process"
+    if attribution not in ("process", "machine"):
+        print(f"greenlab measure: --attribution must be 'process' or 'machine', got {attribution!r}\n{USAGE}",
+              file=sys.stderr)
         return 2
     region = getattr(args, "region", "WORLD") or "WORLD"
     pue = getattr(args, "pue", None)
@@ -46,7 +53,7 @@ def measure_main(args) -> int:
     with warnings.catch_warnings():  # the report lists window warnings itself
         warnings.simplefilter("ignore", ShortWindowWarning)
         # the command's GPU use cannot be seen from here: every visible GPU is counted
-        window = measure("command", sync=False, gpus="all").start()
+        window = measure("command", sync=False, gpus="all", attribution=attribution).start()
         try:
             proc = subprocess.Popen(cmd)
         except OSError as exc:
