@@ -65,6 +65,19 @@ def test_meter_state_figures_follow_the_samples():
     assert "120.0 J" in html and "g CO2e" in html and "FRA" in html
     state.add_samples(100)
     assert state.figures()["joules_per_sample"] == pytest.approx(0.6)
+    assert "Incomplete" not in html and "incomplete" not in text
+
+
+def test_meter_shows_a_finished_windows_problems():
+    from types import SimpleNamespace
+
+    state = MeterState(region="FRA")
+    comp = SimpleNamespace(joules=5.0, watts=2.5)
+    state.set_final(SimpleNamespace(seconds=2.0, components={"gpu:0": comp}, sources={"gpu:0": "nvml-counter"},
+                                    estimated=False, problems=["gpu:0: the end read failed (NVML error)"]))
+    assert state.figures()["problems"] == ["gpu:0: the end read failed (NVML error)"]
+    assert "incomplete: gpu:0: the end read failed (NVML error)" in state.text(final=True)
+    assert "greenlab-problems" in state.html(final=True) and "the end read failed" in state.html(final=True)
 
 
 def test_meter_rejects_bad_input():

@@ -53,6 +53,7 @@ class MeterState:
         self.joules_by_component: dict = {}
         self.watts_by_component: dict = {}
         self.n_updates = 0
+        self.problems: list = []  # a finished window's lost or doubtful figures (Measurement.problems)
         self._lock = threading.Lock()
 
     def add_samples(self, n: int) -> None:
@@ -80,6 +81,7 @@ class MeterState:
             self.watts_by_component = {k: c.watts for k, c in measurement.components.items()}
             self.sources = dict(measurement.sources)
             self.estimated = measurement.estimated
+            self.problems = list(getattr(measurement, "problems", []) or [])
 
     @property
     def joules(self) -> float:
@@ -97,6 +99,7 @@ class MeterState:
                 for k, j in sorted(self.joules_by_component.items())
             }
             seconds = self.seconds
+            problems = list(self.problems)
         return {
             "seconds": seconds,
             "joules": joules,
@@ -109,6 +112,7 @@ class MeterState:
             "joules_per_sample": joules / self.samples if self.samples else None,
             "estimated": self.estimated,
             "components": components,
+            "problems": problems,
         }
 
     def text(self, final: bool = False) -> str:
@@ -123,6 +127,8 @@ class MeterState:
             lines.append(f"  {name}: {c['joules']:.1f} J, source {_source_label(c['source'])}")
         if f["estimated"]:
             lines.append("  includes estimates: an estimate is a model, not a measurement")
+        if f["problems"]:
+            lines.append("  incomplete: " + "; ".join(f["problems"]))
         return "\n".join(lines)
 
     def html(self, final: bool = False) -> str:
@@ -145,6 +151,8 @@ class MeterState:
             f"({html_escape(f['region'])}, {f['region_year']}){per_sample}</div>"
             f"<table style='font-size:90%'><tr><th>component</th><th>power</th><th>energy</th>"
             f"<th>source</th></tr>{rows}</table>"
+            + (f"<div class='greenlab-problems' style='color:#b00'><b>Incomplete:</b> "
+               f"{html_escape('; '.join(f['problems']))}</div>" if f["problems"] else "")
         )
 
 
