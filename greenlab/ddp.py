@@ -453,7 +453,9 @@ def run_workers_command(args, data, counts: list) -> int:
                         lr=args.lr, device=args.device, timeout_s=24 * 3600.0,
                         label=f"{n} worker(s)")
         except ValueError as exc:
-            print(f"greenlab run: error: {exc}", file=sys.stderr)
+            from greenlab.experiments import run_error
+
+            print(run_error(exc), file=sys.stderr)
             return 2
         results.append(r)
         print(r.summary())

@@ -584,6 +584,21 @@ def t_quantile_975(df: int) -> float:
 
 # --- the `greenlab run` command -------------------------------------------------------------
 
+# library argument names in error messages, as `greenlab run` spells them on the command line
+_RUN_OPTION_NAMES = {"n_train": "--n-train", "n_test": "--n-test", "batch_size": "--batch-size",
+                     "accum_steps": "--accum", "max_steps": "--max-steps", "target_accuracy": "--target",
+                     "epochs": "--epochs", "lr": "--lr", "region": "--region", "dataset": "--dataset",
+                     "per_worker_batch": "--batch-size"}
+
+
+def run_error(exc: Exception) -> str:
+    """``greenlab run``'s one-line error for a ValueError from the library: a message that starts
+    with a library argument's name (``n_train must be ...``) names the option instead."""
+    text = str(exc)
+    name, sep, rest = text.partition(" ")
+    return f"greenlab run: error: {_RUN_OPTION_NAMES.get(name, name)}{sep}{rest}"
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``greenlab run``."""
     parser.add_argument("--dataset", default="fashion-mnist", help="fashion-mnist, cifar10 or synthetic")
@@ -640,7 +655,7 @@ def run_main(args) -> int:
         workers = None if args.workers is None else ddp.parse_worker_counts(args.workers)
         ds = gl_data.load(args.dataset, n_train=n_train, n_test=n_test)
     except ValueError as exc:
-        print(f"greenlab run: error: {exc}", file=sys.stderr)
+        print(run_error(exc), file=sys.stderr)
         return 2
     if workers is not None:
         return ddp.run_workers_command(args, ds, workers)
@@ -657,7 +672,7 @@ def run_main(args) -> int:
         cmp = compare(variants, model_fn, ds, repeats=args.repeats, warmup=args.warmup,
                       save=not args.no_save)
     except ValueError as exc:
-        print(f"greenlab run: error: {exc}", file=sys.stderr)
+        print(run_error(exc), file=sys.stderr)
         return 2
     if cmp.interrupted and not cmp.repeats:
         print("greenlab run: interrupted before any repeat finished; nothing to compare "

@@ -33,9 +33,11 @@ def test_no_save_leaves_the_log_alone(capsys):
 
 @pytest.mark.parametrize("extra,message", [
     (["--precision", "fp8"], "fp32, bf16, fp16"),
-    (["--batch-size", "0"], "batch_size"),
-    (["--accum", "-1"], "accum_steps"),
-    (["--epochs", "0"], "epochs"),
+    (["--batch-size", "0"], "error: --batch-size must"),
+    (["--accum", "-1"], "error: --accum must"),
+    (["--epochs", "0"], "error: --epochs must"),
+    (["--n-train", "-5"], "error: --n-train must"),
+    (["--lr", "-1"], "error: --lr must"),
     (["--repeats", "0"], "repeats"),
     (["--target", "1.5"], "(0, 1]"),
     (["--dataset", "imagenet"], "allowed"),
