@@ -225,12 +225,6 @@ def learner_copy(dest=None) -> Path:
     return dest
 
 
-def download_allowed() -> bool:
-    """True when ``GREENLAB_DOWNLOAD`` is set to 1/true (downloads required). The whole rule,
-    quick mode included, is ``greenlab.datacache.policy()``."""
-    return os.environ.get("GREENLAB_DOWNLOAD", "").strip().lower() in _TRUE
-
-
 # --- helpers ---------------------------------------------------------------------------
 
 def quick_decision(environ, device: str) -> tuple[bool, str]:

@@ -147,12 +147,6 @@ def test_paths_default_to_checkout_and_follow_environment(monkeypatch, tmp_path)
     assert not (tmp_path / "r").exists()  # paths are not created as a side effect
 
 
-def test_download_off_unless_asked(monkeypatch):
-    assert config.download_allowed() is False
-    monkeypatch.setenv("GREENLAB_DOWNLOAD", "1")
-    assert config.download_allowed() is True
-
-
 def test_bad_seed_is_refused():
     with pytest.raises(ValueError, match="seed"):
         config.setup(seed=-1, verbose=False)
