@@ -217,3 +217,20 @@ def test_unlisted_cpu_uses_the_tables_default_and_says_so():
     assert got == TDP_PER_CORE_W == 12.0 and "has no row for" in source
     source = CpuEstimateSource(busy_seconds=lambda: 0.0, n_logical=2, n_physical=2)
     assert f"{source.tdp_per_core_w:g} W/core" in source.model and "Green Algorithms" in source.model
+
+
+@pytest.mark.parametrize("content, why", [
+    (None, "data table not found"),
+    ("model,tdp_w,cores,tdp_per_core_w,source,year\nEPYC 7552,200,48,,amd,2021\n", "empty 'tdp_per_core_w'"),
+    ("model,tdp_w,cores,tdp_per_core_w,source,year\nEPYC 7552,200,48,-4.2,amd,2021\n", "tdp_per_core_w must be"),
+    ("model,cores\nEPYC 7552,48\n", "missing column"),
+])
+def test_an_unreadable_tdp_table_falls_back_to_the_default_and_says_why(tmp_path, monkeypatch, content, why):
+    from greenlab.energy import estimate
+
+    if content is not None:
+        (tmp_path / "cpu_tdp.csv").write_text(content, encoding="utf-8")
+    monkeypatch.setenv("GREENLAB_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(estimate, "_TABLE", None)
+    got, source = estimate.lookup_tdp_per_core("AMD EPYC 7552 48-Core Processor")
+    assert got == estimate.TDP_PER_CORE_W and "could not be read" in source and why in source

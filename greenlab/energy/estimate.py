@@ -36,7 +36,6 @@ states +-100 % (``rel_uncertainty`` 1.0): the true figure may be about half or d
 
 from __future__ import annotations
 
-import csv
 import re
 import threading
 import time
@@ -145,7 +144,10 @@ def lookup_tdp_per_core(model_name: str, table=None) -> tuple[float, str]:
     """(watts per core, where it comes from) for a processor name as ``/proc/cpuinfo`` writes
     it: its row of ``data/cpu_tdp.csv`` (Green Algorithms' table) when listed, else the
     table's default of 12 W."""
-    rows = _tdp_table() if table is None else table
+    if table is None:
+        rows, unreadable = _tdp_table()
+    else:
+        rows, unreadable = table, None
     name = _normalise(model_name)
     best = None
     for row in rows:
@@ -155,8 +157,9 @@ def lookup_tdp_per_core(model_name: str, table=None) -> tuple[float, str]:
                 best = row
     if best is None:
         shown = model_name.strip() or "unknown"
+        why = f"could not be read ({unreadable})" if unreadable else f"has no row for {shown!r}"
         return TDP_PER_CORE_W, (f"{TDP_PER_CORE_W:g} W, the default of Green Algorithms' CPU table "
-                                f"(Lannelongue et al. 2021), which has no row for {shown!r}")
+                                f"(Lannelongue et al. 2021), which {why}")
     return float(best["tdp_per_core_w"]), (
         f"{best['model']}, {best['tdp_w']} W TDP / {best['cores']} cores in Green Algorithms' CPU "
         f"table (Lannelongue et al. {best['year']}; {best['source']})")
@@ -175,18 +178,27 @@ def cpu_model_name(proc_root="/proc") -> str:
 
 
 _TABLE = None
+TDP_COLUMNS = ("model", "tdp_w", "cores", "tdp_per_core_w", "source", "year")
 
 
-def _tdp_table() -> list:
+def _tdp_table() -> tuple:
+    """(rows of ``data/cpu_tdp.csv``, None), or ([], why) when the file is missing or damaged:
+    the estimate then uses the default per-core power and its label says the table was unreadable."""
     global _TABLE
     if _TABLE is None:
+        from greenlab import tables
         from greenlab.config import data_dir
 
+        path = data_dir() / "cpu_tdp.csv"
         try:
-            with open(data_dir() / "cpu_tdp.csv", newline="") as f:
-                _TABLE = list(csv.DictReader(f))
-        except OSError:
-            _TABLE = []
+            rows = tables.read_table(path, TDP_COLUMNS)
+            for row in rows:
+                row["tdp_per_core_w"] = tables.number(row, "tdp_per_core_w", path, low=0.0)
+                if row["tdp_per_core_w"] <= 0:
+                    raise tables.DataTableError(f"{path} line {row['_line']}: tdp_per_core_w must be positive")
+            _TABLE = (rows, None)
+        except (OSError, tables.DataTableError) as exc:
+            _TABLE = ([], str(exc))
     return _TABLE
 
 
