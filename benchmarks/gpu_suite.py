@@ -1402,7 +1402,8 @@ def _lm_compile_row(ctx: Context, lm, corpus, precision: str, eager: dict, repea
     torch.manual_seed(0)
     model = torch.compile(lm.TinyGPT(**z.lm).to(ctx.device))
     loop = _lm_training_loop(ctx, model, corpus, precision)
-    first = ctx.window("torch.compile: first step", lambda: loop.run(1))
+    run_one = loop.run
+    first = ctx.window("torch.compile: first step", lambda: run_one(1))
     row = throughput_row(ctx, f"{precision} + torch.compile", loop,
                          {"precision": precision, "checkpointing": False, "compiled": True,
                           "batch_windows": z.lm_batch, "seq_len": z.lm["max_seq_len"]},
@@ -1439,7 +1440,7 @@ def exp_language_model_serving(ctx: Context) -> None:
     at batch 1 and at a larger batch, and with int8 weights (torchao; a row marked not measured
     where torchao is not installed) (a lesson-sized model, untrained: generation cost does not
     depend on what the weights say)."""
-    from greenlab import lm, lm_serve, optimizers
+    from greenlab import lm, lm_serve, optional
 
     z = ctx.sizes
     torch = ctx.torch
@@ -1449,7 +1450,7 @@ def exp_language_model_serving(ctx: Context) -> None:
     torch.manual_seed(0)
     model = lm.TinyGPT(**z.lm).to(ctx.device).eval()
     int8_label = f"int8 weights, KV cache, batch {z.lm_batch}"
-    int8_missing = optimizers.missing("torchao")
+    int8_missing = optional.missing("torchao")
     int8 = None
     if not int8_missing:
         int8 = lm_serve.quantize_weights_int8(copy.deepcopy(model).cpu()).to(ctx.device).eval()

@@ -103,16 +103,16 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
     fp32 scale, max |w| / 127.5, and an int8 zero point that is 0) for every ``nn.Linear`` inside the transformer blocks of ``model``, in
     place; embeddings and the tied output layer stay fp32. Activations stay in their dtype and the
     weight is widened for each matmul, so the arithmetic is that of the original model. Raises
-    ``greenlab.optimizers.LibraryMissing`` when torchao cannot be imported. Returns ``model``."""
-    from greenlab import optimizers
+    ``greenlab.optional.LibraryMissing`` when torchao cannot be imported. Returns ``model``."""
+    from greenlab import optional
 
     blocks = getattr(model, "blocks", None)
     if blocks is None:
         raise ValueError("model must be a greenlab.lm.TinyGPT (it has no .blocks)")
-    why = optimizers.missing("torchao")
+    why = optional.missing("torchao")
     if why:
-        raise optimizers.LibraryMissing(f"int8 weights need torchao: {why}")
-    quantization = optimizers.quiet_import("torchao.quantization")
+        raise optional.LibraryMissing(f"int8 weights need torchao: {why}")
+    quantization = optional.quiet_import("torchao.quantization")
     in_blocks = {id(m) for m in blocks.modules() if type(m) is nn.Linear}
     # set_inductor_config=False: eager serving; torchao would otherwise change torch.compile's
     # global settings for the whole process

@@ -7,59 +7,19 @@
 fp32 states are PyTorch's ``torch.optim.AdamW``. 8-bit states are bitsandbytes' ``AdamW8bit``
 (Dettmers et al., 2022: block-wise quantization, 256 values per block with an fp32 scale each,
 and a dynamic 8-bit code); by bitsandbytes' default a tensor of fewer than ``MIN_8BIT_SIZE``
-values keeps 32-bit states. bitsandbytes is optional at run time: :func:`missing` says why it
-cannot be used here, and :func:`adamw` raises :class:`LibraryMissing` instead of a bare
-ImportError.
+values keeps 32-bit states. bitsandbytes is optional at run time: ``greenlab.optional.missing`` says why it
+cannot be used here, and :func:`adamw` raises ``LibraryMissing`` instead of a bare ImportError.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
-
 import torch
 
 from greenlab import validation
+from greenlab.optional import LibraryMissing, missing, quiet_import
 
 STATES = ("fp32", "8bit")
 MIN_8BIT_SIZE = 4096  # bitsandbytes' default: smaller tensors keep 32-bit states
-
-
-class LibraryMissing(ImportError):
-    """An optional library that a measurement needs is not installed (or does not import here)."""
-
-
-def missing(package: str) -> str | None:
-    """None when ``package`` imports here, else a short reason ("bitsandbytes is not installed")."""
-    validation.text("package", package)
-    try:
-        quiet_import(package)
-    except ImportError as exc:
-        if getattr(exc, "name", None) == package:
-            return f"{package} is not installed"
-        return f"{package} does not import here ({type(exc).__name__}: {exc})"
-    except Exception as exc:  # a broken install (e.g. a native library for another platform)
-        return f"{package} does not import here ({type(exc).__name__}: {exc})"
-    return None
-
-
-def quiet_import(package: str):
-    """Import ``package`` without two import-time log lines that concern neither this course nor
-    its results: bitsandbytes' note, on CPUs with AVX-512 BF16, that an optional 4-bit matmul
-    kernel package is not installed, and PyTorch's deprecation note about an Enum that torchao
-    registers. Every other message passes."""
-    quiet = {"bitsandbytes.backends.cpu.ops": "Failed to load CPU gemm_4bit_forward",
-             "torch.utils._pytree": "is an Enum subclass and is now natively supported"}
-    filters = []
-    for name, text in quiet.items():
-        f = _DropMessage(text)
-        logging.getLogger(name).addFilter(f)
-        filters.append((name, f))
-    try:
-        return importlib.import_module(package)
-    finally:
-        for name, f in filters:
-            logging.getLogger(name).removeFilter(f)
 
 
 def adamw(params, lr: float, states: str = "fp32", weight_decay: float = 0.01, **fp32_options):
@@ -95,15 +55,3 @@ def state_bytes(optimizer: torch.optim.Optimizer) -> int:
                     seen.add(storage.data_ptr())
                     total += storage.nbytes()
     return total
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-class _DropMessage(logging.Filter):
-    def __init__(self, text: str):
-        super().__init__()
-        self.text = text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return self.text not in str(record.msg)

@@ -302,11 +302,11 @@ def test_weight_bytes_counts_each_storage_once():
 def test_without_torchao_int8_says_it_is_missing(monkeypatch):
     import sys
 
-    from greenlab import lm_serve, optimizers
+    from greenlab import lm_serve, optional
 
     monkeypatch.setitem(sys.modules, "torchao", None)  # import torchao now raises ImportError
-    assert optimizers.missing("torchao") == "torchao is not installed"
-    with pytest.raises(optimizers.LibraryMissing, match="int8 weights need torchao: torchao is not installed"):
+    assert optional.missing("torchao") == "torchao is not installed"
+    with pytest.raises(optional.LibraryMissing, match="int8 weights need torchao: torchao is not installed"):
         lm_serve.quantize_weights_int8(tiny())
 
 

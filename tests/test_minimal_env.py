@@ -153,3 +153,13 @@ def test_the_summary_table_is_printed_last(dry_run):
     for name in gs.experiment_names():
         assert name in tail
     assert "lesson 03_gradient_accumulation" in tail and "pytest -m gpu: not run" in tail
+
+
+def test_lesson_05_runs_without_torchvision_and_says_so(tmp_path):
+    env = {**hidden_env(tmp_path), "GREENLAB_QUICK": "1", "GREENLAB_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "greenlab.course", "run",
+                           "lessons/instructor/05_architecture_search.ipynb"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "not measured: torchvision is not installed" in proc.stdout
+    assert "mobilenet_v3_small has fewer" not in proc.stdout  # nothing filled in

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from greenlab import lm, optimizers
+from greenlab import lm, optimizers, optional
 
 
 def _model():
@@ -95,6 +95,6 @@ def test_bad_arguments_and_a_missing_library_are_named(monkeypatch):
     with pytest.raises(ValueError, match="fp32 states only"):
         optimizers.adamw(model.parameters(), 1e-3, states="8bit", fused=True)
     monkeypatch.setitem(sys.modules, "bitsandbytes", None)
-    assert optimizers.missing("bitsandbytes") == "bitsandbytes is not installed"
-    with pytest.raises(optimizers.LibraryMissing, match="need bitsandbytes: bitsandbytes is not installed"):
+    assert optional.missing("bitsandbytes") == "bitsandbytes is not installed"
+    with pytest.raises(optional.LibraryMissing, match="need bitsandbytes: bitsandbytes is not installed"):
         optimizers.adamw(model.parameters(), 1e-3, states="8bit")
