@@ -354,7 +354,7 @@ def test_run_refuses_n_train_zero(capsys):
     from greenlab import cli
 
     assert cli.main(["run", "--n-train", "0", "--no-save", "--quick"]) == 2
-    assert "n_train must be a positive integer" in capsys.readouterr().err
+    assert "error: --n-train must be a positive integer" in capsys.readouterr().err
 
 
 def _args(cmd):
