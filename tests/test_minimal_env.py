@@ -95,13 +95,17 @@ def test_serving_marks_int8_not_measured_without_torchao(dry_run):
     assert any(r.get("joules_per_generated_token") for r in rows.values())
 
 
-def test_lesson_11_runs_without_bitsandbytes_and_torchao_and_says_what_it_did_not_measure(tmp_path):
+def _run_lesson_hidden(tmp_path, notebook: str) -> str:
+    """Run an instructor lesson headless with the optional packages hidden; its printed output."""
     env = {**hidden_env(tmp_path), "GREENLAB_QUICK": "1", "GREENLAB_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "greenlab.course", "run",
-                           "lessons/instructor/11_adapting_and_serving.ipynb"],
+    proc = subprocess.run([sys.executable, "-m", "greenlab.course", "run", f"lessons/instructor/{notebook}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
+    return proc.stdout
+
+
+def test_lesson_11_runs_without_bitsandbytes_and_torchao_and_says_what_it_did_not_measure(tmp_path):
+    out = _run_lesson_hidden(tmp_path, "11_adapting_and_serving.ipynb")
     assert "bitsandbytes is not installed: 8-bit optimizer states not measured (missing)" in out
     for name in ("full", "lora"):  # no 8-bit figure is filled in
         assert re.search(name + r" +AdamW state: fp32 [0-9.]+ MB \(counted\), 8-bit not measured, "
@@ -156,10 +160,6 @@ def test_the_summary_table_is_printed_last(dry_run):
 
 
 def test_lesson_05_runs_without_torchvision_and_says_so(tmp_path):
-    env = {**hidden_env(tmp_path), "GREENLAB_QUICK": "1", "GREENLAB_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "greenlab.course", "run",
-                           "lessons/instructor/05_architecture_search.ipynb"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "not measured: torchvision is not installed" in proc.stdout
-    assert "mobilenet_v3_small has fewer" not in proc.stdout  # nothing filled in
+    out = _run_lesson_hidden(tmp_path, "05_architecture_search.ipynb")
+    assert "not measured: torchvision is not installed" in out
+    assert "mobilenet_v3_small has fewer" not in out  # nothing filled in
