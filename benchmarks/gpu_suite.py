@@ -1374,7 +1374,6 @@ def _lm_training_loop(ctx: Context, model, corpus, precision: str) -> SimpleName
     torch, z = ctx.torch, ctx.sizes
     seq = z.lm["max_seq_len"]
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, **({"fused": True} if ctx.device == "cuda" else {}))
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     gen = torch.Generator().manual_seed(0)
     batches = [lm.batch(corpus.train, seq, z.lm_batch, generator=gen, device=ctx.device) for _ in range(8)]
     state = {"i": 0}
@@ -1383,11 +1382,7 @@ def _lm_training_loop(ctx: Context, model, corpus, precision: str) -> SimpleName
         for _ in range(n):
             x, y = batches[state["i"] % len(batches)]
             state["i"] += 1
-            with torch.autocast(ctx.device, dtype=dtype, enabled=precision != "fp32"):
-                loss = lm.lm_loss(model, x, y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            lm.train_step(model, opt, x, y, precision)
 
     return SimpleNamespace(run=run, samples_per_step=z.lm_batch * seq)
 

@@ -302,6 +302,29 @@ def evaluate(model: nn.Module, corpus: Corpus, seq_len: int, batches: int = 4, b
     return total / batches
 
 
+def make_optimizer(model: nn.Module, config: LMConfig):
+    """AdamW over ``model``'s parameters as ``config`` asks: its learning rate, fp32 states
+    (the fused or the multi-tensor kernel) or 8-bit states (``greenlab.optimizers``)."""
+    from greenlab import optimizers
+
+    if config.optimizer_states == "fp32":
+        return optimizers.adamw(model.parameters(), config.lr, fused=config.fused or None,
+                                foreach=None if config.fused else True)
+    return optimizers.adamw(model.parameters(), config.lr, states=config.optimizer_states)
+
+
+def train_step(model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tensor, precision: str = "fp32"
+               ) -> torch.Tensor:
+    """One optimizer step on the batch ``x``, ``y`` ("bf16": the forward pass under autocast);
+    returns the loss tensor (not synchronised: reading it waits for the device)."""
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        loss = lm_loss(model, x, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
 def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, device=None,
              sources=None) -> LMRun:
     """Train ``model`` on ``corpus`` for ``config.steps`` AdamW steps inside one energy window.
@@ -325,25 +348,16 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     if sources is None:
         sources = default_sources(gpus=[dev.index or 0] if dev.type == "cuda" else [])
     model = model.to(dev).train()
-    if cfg.optimizer_states == "fp32":
-        optimizer = optimizers.adamw(model.parameters(), cfg.lr, fused=cfg.fused or None,
-                                     foreach=None if cfg.fused else True)
-    else:
-        optimizer = optimizers.adamw(model.parameters(), cfg.lr, states=cfg.optimizer_states)
+    optimizer = make_optimizer(model, cfg)
     g = torch.Generator().manual_seed(cfg.seed)
     history, target = [], None
-    bf16 = cfg.precision == "bf16"
     window = measure(cfg.label or "train_lm", sources=sources)
     with window:
         meter = _Meter(sources)
         start = time.perf_counter()
         for step in range(1, cfg.steps + 1):
             x, y = batch(corpus.train, cfg.seq_len, cfg.batch_size, g, dev)
-            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
-                loss = lm_loss(model, x, y)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            loss = train_step(model, optimizer, x, y, cfg.precision)
             if not math.isfinite(loss.item()):
                 raise FloatingPointError(f"training loss became {loss.item()} at step {step}; lower lr")
             if step % cfg.eval_every == 0 or step == cfg.steps:

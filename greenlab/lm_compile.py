@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 
 from greenlab import validation
-from greenlab.lm import Corpus, LMConfig, LMRun, batch, compile_break_even_steps, lm_loss
+from greenlab.lm import Corpus, LMConfig, LMRun, batch, compile_break_even_steps, make_optimizer, train_step
 
 
 @dataclasses.dataclass
@@ -198,8 +198,7 @@ class _Stepper:
 
     def __init__(self, model, corpus, cfg, dev, check_finite: bool = True):
         self.model, self.corpus, self.cfg, self.dev = model, corpus, cfg, dev
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, fused=cfg.fused or None,
-                                           foreach=None if cfg.fused else True)
+        self.optimizer = make_optimizer(model, cfg)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.check_finite = check_finite
 
@@ -208,11 +207,7 @@ class _Stepper:
         loss = None
         for _ in range(n):
             x, y = batch(self.corpus.train, self.cfg.seq_len, self.cfg.batch_size, self.generator, self.dev)
-            with torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16"):
-                loss = lm_loss(self.model, x, y)
-            loss.backward()
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+            loss = train_step(self.model, self.optimizer, x, y, self.cfg.precision)
         value = float(loss.detach())  # waits for the device
         if self.check_finite and not math.isfinite(value):
             raise FloatingPointError(f"training loss became {value}; lower lr")

@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab import validation
-from greenlab.lm import TinyGPT
+from greenlab.lm import TinyGPT, joules_per_token
 
 
 @torch.no_grad()
@@ -75,7 +75,7 @@ class GenerationRun:
 
     @property
     def joules_per_token(self) -> float:
-        return self.joules / self.tokens
+        return joules_per_token(self.joules, self.tokens)
 
     @property
     def tokens_per_second(self) -> float:
