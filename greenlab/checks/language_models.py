@@ -1,12 +1,12 @@
-"""Exercise checkers for lessons 10 and 11 (training, adapting and serving a small language
-model); re-exported by ``greenlab.checks``, so lessons call ``gl.check.zero_bytes_per_rank(fn)``."""
+"""Lessons 10 and 11 (training, adapting and serving a small language model): their exercise
+checkers, exposed as ``gl.check.<name>`` (e.g. ``gl.check.zero_bytes_per_rank(fn)``)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from greenlab.checks import Check, check_function
+from greenlab.checks.core import Check, check_function, number_or_none
 
 
 def zero_bytes_per_rank(fn: Any) -> Check:
@@ -20,9 +20,8 @@ def zero_bytes_per_rank(fn: Any) -> Check:
     cases = [(args, reference(*args)["total"]) for args in inputs]
 
     def hint(args, expected, got):
-        try:
-            value = float(got)
-        except (TypeError, ValueError):
+        value = number_or_none(got)
+        if value is None:
             return None
         n, world, stage = args
         if stage > 0 and math.isclose(value, 16 * n, rel_tol=1e-9):
@@ -47,9 +46,8 @@ def lora_trainable_params(fn: Any) -> Check:
     cases = [(args, args[2] * (args[0] + args[1])) for args in inputs]
 
     def hint(args, expected, got):
-        try:
-            value = float(got)
-        except (TypeError, ValueError):
+        value = number_or_none(got)
+        if value is None:
             return None
         i, o, r = args
         if math.isclose(value, i * o, rel_tol=1e-9) or math.isclose(value, i * o + r * (i + o), rel_tol=1e-9):

@@ -1,0 +1,122 @@
+"""Lesson 03 (gradient accumulation): its exercise checkers, exposed as ``gl.check.<name>``."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from greenlab.checks.core import (
+    FAILED,
+    NOT_ATTEMPTED,
+    PASSED,
+    Check,
+    _not_a_function,
+    _short,
+    check_gradients_match,
+    is_placeholder,
+)
+
+# Gradient accumulation: accumulate_gradients(model, x, y, micro_batch_size).
+
+_ACCUM_CASES = ((12, 4), (10, 4), (10, 3), (9, 2), (7, 7))  # (samples, micro-batch size)
+
+
+def accumulate_gradients(fn: Any) -> Check:
+    """Check a learner's ``fn(model, x, y, micro_batch_size)``: forward and backward over ``x``
+    in micro-batches of ``micro_batch_size`` samples (the last one may be smaller), leaving in
+    every parameter's ``.grad`` the gradient of the mean cross-entropy over all of ``x``, as one
+    big batch would. No optimizer step. Tried on a tiny model without BatchNorm, with sample
+    counts that do and do not divide by the micro-batch size; fp32 tolerance."""
+    import torch
+
+    label = "accumulate_gradients"
+    verdict = _not_a_function(fn, label)
+    if verdict is not None:
+        return verdict
+
+    failures: list[str] = []
+    placeholders = 0
+    for seed, (n, micro) in enumerate(_ACCUM_CASES):
+        model, x, y = _accum_case(n, seed)
+        reference = copy.deepcopy(model)
+        torch.nn.functional.cross_entropy(reference(x), y).backward()
+        mine = copy.deepcopy(model)
+        call = f"{label}(model, x[{n} samples], y, micro_batch_size={micro})"
+        try:
+            out = fn(mine, x.clone(), y.clone(), micro)
+        except Exception as exc:  # the learner's code failed: report it, never raise
+            failures.append(f"{call} raised {type(exc).__name__}: {exc}")
+            continue
+        if is_placeholder(out):
+            placeholders += 1
+            failures.append(f"{call} returned {_short(out)}; return the model")
+            continue
+        learner = out if isinstance(out, torch.nn.Module) else mine
+        result = check_gradients_match(reference, learner, atol=1e-6, rtol=1e-5)
+        if result.passed:
+            continue
+        line = f"{call}: {result.message}"
+        advice = _accum_hint(model, x, y, micro, learner) if result.attempted else None
+        failures.append(f"{line} Hint: {advice}" if advice else line)
+
+    if placeholders == len(_ACCUM_CASES):
+        return Check(label, NOT_ATTEMPTED, "the function still returns a placeholder (None); fill it in.")
+    if failures:
+        return Check(label, FAILED, f"{len(failures)} of {len(_ACCUM_CASES)} test inputs wrong.", failures)
+    return Check(label, PASSED, f"accumulated gradients equal the big batch's on all {len(_ACCUM_CASES)} "
+                                "test inputs, including a short last micro-batch.")
+
+
+def _accum_case(n: int, seed: int):
+    """A tiny model (Linear-Tanh-Linear, no BatchNorm) and n samples of 6 features, 3 classes."""
+    import torch
+
+    g = torch.Generator().manual_seed(100 + seed)
+    x = torch.randn(n, 6, generator=g)
+    y = torch.randint(0, 3, (n,), generator=g)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(200 + seed)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+    return model, x, y
+
+
+def _accum_hint(model, x, y, micro: int, learner) -> str | None:
+    """Name the usual mistake when the learner's gradients equal one of its known results."""
+    import torch
+    import torch.nn.functional as F
+
+    chunks = list(zip(x.split(micro), y.split(micro)))
+    k = len(chunks)
+    mistakes = {
+        "per-batch mean / number of micro-batches": (
+            lambda m: [(F.cross_entropy(m(xb), yb) / k).backward() for xb, yb in chunks],
+            "the last micro-batch is smaller, so 1/(number of micro-batches) weights its samples "
+            "too much; sum the per-sample losses and divide by the total number of samples."),
+        "sum of per-batch means": (
+            lambda m: [F.cross_entropy(m(xb), yb).backward() for xb, yb in chunks],
+            "the gradients add up over micro-batches, so each loss must be scaled down "
+            "(by its share of the samples) before backward()."),
+        "last micro-batch only": (
+            lambda m: [(m.zero_grad(), F.cross_entropy(m(xb), yb).backward()) for xb, yb in chunks],
+            "only the last micro-batch's gradient is left: do not zero the gradients between "
+            "micro-batches (backward() adds to .grad, which is the point)."),
+    }
+    got = _flat_grads(learner)
+    if got is None:
+        return None
+    for run, advice in mistakes.values():
+        m = copy.deepcopy(model)
+        run(m)
+        expected = _flat_grads(m)
+        if expected is not None and expected.shape == got.shape and torch.allclose(got, expected, rtol=1e-5, atol=1e-6):
+            return advice
+    return None
+
+
+def _flat_grads(model):
+    import torch
+
+    grads = [p.grad.detach().reshape(-1).double().cpu() for p in model.parameters() if p.grad is not None]
+    if len(grads) != len(list(model.parameters())):
+        return None
+    return torch.cat(grads)
