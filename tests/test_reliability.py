@@ -179,15 +179,20 @@ def _add_many(path, n, tag):
         board.add(f"{tag}{i}", joules=1.0 + i, seconds=1.0, accuracy=0.5, co2e_g=0.1)
 
 
-def test_two_processes_adding_100_each_lose_nothing(tmp_path):
-    path = tmp_path / "board.json"
+def _in_two_processes(target, path, n):
+    """Run ``target(path, n, tag)`` in two processes at once (tags "a" and "b"); both must succeed."""
     ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    procs = [ctx.Process(target=_add_many, args=(path, 100, tag)) for tag in "ab"]
+    procs = [ctx.Process(target=target, args=(path, n, tag)) for tag in "ab"]
     for p in procs:
         p.start()
     for p in procs:
         p.join(timeout=300)
         assert p.exitcode == 0
+
+
+def test_two_processes_adding_100_each_lose_nothing(tmp_path):
+    path = tmp_path / "board.json"
+    _in_two_processes(_add_many, path, 100)
     entries = Leaderboard(path).entries()
     assert len(entries) == 200
     assert sorted(e["id"] for e in entries) == list(range(1, 201))
@@ -201,13 +206,7 @@ def _append_many(path, n, tag):
 
 def test_two_processes_appending_to_the_results_log_lose_nothing(tmp_path):
     path = tmp_path / "runs.jsonl"
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    procs = [ctx.Process(target=_append_many, args=(path, 50, tag)) for tag in "ab"]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
-        assert p.exitcode == 0
+    _in_two_processes(_append_many, path, 50)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a torn line would warn
         records = results.load(path)
