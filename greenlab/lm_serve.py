@@ -98,6 +98,66 @@ def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, k
                          seconds=r.seconds, joules=r.joules, estimated=r.estimated, problems=list(r.problems))
 
 
+# the words a paired verdict uses for a per-token metric (greenlab.experiments.METRIC_WORDS)
+_VERDICT_METRIC = {"joules_per_token": "joules", "tokens_per_second": "samples_per_second"}
+
+
+@dataclasses.dataclass
+class GenerationComparison:
+    """Generation set-ups measured in paired repeats: ``runs[name]`` holds one
+    ``GenerationRun`` per repeat, in repeat order; ``names[0]`` is the baseline."""
+
+    names: list
+    runs: dict
+
+    @property
+    def estimated(self) -> bool:
+        """True when any window's energy is an estimate (a CPU power model), not a measurement."""
+        return any(r.estimated for runs in self.runs.values() for r in runs)
+
+    def mean(self, name: str, metric: str = "joules_per_token") -> float:
+        """The mean of ``metric`` ("joules_per_token" or "tokens_per_second") over ``name``'s repeats."""
+        validation.choice("metric", metric, tuple(_VERDICT_METRIC))
+        values = [getattr(r, metric) for r in self._runs(name)]
+        return sum(values) / len(values)
+
+    def verdict(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token") -> str:
+        """One sentence on ``variant`` against ``baseline`` (default: the first set-up), paired by
+        repeat, with its 95% interval (``greenlab.experiments.paired``)."""
+        from greenlab.experiments import paired
+
+        validation.choice("metric", metric, tuple(_VERDICT_METRIC))
+        baseline = self.names[0] if baseline is None else baseline
+        return paired([getattr(r, metric) for r in self._runs(variant)],
+                      [getattr(r, metric) for r in self._runs(baseline)],
+                      _VERDICT_METRIC[metric], variant, baseline).sentence()
+
+    def _runs(self, name: str) -> list:
+        if name not in self.runs:
+            raise ValueError(f"unknown set-up {name!r}; this comparison has {', '.join(self.names)}")
+        return self.runs[name]
+
+
+def compare_generation(setups: dict, repeats: int = 3, sources=None) -> GenerationComparison:
+    """Measure every generation set-up ``repeats`` times, paired: each repeat runs every set-up
+    once, in an order rotated from repeat to repeat. ``setups``: {name: ``measure_generation``
+    arguments, ``model`` among them}; the first is the baseline."""
+    if not isinstance(setups, dict) or len(setups) < 2:
+        raise ValueError("setups must be a dict of at least two {name: measure_generation arguments}")
+    for name, kwargs in setups.items():
+        if not isinstance(kwargs, dict) or "model" not in kwargs:
+            raise ValueError(f"set-up {name!r} must be a dict of measure_generation arguments with a 'model'")
+    repeats = validation.integer("repeats", repeats, low=1, high=1000)
+    names = list(setups)
+    runs = {name: [] for name in names}
+    for r in range(repeats):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            kwargs = {"sources": sources, "label": name, **setups[name]}
+            runs[name].append(measure_generation(**kwargs))
+    return GenerationComparison(names, runs)
+
+
 def quantize_weights_int8(model: nn.Module) -> nn.Module:
     """Weight-only int8 (torchao's ``quantize_`` with ``Int8WeightOnlyConfig``: per output row an
     fp32 scale, max |w| / 127.5, and an int8 zero point that is 0) for every ``nn.Linear`` inside the transformer blocks of ``model``, in

@@ -265,6 +265,38 @@ def test_kv_cache_gives_the_same_tokens_for_fewer_flops():
     assert run.tokens == 12 and run.joules_per_token == pytest.approx(run.joules / 12)
 
 
+def test_compare_generation_pairs_repeats_in_rotated_order(monkeypatch):
+    from greenlab import lm_serve
+
+    model = tiny()
+    prompts = torch.randint(0, 256, (2, 5))
+    order = []
+    real = lm_serve.measure_generation
+
+    def spy(**kw):
+        order.append(kw["label"])
+        return real(**kw)
+
+    monkeypatch.setattr(lm_serve, "measure_generation", spy)
+    setups = {"no cache": dict(model=model, prompts=prompts, new_tokens=3, kv_cache=False),
+              "cache": dict(model=model, prompts=prompts, new_tokens=3, kv_cache=True, repeats=2)}
+    cmp = lm_serve.compare_generation(setups, repeats=3, sources=[_counter()])
+    assert order == ["no cache", "cache", "cache", "no cache", "no cache", "cache"]
+    assert cmp.names == ["no cache", "cache"] and [len(cmp.runs[n]) for n in cmp.names] == [3, 3]
+    assert [r.tokens for r in cmp.runs["cache"]] == [12, 12] + [12]
+    assert cmp.estimated is True  # the fake counter says it is an estimate, and that carries through
+    assert cmp.mean("cache") == pytest.approx(sum(r.joules_per_token for r in cmp.runs["cache"]) / 3)
+    assert "cache" in cmp.verdict("cache") and "energy" in cmp.verdict("cache")
+    with pytest.raises(ValueError, match="unknown set-up"):
+        cmp.verdict("int8")
+    with pytest.raises(ValueError, match="metric"):
+        cmp.mean("cache", metric="watts")
+    with pytest.raises(ValueError, match="model"):
+        lm_serve.compare_generation({"a": dict(prompts=prompts), "b": dict(model=model)})
+    with pytest.raises(ValueError, match="at least two"):
+        lm_serve.compare_generation({"a": setups["cache"]})
+
+
 def test_int8_weights_quarter_the_block_weights_and_stay_close():
     pytest.importorskip("torchao")  # a dependency: installed wherever the course is
     from greenlab import lm_serve
