@@ -166,3 +166,30 @@ def test_infinity_is_matched_exactly_even_with_a_relative_tolerance():
     assert checks.check_close("payback", math.inf, math.inf, rtol=0.1).passed
     assert not checks.check_close("payback", 1e300, math.inf, rtol=0.1).passed
     assert not checks.check_close("payback", math.inf, 5.0, rtol=0.1).passed
+
+
+def test_pick_measures_the_learners_code_only_when_it_passed(capsys):
+    def mine():
+        return "mine"
+
+    def library():
+        return "library"
+
+    passed = checks.Check("pruning", PASSED, "ok")
+    assert passed.pick(mine, library, "pruning") is mine
+    assert "your pruning" in capsys.readouterr().out
+    failed = checks.Check("pruning", FAILED, "wrong")
+    assert failed.pick(mine, library, "pruning") is library
+    assert "did not pass" in capsys.readouterr().out
+    stub = checks.Check("pruning", NOT_ATTEMPTED, "no answer")
+    assert stub.pick(mine, library, "pruning") is library
+    assert "not written yet" in capsys.readouterr().out
+
+
+def test_assert_passed_raises_with_the_hint_for_autograding():
+    checks.Check("x", PASSED, "fine").assert_passed()
+    wrong = checks.Check("x", FAILED, "1 of 2 inputs wrong.", ["f(2): got 3, expected 4 Hint: square it"])
+    with pytest.raises(AssertionError, match="square it"):
+        wrong.assert_passed()
+    with pytest.raises(AssertionError):
+        checks.Check("x", NOT_ATTEMPTED, "no answer").assert_passed()

@@ -72,6 +72,23 @@ class Check:
     def __repr__(self) -> str:
         return self.text()
 
+    def assert_passed(self) -> None:
+        """Raise ``AssertionError`` (its message: this check's text, hints included) unless the
+        answer passed: for autograded test cells, where a failing exercise must lose its points."""
+        if not self.passed:
+            raise AssertionError(self.text())
+
+    def pick(self, yours: Any, reference: Any, what: str) -> Any:
+        """The implementation the lesson measures next: ``yours`` when it passed this check,
+        else the library's ``reference``. Prints one line saying whose ``what`` (e.g.
+        ``"pruning"``) is measured and why, so a figure is never credited to the wrong code."""
+        if self.passed:
+            print(f"Measured below: your {what} (it passed the checker).")
+            return yours
+        reason = "is not written yet" if not self.attempted else "did not pass the checker yet"
+        print(f"Measured below: the library's {what} (yours {reason}).")
+        return reference
+
     def _repr_html_(self) -> str:
         colour = _COLOURS[self.status]
         items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
