@@ -17,6 +17,7 @@ from greenlab.checks.compression import break_even, tensor_sparsity  # lesson 07
 from greenlab.checks.core import (FAILED, NOT_ATTEMPTED, PASSED, Check, check_close, check_function,
                                   check_gradients_match, is_placeholder, number_or_none)
 from greenlab.checks.data_pipeline import most_uncertain  # lesson 08
+from greenlab.checks.knowledge import quiz_answer  # every lesson's knowledge check, graded
 from greenlab.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 10, 11
 from greenlab.checks.measuring import energy_window, joules_per_gflop  # lesson 00
 from greenlab.checks.precision import amp_step  # lesson 02
@@ -29,5 +30,5 @@ __all__ = [
     "joules_per_gflop", "energy_window", "scale_out_costs", "amp_step", "accumulate_gradients",
     "scaled_lr_with_warmup", "separable_conv_flops", "pareto_indices", "co2e_grams", "best_start_hour",
     "tensor_sparsity", "break_even", "most_uncertain", "capstone_submission", "zero_bytes_per_rank",
-    "lora_trainable_params",
+    "lora_trainable_params", "quiz_answer",
 ]
