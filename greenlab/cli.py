@@ -1,4 +1,4 @@
-"""The ``greenlab`` command: ``doctor``, ``measure``, ``run``, ``data`` and ``lab``."""
+"""The ``greenlab`` command: ``doctor``, ``measure``, ``run``, ``data``, ``leaderboard`` and ``lab``."""
 
 from __future__ import annotations
 
@@ -41,6 +41,16 @@ def _parser() -> argparse.ArgumentParser:
     data = sub.add_parser("data", help="stage datasets before a class: fetch, status, path")
     _add_data_arguments(data)
     data.set_defaults(handler=_data)
+
+    board = sub.add_parser("leaderboard", help="the capstone's leaderboard, e.g. a class board in a shared folder")
+    board_sub = board.add_subparsers(dest="action", required=True)
+    show = board_sub.add_parser("show", help="print the ranking (one per kind of energy measurement)")
+    show.add_argument("--dir", default=None, help="the board's folder or JSON file (default: "
+                                                 "$GREENLAB_LEADERBOARD_DIR, else the results folder)")
+    show.add_argument("--metric", default="joules_to_target",
+                      choices=("joules_to_target", "joules", "seconds", "co2e_g"), help="what ranks (lowest first)")
+    show.add_argument("--limit", type=int, default=None, help="rows per kind of measurement (default: all)")
+    show.set_defaults(handler=_leaderboard)
 
     lab = sub.add_parser("lab", help="start JupyterLab on your own copy of the lessons (my-lessons/; "
                                      "localhost, token auth); extra arguments go to JupyterLab")
@@ -85,6 +95,12 @@ def _data(args) -> int:
     from greenlab.datacache import data_main
 
     return data_main(args)
+
+
+def _leaderboard(args) -> int:
+    from greenlab.leaderboard import show_main
+
+    return show_main(args)
 
 
 def _lab(args) -> int:

@@ -14,6 +14,15 @@ processes adding at once lose no entry.
 
 Ranking: entries that reached their target accuracy come first, ordered by the chosen metric
 (default ``joules_to_target``, lowest first); the rest follow, by accuracy (highest first).
+Entries are ranked only against entries whose energy was obtained the same way (the same
+sources, estimate or measured; :func:`measured_as`): a laptop's CPU estimate (about a factor of 2)
+and a GPU's energy counter describe different machines and different certainties, so a class
+board shows one ranking per kind rather than one mixed list.
+
+A class board: the instructor points every learner at one shared folder (a JupyterHub's shared
+directory) with ``GREENLAB_LEADERBOARD_DIR=/srv/class/board`` (or ``gl.Leaderboard("/srv/class/board")``);
+each entry records its author (``GREENLAB_AUTHOR``, else JupyterHub's user, else the login name),
+and ``greenlab leaderboard show --dir /srv/class/board`` prints it from a shell.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,6 +41,10 @@ FORMAT = "greenlab-leaderboard"
 VERSION = 1
 METRICS = ("joules_to_target", "joules", "seconds", "co2e_g")
 _REQUIRED = ("name", "joules", "seconds", "accuracy")
+DIR_ENV = "GREENLAB_LEADERBOARD_DIR"
+AUTHOR_ENV = "GREENLAB_AUTHOR"
+FILE_NAME = "leaderboard.json"
+SHARED_MODE = 0o664
 
 
 class LeaderboardError(ValueError):
@@ -38,16 +52,17 @@ class LeaderboardError(ValueError):
 
 
 class Leaderboard:
-    """A leaderboard stored in the JSON file ``path`` (default: ``leaderboard.json`` in
-    ``greenlab.config.results_dir()``). The file is read on every call, so several notebook
-    sessions see each other's entries."""
+    """A leaderboard stored in the JSON file ``path``, or in ``leaderboard.json`` inside ``path``
+    when it is a folder (default: ``$GREENLAB_LEADERBOARD_DIR``, else ``greenlab.config.results_dir()``).
+    The file is read on every call, so several notebook sessions see each other's entries."""
 
     def __init__(self, path=None):
         if path is None:
             from greenlab.config import results_dir
 
-            path = results_dir() / "leaderboard.json"
-        self.path = Path(path)
+            path = os.environ.get(DIR_ENV) or results_dir()
+        path = Path(path)
+        self.path = path / FILE_NAME if path.is_dir() or path.suffix != ".json" else path
 
     @property
     def backup_path(self) -> Path:
@@ -58,7 +73,8 @@ class Leaderboard:
             target_accuracy: float | None = None, joules_to_target: float | None = None,
             seconds_to_target: float | None = None, co2e_g: float | None = None,
             region: str = "WORLD", estimated: bool | None = None, sources: dict | None = None,
-            provenance: dict | None = None, note: str = "", problems=None) -> dict:
+            provenance: dict | None = None, note: str = "", problems=None,
+            author: str | None = None) -> dict:
         """Add one entry and save. Energy in joules (whole run), time in seconds, accuracy in
         [0, 1]. ``target_reached`` is ``accuracy >= target_accuracy``; without a
         ``joules_to_target`` a run that reached its target counts its whole energy.
@@ -66,9 +82,13 @@ class Leaderboard:
         ``region`` when not given. ``estimated``/``sources``/``provenance`` say where the energy
         figure comes from (CPU figures without RAPL are estimates). ``problems``: what the
         energy figure is missing (from ``RunResult.problems``); such an entry is marked
-        incomplete, its energy a lower bound."""
+        incomplete, its energy a lower bound. ``author`` defaults to :func:`default_author`."""
         if not isinstance(name, str) or not name.strip():
             raise ValueError("name must be a non-empty string")
+        if author is None:
+            author = default_author()
+        if not isinstance(author, str) or not author.strip():
+            raise ValueError(f"author must be a non-empty string, got {author!r}")
         joules = _number("joules", joules)
         seconds = _number("seconds", seconds)
         accuracy = _number("accuracy", accuracy)
@@ -106,7 +126,7 @@ class Leaderboard:
             if value is not None and not isinstance(value, dict):
                 raise ValueError(f"{label} must be a dict or None, got {type(value).__name__}")
         entry = {
-            "name": name.strip(),
+            "name": name.strip(), "author": author.strip(),
             "joules": joules, "seconds": seconds, "accuracy": accuracy,
             "target_accuracy": target_accuracy, "target_reached": reached,
             "joules_to_target": joules_to_target, "seconds_to_target": seconds_to_target,
@@ -126,7 +146,8 @@ class Leaderboard:
             self._write(entries + [entry])
         return entry
 
-    def add_result(self, name: str, result, target_accuracy: float | None = None, note: str = "") -> dict:
+    def add_result(self, name: str, result, target_accuracy: float | None = None, note: str = "",
+                   author: str | None = None) -> dict:
         """Add a ``RunResult`` from ``gl.train``: its energy, time, CO2e, accuracy, target and
         provenance (``target_accuracy`` defaults to the one in its config)."""
         config = getattr(result, "config", {}) or {}
@@ -139,7 +160,7 @@ class Leaderboard:
                         region=getattr(result, "region", "WORLD"), estimated=result.estimated,
                         sources=result.sources, provenance=result.provenance,
                         note=note or f"status {result.status}",
-                        problems=getattr(result, "problems", None))
+                        problems=getattr(result, "problems", None), author=author)
 
     # --- reading ---
     def entries(self) -> list[dict]:
@@ -159,40 +180,48 @@ class Leaderboard:
             raise LeaderboardError(f"leaderboard {self.path} is damaged ({exc}); {hint}") from None
 
     def ranked(self, metric: str = "joules_to_target") -> list[dict]:
-        """Entries in rank order (see the module docstring), each with a ``rank`` (1 = best)."""
+        """Entries in rank order (see the module docstring), each with a ``rank`` (1 = best) among
+        the entries measured the same way, and ``measured_as`` naming that way; kinds follow each
+        other in the order their first entry was added."""
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
-        reached = [e for e in self.entries() if e.get("target_reached")]
-        others = [e for e in self.entries() if not e.get("target_reached")]
-        reached.sort(key=lambda e: (_metric(e, metric), e["id"]))
-        others.sort(key=lambda e: (-e["accuracy"], e["joules"], e["id"]))
-        return [{"rank": i + 1, **e} for i, e in enumerate(reached + others)]
+        kinds: dict[str, list[dict]] = {}
+        for e in self.entries():
+            kinds.setdefault(measured_as(e), []).append(e)
+        out = []
+        for kind, entries in kinds.items():
+            reached = sorted((e for e in entries if e.get("target_reached")), key=lambda e: (_metric(e, metric), e["id"]))
+            others = sorted((e for e in entries if not e.get("target_reached")),
+                            key=lambda e: (-e["accuracy"], e["joules"], e["id"]))
+            out += [{"rank": i + 1, "measured_as": kind, **e} for i, e in enumerate(reached + others)]
+        return out
 
     def best(self, metric: str = "joules_to_target") -> dict | None:
-        """The best entry that reached its target, or None when none has."""
+        """The best entry that reached its target (of the first kind of measurement on the board),
+        or None when none has."""
         ranked = self.ranked(metric)
         return ranked[0] if ranked and ranked[0].get("target_reached") else None
 
     def table(self, metric: str = "joules_to_target", limit: int | None = None) -> str:
-        """The ranking as a plain-text table (the first ``limit`` rows; None for all)."""
+        """The ranking as a plain-text table (the first ``limit`` rows of each kind of measurement;
+        None for all), one section per kind when the board holds more than one."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValueError(f"limit must be an integer >= 0 or None, got {limit!r}")
-        rows = self.ranked(metric)[:limit]
+        ranked = self.ranked(metric)
+        kinds = list(dict.fromkeys(e["measured_as"] for e in ranked))
         header = (f"{'#':>3} {'name':<24} {'target':>7} {'accuracy':>9} {'energy J':>10} "
-                  f"{'to target J':>12} {'time s':>8} {'CO2e g':>9}  source")
+                  f"{'to target J':>12} {'time s':>8} {'CO2e g':>9}  {'by':<12} source")
         lines = [header, "-" * len(header)]
-        for e in rows:
-            reached = {True: "yes", False: "no", None: "-"}[e.get("target_reached")]
-            to_target = "-" if e.get("joules_to_target") is None else f"{e['joules_to_target']:.4g}"
-            source = ", ".join(f"{k}={v}" for k, v in (e.get("sources") or {}).items()) or "not given"
-            if e.get("estimated"):
-                source += " (estimate)"
-            if e.get("complete") is False:
-                source += " INCOMPLETE: energy is a lower bound"
-            lines.append(f"{e['rank']:>3} {e['name'][:24]:<24} {reached:>7} {e['accuracy']:>9.1%} "
-                         f"{e['joules']:>10.4g} {to_target:>12} {e['seconds']:>8.3g} {e['co2e_g']:>9.3g}  {source}")
-        if not rows:
+        for kind in kinds:
+            rows = [e for e in ranked if e["measured_as"] == kind][:limit]
+            if len(kinds) > 1:
+                lines.append(f"-- energy {kind}: ranked among themselves --")
+            lines += [_row(e) for e in rows]
+        if not ranked:
             lines.append("(no entries yet)")
+        elif len(kinds) > 1:
+            lines.append("Each kind is ranked on its own: an estimate and a measurement, or two kinds of "
+                         "counter, are not the same yardstick.")
         return "\n".join(lines)
 
     # --- repair ---
@@ -216,6 +245,11 @@ class Leaderboard:
         payload = {"format": FORMAT, "version": VERSION, "entries": entries}
         text = json.dumps(payload, indent=1, allow_nan=False) + "\n"
         atomic_write_bytes(self.path, text.encode("utf-8"))
+        for path in (self.path, self.backup_path):  # a class folder: every learner reads, the group writes
+            try:
+                os.chmod(path, SHARED_MODE)
+            except OSError:
+                pass
 
     def __len__(self) -> int:
         return len(self.entries())
@@ -224,7 +258,53 @@ class Leaderboard:
         return f"Leaderboard({str(self.path)!r})"
 
 
+def default_author() -> str:
+    """Who adds an entry: ``$GREENLAB_AUTHOR``, else JupyterHub's user, else the login name."""
+    for name in (os.environ.get(AUTHOR_ENV), os.environ.get("JUPYTERHUB_USER")):
+        if name and name.strip():
+            return name.strip()
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name in a bare container
+        return "unknown"
+
+
+def measured_as(entry: dict) -> str:
+    """How an entry's energy was obtained, as a label: ``"estimated (cpu=estimate)"`` or
+    ``"measured (gpu0=nvml-counter)"``; entries with the same label are ranked together."""
+    sources = entry.get("sources") or {}
+    kinds = ", ".join(f"{k}={v}" for k, v in sorted(sources.items())) or "source not given"
+    return f"{'estimated' if entry.get('estimated') else 'measured'} ({kinds})"
+
+
+def show_main(args) -> int:
+    """``greenlab leaderboard show --dir DIR``: print a (class) leaderboard; 1 when it is damaged."""
+    board = Leaderboard(args.dir)
+    try:
+        print(f"{board.path}: {len(board)} entries")
+        print(board.table(metric=args.metric, limit=args.limit))
+    except LeaderboardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 # --- helpers --------------------------------------------------------------------------------
+
+def _row(e: dict) -> str:
+    reached = {True: "yes", False: "no", None: "-"}[e.get("target_reached")]
+    to_target = "-" if e.get("joules_to_target") is None else f"{e['joules_to_target']:.4g}"
+    source = ", ".join(f"{k}={v}" for k, v in (e.get("sources") or {}).items()) or "not given"
+    if e.get("estimated"):
+        source += " (estimate)"
+    if e.get("complete") is False:
+        source += " INCOMPLETE: energy is a lower bound"
+    return (f"{e['rank']:>3} {e['name'][:24]:<24} {reached:>7} {e['accuracy']:>9.1%} "
+            f"{e['joules']:>10.4g} {to_target:>12} {e['seconds']:>8.3g} {e['co2e_g']:>9.3g}  "
+            f"{str(e.get('author', '-'))[:12]:<12} {source}")
+
 
 def _parse(data: bytes) -> list[dict]:
     try:

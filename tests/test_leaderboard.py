@@ -29,7 +29,11 @@ def test_entries_persist_across_instances(tmp_path):
 
 
 def test_ranking_best_and_table(tmp_path):
-    board = _board(tmp_path)
+    board = Leaderboard(tmp_path / "board.json")
+    cpu = {"sources": {"cpu": "estimate"}, "estimated": True}
+    board.add("slow", joules=300.0, seconds=30.0, accuracy=0.91, target_accuracy=0.9, co2e_g=1.0, **cpu)
+    board.add("lean", joules=120.0, seconds=20.0, accuracy=0.90, target_accuracy=0.9, co2e_g=0.4, **cpu)
+    board.add("short", joules=50.0, seconds=5.0, accuracy=0.70, target_accuracy=0.9, co2e_g=0.2, **cpu)
     ranked = board.ranked()
     assert [(e["rank"], e["name"]) for e in ranked] == [(1, "lean"), (2, "slow"), (3, "short")]
     assert [e["target_reached"] for e in ranked] == [True, True, False]
@@ -38,8 +42,81 @@ def test_ranking_best_and_table(tmp_path):
     table = board.table()
     assert table.splitlines()[2].split()[:3] == ["1", "lean", "yes"]
     assert "cpu=estimate (estimate)" in table
+    assert "ranked among themselves" not in table  # one kind of measurement: one ranking
     with pytest.raises(ValueError, match="metric"):
         board.ranked("accuracy_per_watt")
+
+
+def test_a_class_board_ranks_like_with_like_and_names_each_author(tmp_path, monkeypatch):
+    monkeypatch.setenv("GREENLAB_LEADERBOARD_DIR", str(tmp_path / "class"))
+    monkeypatch.setenv("GREENLAB_AUTHOR", "ada")
+    board = Leaderboard()
+    assert board.path == tmp_path / "class" / "leaderboard.json"
+    laptop = {"sources": {"cpu": "estimate"}, "estimated": True}
+    gpu = {"sources": {"gpu0": "nvml-counter"}, "estimated": False}
+    board.add("laptop recipe", joules=40.0, seconds=20.0, accuracy=0.9, target_accuracy=0.85, co2e_g=0.1, **laptop)
+    board.add("gpu recipe", joules=900.0, seconds=4.0, accuracy=0.9, target_accuracy=0.85, co2e_g=0.2,
+              author="grace", **gpu)
+    board.add("gpu lean", joules=600.0, seconds=3.0, accuracy=0.9, target_accuracy=0.85, co2e_g=0.1, **gpu)
+    ranked = board.ranked()
+    assert [(e["rank"], e["name"], e["author"]) for e in ranked] == [
+        (1, "laptop recipe", "ada"), (1, "gpu lean", "ada"), (2, "gpu recipe", "grace")]
+    assert ranked[1]["measured_as"] == "measured (gpu0=nvml-counter)"
+    table = board.table()
+    assert "energy estimated (cpu=estimate): ranked among themselves" in table
+    assert "energy measured (gpu0=nvml-counter): ranked among themselves" in table
+    assert "not the same yardstick" in table and "grace" in table
+    # the same board, read from another process's point of view (the folder given directly)
+    assert len(Leaderboard(tmp_path / "class")) == 3
+    with pytest.raises(ValueError, match="author"):
+        board.add("x", joules=1.0, seconds=1.0, accuracy=0.5, author=" ")
+
+
+def test_leaderboard_show_prints_a_class_board_from_the_shell(tmp_path, capsys):
+    from greenlab.cli import main
+
+    Leaderboard(tmp_path).add("run", joules=5.0, seconds=1.0, accuracy=0.9, target_accuracy=0.8, co2e_g=0.0,
+                              author="lin")
+    assert main(["leaderboard", "show", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 entries" in out and "lin" in out and "run" in out
+    (tmp_path / "leaderboard.json").write_text("{broken")
+    assert main(["leaderboard", "show", "--dir", str(tmp_path)]) == 1
+    assert "damaged" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork") or __import__("os").geteuid() != 0,
+                    reason="needs root, to act as a second learner (user nobody) in a forked child")
+def test_a_second_learner_can_add_to_a_board_the_first_created():
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    top = Path(tempfile.mkdtemp(prefix="greenlab-class-"))  # pytest's own tmp folder is private to root
+    folder = top / "class"
+    folder.mkdir()
+    os.chmod(top, 0o755)
+    os.chmod(folder, 0o777)  # as a JupyterHub's shared folder is writable by the class
+    Leaderboard(folder).add("first", joules=5.0, seconds=1.0, accuracy=0.9, co2e_g=0.0, author="root")
+    carbon.check_region("WORLD")  # loaded now: the child reads nothing but the board
+    pid = os.fork()
+    if pid == 0:  # the second learner: another user, same folder
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            Leaderboard(folder).add("second", joules=4.0, seconds=1.0, accuracy=0.9, co2e_g=0.0,
+                                    author="nobody-learner")
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert [e["author"] for e in Leaderboard(folder).entries()] == ["root", "nobody-learner"]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_best_is_none_until_a_target_is_reached(tmp_path):
