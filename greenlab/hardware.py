@@ -33,6 +33,8 @@ def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=
         "nvml": {"available": lib.available, "reason": lib.reason},
         "cpu": _cpu_info(),
         "rapl": {"status": found.rapl_status, "reason": found.rapl_reason},
+        "apple_silicon": {"status": found.apple_status, "reason": found.apple_reason},
+        "amd_gpus": {"status": found.amd_status, "reason": found.amd_reason},
         "sources": {s.component: s.describe() for s in found.sources},
         "problems": list(found.problems),
         "energy": _energy_policy(found),
@@ -76,6 +78,14 @@ def format_report(report: dict) -> str:
                  f"{cpu['physical_cores']} physical cores, native bf16: {_yes(cpu['native_bf16'])}, "
                  f"native fp16: {_yes(cpu.get('native_fp16', False))}")
     lines.append(f"RAPL     {report['rapl']['status']} ({report['rapl']['reason']})")
+    if report["rapl"]["status"] == "permission denied":
+        from greenlab.energy.rapl import access_help
+
+        lines += [f"         {line}" for line in access_help()]
+    for key, label in (("apple_silicon", "Apple"), ("amd_gpus", "AMD GPUs")):
+        part = report.get(key, {})
+        if part.get("status") not in (None, "absent", "not probed"):
+            lines.append(f"{label:<8} {part['status']} ({part['reason']})")
     lines.append("Sources")
     for component, s in report["sources"].items():
         tag = f"estimate, +-{s['rel_uncertainty']:.0%}" if s["estimated"] \

@@ -117,5 +117,23 @@ def probe_rapl(root=RAPL_ROOT) -> RaplProbe:
                      packages, drams)
 
 
+def access_help(root=RAPL_ROOT) -> list[str]:
+    """How to make RAPL readable where it exists but is root-only, and what that changes: the
+    commands ``greenlab doctor`` prints. Linux restricted ``energy_uj`` to root in 2020 because
+    its fine-grained readings leak information about other programs (the PLATYPUS power side
+    channel, CVE-2020-8694): on a machine you share, weigh that first."""
+    files = f"{root}/intel-rapl:*/energy_uj {root}/intel-rapl:*/intel-rapl:*/energy_uj"
+    return [
+        "RAPL is there but readable by root only. To measure the CPU instead of estimating it:",
+        f"  this session, until reboot:  sudo chmod a+r {files}",
+        "  for good (a udev rule, applied at every boot):",
+        "    echo 'ACTION==\"add\", SUBSYSTEM==\"powercap\", RUN+=\"/bin/chmod a+r /sys%p/energy_uj\"' \\",
+        "      | sudo tee /etc/udev/rules.d/99-greenlab-rapl.rules && sudo udevadm trigger --subsystem-match=powercap",
+        "  Then greenlab reads the CPU package (and DRAM) energy from RAPL, measured (+-10 % assumed),",
+        "  instead of the CPU estimate (about a factor of 2). Root-only access is Linux's default since",
+        "  2020 (the PLATYPUS power side channel, CVE-2020-8694): on a shared machine, weigh that first.",
+    ]
+
+
 def _read_int(path: Path) -> int:
     return int(Path(path).read_text().strip())

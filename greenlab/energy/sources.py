@@ -5,7 +5,8 @@ sources look alike to the rest of greenlab. Sources that need regular attention 
 (power sampling, RAPL wrap-around tracking) say so with ``poll_interval_s`` and the window or
 monitor calls ``poll()`` on a background thread.
 
-Source names (shown beside every figure): ``nvml-counter``, ``nvml-power``, ``rapl``, ``estimate``.
+Source names (shown beside every figure): ``nvml-counter``, ``nvml-power``, ``amd-counter``,
+``amd-power``, ``rapl``, ``apple-soc``, ``estimate``.
 """
 
 from __future__ import annotations
@@ -95,33 +96,30 @@ NVML_REL_UNCERTAINTY = 0.05
 NVML_COUNTER_PERIOD_S = 0.1
 
 
-class NvmlCounterSource(EnergySource):
-    """GPU energy from ``nvmlDeviceGetTotalEnergyConsumption`` (mJ, Volta and newer)."""
+class CounterSource(EnergySource):
+    """A device's own cumulative energy counter, kept monotonic: a step backwards (a driver
+    reload, a reset) is recorded as a fault and the energy between those two reads is missing.
+    Subclasses give :meth:`raw_joules`, the counter as the device reports it."""
 
-    name = "nvml-counter"
-    rel_uncertainty = NVML_REL_UNCERTAINTY
-    update_period_s = NVML_COUNTER_PERIOD_S
+    counter = "energy counter"  # how the fault message names it
 
-    attribution = "device"
-
-    def __init__(self, nvml: _nvml.Nvml, handle, component: str, note: str = ""):
+    def __init__(self, component: str, note: str = ""):
         super().__init__(component, note)
-        self._nvml = nvml
-        self._handle = handle
         self._lock = threading.Lock()
         self._raw: float | None = None
         self._total = 0.0
 
+    def raw_joules(self) -> float:
+        raise NotImplementedError
+
     def read_joules(self) -> float:
-        """The counter, kept monotonic: a step backwards (driver reload, GPU reset) is
-        recorded as a fault and the energy between those two reads is missing."""
         with self._lock:
-            raw = self._nvml.energy_joules(self._handle)
+            raw = self.raw_joules()
             if self._raw is None:
                 self._total = raw
             elif raw < self._raw:
-                self.record_fault(f"energy counter went backwards ({self._raw:.6g} J -> "
-                                  f"{raw:.6g} J; driver reload or GPU reset?): the energy "
+                self.record_fault(f"{self.counter} went backwards ({self._raw:.6g} J -> "
+                                  f"{raw:.6g} J; driver reload or reset?): the energy "
                                   "between those reads is missing")
             else:
                 self._total += raw - self._raw
@@ -129,46 +127,30 @@ class NvmlCounterSource(EnergySource):
             return self._total
 
 
-class NvmlPowerSource(EnergySource):
-    """GPU energy by integrating ``nvmlDeviceGetPowerUsage`` samples with the trapezoid rule.
+class SampledPowerSource(EnergySource):
+    """Energy by integrating power samples (:meth:`watts`) with the trapezoid rule, for devices
+    without a usable energy counter. A failed reading is never bridged: the time from the last
+    good sample to the next good one is left out and recorded as a fault with its length."""
 
-    Used where the energy counter is not supported. Uses the instantaneous-power field when the
-    GPU offers it; otherwise the plain reading, which is a 1 s average on Ampere and newer
-    (except A100), so the update period is then taken as 1 s.
-    """
-
-    name = "nvml-power"
-    rel_uncertainty = NVML_REL_UNCERTAINTY
     poll_interval_s = 0.05
     attribution = "device"
 
-    def __init__(self, nvml: _nvml.Nvml, handle, component: str, note: str = "",
-                 clock=time.monotonic):
+    def __init__(self, component: str, note: str = "", clock=time.monotonic):
         super().__init__(component, note)
-        self._nvml = nvml
-        self._handle = handle
         self._clock = clock
         self._lock = threading.Lock()
         self._joules = 0.0
         self._last: tuple[float, float] | None = None  # (t_s, watts)
         self._gap_from: float | None = None  # time of the last good sample before failures
         self._gap_error = ""
-        self.instant = nvml.instant_power_watts(handle) is not None
-        self.update_period_s = self.poll_interval_s if self.instant else 1.0
 
     def watts(self) -> float:
-        if self.instant:
-            value = self._nvml.instant_power_watts(self._handle)
-            if value is not None:
-                return value
-        return self._nvml.power_watts(self._handle)
+        raise NotImplementedError
 
     def poll(self) -> None:
         self.read_joules()
 
     def read_joules(self) -> float:
-        """Integrated energy. A failed reading is never bridged: the time from the last good
-        sample to the next good one is left out and recorded as a fault with its length."""
         with self._lock:
             try:
                 watts = self.watts()
@@ -188,6 +170,50 @@ class NvmlPowerSource(EnergySource):
                 self._gap_from = None
             self._last = (now, watts)
             return self._joules
+
+
+class NvmlCounterSource(CounterSource):
+    """GPU energy from ``nvmlDeviceGetTotalEnergyConsumption`` (mJ, Volta and newer)."""
+
+    name = "nvml-counter"
+    rel_uncertainty = NVML_REL_UNCERTAINTY
+    update_period_s = NVML_COUNTER_PERIOD_S
+    attribution = "device"
+
+    def __init__(self, nvml: _nvml.Nvml, handle, component: str, note: str = ""):
+        super().__init__(component, note)
+        self._nvml = nvml
+        self._handle = handle
+
+    def raw_joules(self) -> float:
+        return self._nvml.energy_joules(self._handle)
+
+
+class NvmlPowerSource(SampledPowerSource):
+    """GPU energy by integrating ``nvmlDeviceGetPowerUsage`` samples with the trapezoid rule.
+
+    Used where the energy counter is not supported. Uses the instantaneous-power field when the
+    GPU offers it; otherwise the plain reading, which is a 1 s average on Ampere and newer
+    (except A100), so the update period is then taken as 1 s.
+    """
+
+    name = "nvml-power"
+    rel_uncertainty = NVML_REL_UNCERTAINTY
+
+    def __init__(self, nvml: _nvml.Nvml, handle, component: str, note: str = "",
+                 clock=time.monotonic):
+        super().__init__(component, note, clock)
+        self._nvml = nvml
+        self._handle = handle
+        self.instant = nvml.instant_power_watts(handle) is not None
+        self.update_period_s = self.poll_interval_s if self.instant else 1.0
+
+    def watts(self) -> float:
+        if self.instant:
+            value = self._nvml.instant_power_watts(self._handle)
+            if value is not None:
+                return value
+        return self._nvml.power_watts(self._handle)
 
 
 def trapezoid_joules(times_s, watts) -> float:
@@ -236,20 +262,31 @@ class Discovery:
     nvml_reason: str = ""
     gpu_selection: str = ""
     attribution: str = "process"
+    apple_status: str = "absent"  # "absent" | "missing" | "unusable" | "readable"
+    apple_reason: str = ""
+    amd_status: str = "missing"  # "missing" | "absent" | "unusable" | "readable"
+    amd_reason: str = ""
 
 
 def discover(nvml_module=None, rapl_root=None, environ=None, gpus="used",
-             attribution: str = "process") -> Discovery:
+             attribution: str = "process", *, apple_module=None, amd_module=None,
+             system: str | None = None, machine: str | None = None) -> Discovery:
     """Probe this machine and pick one source per component, falling back where needed.
 
-    GPU: energy counter -> power sampling -> left out (with a problem note).
-    CPU: RAPL package (+ dram) -> labelled estimate, with the reason in ``note``.
+    GPU: NVIDIA energy counter -> power sampling -> left out (with a problem note); without an
+    NVIDIA GPU, AMD GPUs through ``amdsmi`` the same way (``greenlab.energy.amd``).
+    CPU: RAPL package (+ dram) -> on Apple Silicon, the SoC's counters for CPU, GPU, DRAM and
+    Neural Engine (``greenlab.energy.apple``) -> labelled estimate, with the reason in ``note``.
+    ``apple_module``/``amd_module`` (stand-ins for ``zeus_apple_silicon``/``amdsmi``) and
+    ``system``/``machine`` (``platform``'s answers) are for tests.
     ``gpus``: ``"used"`` (the CUDA devices this process uses, when torch has initialised CUDA;
     otherwise every visible GPU), ``"all"`` (every visible GPU) or a list of CUDA indices.
     ``attribution``: ``"process"`` or ``"machine"`` for the CPU estimate (RAPL is always
     machine-wide). ``nvml_module`` (a pynvml stand-in) and ``rapl_root`` (a fake powercap
     tree) are for tests.
     """
+    from greenlab.energy.amd import probe_amd
+    from greenlab.energy.apple import probe_apple
     from greenlab.energy.estimate import ATTRIBUTIONS, CpuEstimateSource
     from greenlab.energy.rapl import RAPL_ROOT, probe_rapl
 
@@ -268,13 +305,24 @@ def discover(nvml_module=None, rapl_root=None, environ=None, gpus="used",
         if problem:
             problems.append(problem)
 
+    amd = probe_amd(amd_module) if not selected else None
+    if amd is not None and amd.status == "readable":
+        sources.extend(amd.sources)
+        problems += amd.problems
+        selection = "every AMD GPU amdsmi sees"
+
     rapl = probe_rapl(RAPL_ROOT if rapl_root is None else rapl_root)
+    apple = probe_apple(apple_module, system, machine)
     if rapl.status == "readable":
         sources.extend(rapl.sources())
+    elif apple.status == "readable":
+        sources.extend(apple.sources)
     else:
-        sources.append(CpuEstimateSource(note=rapl.fallback_note(), attribution=attribution))
+        note = rapl.fallback_note() if apple.status == "absent" else f"{apple.reason}; using the CPU estimate"
+        sources.append(CpuEstimateSource(note=note, attribution=attribution))
+    amd_status, amd_reason = (amd.status, amd.reason) if amd is not None else ("not probed", "NVIDIA GPUs found")
     return Discovery(Sources(sources, problems, selection), problems, rapl.status, rapl.reason,
-                     lib.reason, selection, attribution)
+                     lib.reason, selection, attribution, apple.status, apple.reason, amd_status, amd_reason)
 
 
 def default_sources(nvml_module=None, rapl_root=None, environ=None, gpus="used",
