@@ -16,16 +16,21 @@ PYTEST_ARGS ?=
 LAB_DIR  ?= my-lessons
 LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# AMD GPUs are measured through amdsmi, which needs ROCm: installed where ROCm is. (Apple Silicon's
+# counters come with zeus-apple-silicon, a dependency only on Apple Silicon Macs.)
+comma := ,
+EXTRAS := $(if $(wildcard /opt/rocm),$(comma)amd,)
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=300
 
 .PHONY: lab my-lessons test unit lessons notebooks check-notebooks benchmarks gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "greenlab: installing into $(VENV): PyTorch, JupyterLab and the test tools (several GB the first time,"
-	@echo "greenlab: a few minutes; pip shows its progress below). See README for a smaller CPU-only PyTorch."
+	@echo "greenlab: a few minutes; pip shows its progress below). Without an NVIDIA driver the CPU-only PyTorch is chosen."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -c constraints.txt -e '.[test]'
+	$(PY) greenlab/torch_install.py --constraints constraints.txt
+	$(PY) -m pip install -c constraints.txt -e '.[test$(EXTRAS)]'
 	touch $(STAMP)
 
 ## make lab: install if needed, copy the lessons to my-lessons/ (missing ones only, nothing is
