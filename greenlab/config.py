@@ -55,6 +55,8 @@ class Settings:
         quick = f"on ({self.quick_reason})" if self.quick else "off"
         line = (f"greenlab: device {where} | energy sources: {energy} | quick mode {quick} | seed {self.seed}"
                 f" | CPU threads {self.threads}")
+        if self.device == "mps" and self.sources.get("gpu:0") != "apple-soc":
+            line += " | Apple GPU energy: not measured (zeus-apple-silicon reads it: pip install zeus-apple-silicon)"
         slow = [p for p in ("bf16", "fp16") if not self.native_precisions.get(p, True)]
         if slow:
             line += f" | emulated here: {', '.join(slow)} (lessons size those runs down)"

@@ -245,3 +245,13 @@ def test_doctor_prints_how_to_make_rapl_readable_and_what_changes(tmp_path, monk
     assert "udev" in text and "instead of the CPU estimate" in text
     # nothing to grant where RAPL is simply absent
     assert "chmod" not in format_report(doctor(nvml_module=FakePynvml([]), rapl_root=tmp_path / "none", environ={}))
+
+
+def test_setup_line_on_an_apple_gpu_says_what_is_and_is_not_measured():
+    from greenlab.config import Settings
+
+    measured = Settings("mps", True, 0, {"cpu": "apple-soc", "gpu:0": "apple-soc", "dram": "apple-soc"})
+    assert "gpu:0=apple-soc" in measured.line() and "not measured" not in measured.line()
+    bare = Settings("mps", True, 0, {"cpu": "estimate"})
+    assert "cpu=estimate" in bare.line() and "Apple GPU energy: not measured" in bare.line()
+    assert "Apple GPU" not in Settings("cpu", True, 0, {"cpu": "estimate"}).line()
