@@ -14,6 +14,8 @@ processes adding at once lose no entry.
 
 Ranking: entries that reached their target accuracy come first, ordered by the chosen metric
 (default ``joules_to_target``, lowest first); the rest follow, by accuracy (highest first).
+``add_result`` keeps failed submissions off the board (a run interrupted, diverged or short of
+its target): it returns their entry unsaved, with the reason.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ FORMAT = "greenlab-leaderboard"
 VERSION = 1
 METRICS = ("joules_to_target", "joules", "seconds", "co2e_g")
 _REQUIRED = ("name", "joules", "seconds", "accuracy")
+FAILED_STATUSES = ("interrupted", "diverged")  # gl.train statuses of a run that did not finish
 
 
 class LeaderboardError(ValueError):
@@ -58,7 +61,7 @@ class Leaderboard:
             target_accuracy: float | None = None, joules_to_target: float | None = None,
             seconds_to_target: float | None = None, co2e_g: float | None = None,
             region: str = "WORLD", estimated: bool | None = None, sources: dict | None = None,
-            provenance: dict | None = None, note: str = "", problems=None) -> dict:
+            provenance: dict | None = None, note: str = "", problems=None, save: bool = True) -> dict:
         """Add one entry and save. Energy in joules (whole run), time in seconds, accuracy in
         [0, 1]. ``target_reached`` is ``accuracy >= target_accuracy``; without a
         ``joules_to_target`` a run that reached its target counts its whole energy.
@@ -66,7 +69,10 @@ class Leaderboard:
         ``region`` when not given. ``estimated``/``sources``/``provenance`` say where the energy
         figure comes from (CPU figures without RAPL are estimates). ``problems``: what the
         energy figure is missing (from ``RunResult.problems``); such an entry is marked
-        incomplete, its energy a lower bound."""
+        incomplete, its energy a lower bound. ``save=False`` checks and returns the entry
+        without writing it."""
+        if not isinstance(save, bool):
+            raise ValueError(f"save must be True or False, got {save!r}")
         if not isinstance(name, str) or not name.strip():
             raise ValueError("name must be a non-empty string")
         joules = _number("joules", joules)
@@ -120,6 +126,8 @@ class Leaderboard:
             json.dumps(entry, allow_nan=False)  # plain data only, before anything is written
         except (TypeError, ValueError) as exc:
             raise ValueError(f"sources/provenance must hold plain JSON data: {exc}") from None
+        if not save:
+            return entry
         with locked(self.path):  # read, extend and write as one step for every process
             entries = self.entries()
             entry = {"id": max((e.get("id", 0) for e in entries), default=0) + 1, **entry}
@@ -128,18 +136,30 @@ class Leaderboard:
 
     def add_result(self, name: str, result, target_accuracy: float | None = None, note: str = "") -> dict:
         """Add a ``RunResult`` from ``gl.train``: its energy, time, CO2e, accuracy, target and
-        provenance (``target_accuracy`` defaults to the one in its config)."""
+        provenance (``target_accuracy`` defaults to the one in its config).
+
+        A failed submission is not kept on the board: a run that was interrupted or diverged,
+        or that missed the target it was given. Its entry is returned with ``saved`` False and
+        ``why``, and the file is left as it was; every other entry comes back with ``saved`` True."""
         config = getattr(result, "config", {}) or {}
         target = target_accuracy if target_accuracy is not None else config.get("target_accuracy")
         accuracy = result.final_accuracy if result.final_accuracy is not None else 0.0
         best = result.best_accuracy if result.best_accuracy is not None else accuracy
-        return self.add(name, joules=result.joules, seconds=result.seconds, accuracy=best,
+        status = getattr(result, "status", "completed")
+        why = ""
+        if status in FAILED_STATUSES:
+            why = f"the run ended {status}, so it is not a submission"
+        elif target is not None and result.joules_to_target is None and best < target:
+            why = (f"the run did not reach its target accuracy ({best:.1%} < {target:.1%}); "
+                   "a run that reaches it is added")
+        entry = self.add(name, save=not why, joules=result.joules, seconds=result.seconds, accuracy=best,
                         target_accuracy=target, joules_to_target=result.joules_to_target,
                         seconds_to_target=result.seconds_to_target, co2e_g=result.co2e_g,
                         region=getattr(result, "region", "WORLD"), estimated=result.estimated,
                         sources=result.sources, provenance=result.provenance,
-                        note=note or f"status {result.status}",
+                        note=note or f"status {status}",
                         problems=getattr(result, "problems", None))
+        return {**entry, "saved": not why, "why": why}
 
     # --- reading ---
     def entries(self) -> list[dict]:

@@ -278,6 +278,14 @@ class LMRun:
         return line
 
 
+def _check_model_and_corpus(model, corpus) -> None:
+    """TypeError naming ``model`` or ``corpus`` when either is of the wrong kind."""
+    validation.module("model", model)
+    if next(model.parameters(), None) is None:
+        raise ValueError("model has no parameters: expected a greenlab.lm.TinyGPT or a model like it")
+    validation.instance("corpus", corpus, Corpus, "a greenlab.lm.Corpus (greenlab.lm.load_corpus())")
+
+
 def joules_per_token(joules: float, tokens: int) -> float:
     """Energy per token, joules. ``tokens`` must be a positive integer."""
     tokens = validation.integer("tokens", tokens, low=1, high=2**62)
@@ -289,6 +297,10 @@ def evaluate(model: nn.Module, corpus: Corpus, seq_len: int, batches: int = 4, b
              seed: int = 1234, precision: str = "fp32") -> float:
     """Mean validation loss (nats per byte) on ``batches`` fixed windows of the validation split
     (the same windows for every call with the same arguments)."""
+    _check_model_and_corpus(model, corpus)
+    batches = validation.integer("batches", batches, low=1, high=MAX_COUNT)
+    seed = validation.integer("seed", seed, low=0, high=2**63 - 1)
+    validation.choice("precision", precision, PRECISIONS)
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     was_training = model.training
@@ -317,6 +329,11 @@ def train_step(model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tensor, pr
                ) -> torch.Tensor:
     """One optimizer step on the batch ``x``, ``y`` ("bf16": the forward pass under autocast);
     returns the loss tensor (not synchronised: reading it waits for the device)."""
+    validation.module("model", model)
+    validation.instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
+    validation.tensor("x", x, dims=2, integer=True)
+    validation.tensor("y", y, dims=2, integer=True)
+    validation.choice("precision", precision, PRECISIONS)
     with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
         loss = lm_loss(model, x, y)
     loss.backward()
@@ -338,13 +355,11 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     from greenlab.train import _Meter, provenance
 
     cfg = config if config is not None else LMConfig()
-    if not isinstance(cfg, LMConfig):
-        raise ValueError(f"config must be a greenlab.lm.LMConfig, got {type(cfg).__name__}")
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    validation.instance("config", cfg, LMConfig, "a greenlab.lm.LMConfig")
+    _check_model_and_corpus(model, corpus)
     if cfg.seq_len > getattr(model, "max_seq_len", cfg.seq_len):
         raise ValueError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {model.max_seq_len}")
-    dev = torch.device(device if device is not None else gl_config.device())
+    dev = validation.device("device", device) if device is not None else torch.device(gl_config.device())
     if sources is None:
         sources = default_sources(gpus=[dev.index or 0] if dev.type == "cuda" else [])
     model = model.to(dev).train()
@@ -390,10 +405,15 @@ def compare_lm(variants: dict, model_fn, corpus: Corpus, repeats: int = 3, warmu
     from greenlab.experiments import Comparison
 
     if not isinstance(variants, dict) or not variants:
-        raise ValueError("variants must be a non-empty dict {name: LMConfig}")
+        raise validation.ArgumentTypeError("variants must be a non-empty dict {name: LMConfig}")
+    if not callable(model_fn):
+        raise validation.ArgumentTypeError(f"model_fn must be a function config -> model, got {type(model_fn).__name__}")
+    validation.instance("corpus", corpus, Corpus, "a greenlab.lm.Corpus (greenlab.lm.load_corpus())")
+    if device is not None:
+        validation.device("device", device)
     for name, cfg in variants.items():
         if not isinstance(cfg, LMConfig):
-            raise ValueError(f"variant {name!r} must be a greenlab.lm.LMConfig, got {type(cfg).__name__}")
+            raise validation.ArgumentTypeError(f"variant {name!r} must be a greenlab.lm.LMConfig, got {type(cfg).__name__}")
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
     warmup = validation.integer("warmup", warmup, low=0, high=100)
     names = list(variants)
@@ -425,6 +445,9 @@ def train_step_flops(model: nn.Module, seq_len: int, batch_size: int = 1) -> dic
     attention is the scaled-dot-product attention (the L-squared part)."""
     from torch.utils.flop_counter import FlopCounterMode
 
+    validation.module("model", model)
+    seq_len = validation.integer("seq_len", seq_len, low=1, high=getattr(model, "max_seq_len", MAX_COUNT))
+    batch_size = validation.integer("batch_size", batch_size, low=1, high=MAX_COUNT)
     dev = next(model.parameters()).device
     x = torch.zeros(batch_size, seq_len, dtype=torch.long, device=dev)
     counter = FlopCounterMode(display=False, custom_mapping=_sdpa_cpu_formulas())

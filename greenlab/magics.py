@@ -161,9 +161,27 @@ class EnergyMagics(Magics):
         return compile(tree, "<energy cell>", "exec"), last
 
 
+class _UsageError(ValueError):
+    """A magic's arguments that do not parse: the problem, then the usage line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises (with the usage) instead of printing and exiting."""
+
+    def __init__(self, usage_text: str, **kwargs):
+        # argparse %-formats the usage string: the magics' own "%" must be doubled
+        super().__init__(usage=usage_text.replace("%", "%%"), add_help=False, **kwargs)
+        self.usage_text = usage_text
+
+    def error(self, message):
+        raise _UsageError(f"{message}; usage: {self.usage_text}")
+
+
 def _parse(line: str, cell: bool):
-    parser = argparse.ArgumentParser(prog="%%energy" if cell else "%energy_meter",
-                                     usage=USAGE if cell else METER_USAGE, add_help=False)
+    usage = USAGE if cell else METER_USAGE
+    if not isinstance(line, str):
+        raise _UsageError(f"the magic's arguments must be text, got {type(line).__name__}; usage: {usage}")
+    parser = _Parser(usage, prog="%%energy" if cell else "%energy_meter")
     if not cell:
         parser.add_argument("switch", choices=("on", "off"))
     parser.add_argument("--region", default="WORLD")
@@ -172,12 +190,19 @@ def _parse(line: str, cell: bool):
         parser.add_argument("--label", default="cell")
         parser.add_argument("--attribution", choices=("process", "machine"), default="process")
     try:
-        opts = parser.parse_args(shlex.split(line))
-    except SystemExit:
-        raise ValueError(f"usage: {USAGE if cell else METER_USAGE}") from None
+        words = shlex.split(line)
+    except ValueError as exc:  # an unclosed quote
+        raise _UsageError(f"{exc}; usage: {usage}") from None
+    try:
+        opts = parser.parse_args(words)
+    except SystemExit:  # pragma: no cover - error() raises first
+        raise _UsageError(f"usage: {usage}") from None
     from greenlab.carbon import co2e_g
 
-    co2e_g(0.0, region=opts.region, pue=opts.pue)  # a bad region or PUE fails before the cell runs
+    try:  # a bad region or PUE fails before the cell runs
+        co2e_g(0.0, region=opts.region, pue=opts.pue)
+    except ValueError as exc:
+        raise _UsageError(f"{exc}; usage: {usage}") from None
     return opts
 
 

@@ -134,7 +134,8 @@ def test_text_mode_prints_a_summary_at_the_end(capsys):
         time.sleep(0.3)
     out = capsys.readouterr().out
     assert m.view is None and m.widget is None
-    assert "energy (final, measured window)" in out and "g CO2e" in out and "DEU" in out
+    # one of the two components is an estimate: the label says so
+    assert "energy (final, measured window with estimates)" in out and "g CO2e" in out and "DEU" in out
     assert "mJ per sample (500 samples)" in out
     assert "cpu:" in out and "source estimate" in out
 
@@ -317,3 +318,19 @@ def test_a_meter_measures_one_window(capsys):
         m.start()
     with pytest.raises(RuntimeError, match="not started"):
         EnergyMeter(display="text").stop()
+
+
+def test_meter_label_says_estimate_when_its_source_is_one(capsys):
+    estimate_only = [ConstantPower("cpu", "estimate", 30.0, estimated=True)]
+    with EnergyMeter(display="text", sources=estimate_only):
+        time.sleep(0.05)
+    out = capsys.readouterr().out
+    assert "energy (final, estimate)" in out and "measured window" not in out
+    measured = [ConstantPower("gpu:0", "nvml-counter", 120.0)]
+    with EnergyMeter(display="text", sources=measured):
+        time.sleep(0.05)
+    assert "energy (final, measured window):" in capsys.readouterr().out
+    state = MeterState(sources={"cpu": "estimate"}, estimated=True)
+    state.add(PowerSample(0.5, {"cpu": 10.0}, {"cpu": 5.0}, 10.0, 5.0))
+    assert "Energy (live estimate)" in state.html() and "energy (live estimate)" in state.text()
+    assert "Energy (final, estimate)" in state.html(final=True)
