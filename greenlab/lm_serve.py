@@ -13,6 +13,7 @@ work (Pope et al., 2022). Both give the same tokens (greedy decoding here).
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 import torch.nn as nn
@@ -160,7 +161,7 @@ def compare_generation(setups: dict, repeats: int = 3, sources=None) -> Generati
     for name, kwargs in setups.items():
         if not isinstance(kwargs, dict) or "model" not in kwargs:
             raise validation.ArgumentTypeError(
-                f"set-up {name!r} must be a dict of measure_generation arguments with a 'model'")
+                f"setups[{name!r}] must be a dict of measure_generation arguments with a 'model'")
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
     names = list(setups)
     runs = {name: [] for name in names}
@@ -214,6 +215,9 @@ def serving_break_even_tokens(training_joules: float, joules_per_generated_token
     """Generated tokens after which serving has used as much energy as training."""
     training_joules = validation.number("training_joules", training_joules, low=0)
     per_token = validation.number("joules_per_generated_token", joules_per_generated_token, low=0, low_open=True)
+    if not math.isfinite(training_joules / per_token):
+        raise ValueError(f"training_joules {training_joules:g} / joules_per_generated_token {per_token:g} "
+                         "overflows: the figures are not on one scale")
     return training_joules / per_token
 
 

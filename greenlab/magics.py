@@ -51,6 +51,7 @@ _WHOSE = {"process": "this process and its children", "device": "the whole GPU",
 
 def readout(result, region: str = "WORLD", pue: float | None = None) -> str:
     """The ``%%energy`` report for a Measurement: several lines, like ``%%time``."""
+    _check_result(result)
     co2e = _co2e_text(result.joules, region, pue)
     lines = [f"energy: {format_energy(result.joules)} in {result.seconds:.3g} s "
              f"(mean {result.watts:.3g} W); {co2e}"]
@@ -68,6 +69,7 @@ def readout(result, region: str = "WORLD", pue: float | None = None) -> str:
 
 def one_line(result, region: str = "WORLD", pue: float | None = None) -> str:
     """The per-cell meter line for a Measurement."""
+    _check_result(result)
     line = (f"[energy] {format_energy(result.joules)} in {result.seconds:.3g} s "
             f"(mean {result.watts:.3g} W), {_co2e_text(result.joules, region, pue)}; "
             f"{component_text(result.components.values()) or 'no components'}")
@@ -159,6 +161,13 @@ class EnergyMagics(Magics):
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = compile(ast.Expression(tree.body.pop().value), "<energy cell>", "eval")
         return compile(tree, "<energy cell>", "exec"), last
+
+
+def _check_result(result) -> None:
+    from greenlab.energy.measure import Measurement
+    from greenlab.validation import instance
+
+    instance("result", result, Measurement, "a Measurement (a window's .result)")
 
 
 class _UsageError(ValueError):

@@ -30,6 +30,9 @@ def adamw(params, lr: float, states: str = "fp32", weight_decay: float = 0.01, *
     params = validation.parameters("params", params)
     lr = validation.number("lr", lr, low=0, low_open=True, high=10)
     weight_decay = validation.number("weight_decay", weight_decay, low=0, high=1)
+    if lr * weight_decay >= 1:  # decoupled decay multiplies each weight by 1 - lr x weight_decay
+        raise ValueError(f"lr x weight_decay = {lr:g} x {weight_decay:g} must be below 1: each step "
+                         "multiplies the weights by 1 - lr x weight_decay, which would zero or flip them")
     if states == "fp32":
         return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **fp32_options)
     if fp32_options:
