@@ -47,7 +47,7 @@ my-lessons:
 
 ## make test: install if needed, then every unit test, the browser test and every lesson (quick mode)
 test: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest tests lessons $(NBVAL) -p no:cacheprovider $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests lessons $(NBVAL) -p no:cacheprovider --durations=20 $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest tests -p no:cacheprovider $(PYTEST_ARGS)

@@ -4,8 +4,12 @@
     python benchmarks/fuzz_inputs.py --examples 40   # the large run
 
 Every input is bad by construction: exactly one argument of an otherwise valid call is replaced
-by a value outside its accepted range (wrong type, NaN/inf, negative, too large, an unknown name),
-drawn by hypothesis (derandomized, so a run is reproducible). Each call is classified:
+by a value outside its accepted range (wrong type, NaN/inf, negative, too large, an unknown name,
+a whole object of the wrong kind: a model where a corpus goes, a tensor where a model goes, a
+list of None as energy sources), drawn by hypothesis (derandomized, so a run is reproducible).
+The row "extreme together" holds calls whose arguments are each in range but together are not
+(tokens per batch, parameter counts, an empty validation split, overflowing break-evens,
+lr x weight_decay >= 1). Each call is classified:
 
 - ``clear``: a ValueError or TypeError whose message names the argument;
 - ``unnamed``: a ValueError or TypeError that does not name it;
@@ -87,6 +91,21 @@ def name_not_in(valid):
 def not_a(*_kinds):
     """Objects of the wrong kind for an argument that takes a model, tensor, path or callable."""
     return st.one_of(st.integers(), st.floats(), st.text(max_size=4), st.none(), st.just(object()))
+
+
+def wrong_object(*extra, optional=False, without=()):
+    """Whole objects of the wrong kind that look plausible: a model where a corpus goes, a
+    tensor where a model goes, an optimizer, a dict, a list of None, a class instead of an
+    instance (``extra``: more such objects for this argument; ``without``: kinds that are right
+    for it)."""
+    import torch
+
+    layer = torch.nn.Linear(2, 2)
+    options = [torch.zeros(2, 2), layer, torch.optim.SGD(layer.parameters(), lr=0.1), {"a": 1},
+               [None], [object()], torch.nn.Linear, "model", 3, object(), *extra]
+    if not optional:
+        options.append(None)
+    return st.sampled_from([o for o in options if not (without and isinstance(o, without))])
 
 
 # --- the entry points --------------------------------------------------------------------------
@@ -314,9 +333,288 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
         {"seed": integer(0, 2**32 - 1), "quick": st.one_of(st.integers(), st.text(max_size=2)),
          "device": name_not_in(lambda s: s in ("cpu", "cuda") or s.startswith("cuda:")).filter(lambda v: v is not None)})
     add("config.budget", gl.budget, {"full": 10, "quick": 2}, {"full": st.one_of(st.just(math.nan), st.just(-1)), "quick": st.one_of(st.just(math.nan), st.just(-1))})
+    eps += language_model_entry_points(tmp)
+    eps += other_new_entry_points(tmp)
     add("quiz.load", gl.quiz.__module__ and __import__("greenlab.quiz", fromlist=["load"]).load, {"lesson": "00"},
         {"lesson": name_not_in(lambda s: s in __import__("greenlab.quiz", fromlist=["lessons"]).lessons())})
     return eps
+
+
+
+def language_model_entry_points(tmp: Path) -> list[EntryPoint]:
+    """Entry points of gl.lm, gl.lm_serve, gl.lm_compile, gl.lora and gl.optimizers."""
+    import torch
+
+    from fakes import SlopeSource
+    from greenlab import lm, lm_compile, lm_serve, lora, optimizers
+
+    eps = []
+
+    def add(name, call, base, bad, aliases=None, paths=()):
+        eps.append(EntryPoint(name, call, base, bad, aliases or {}, paths))
+
+    corpus = lm.load_corpus(max_bytes=4096)
+    model = lm.TinyGPT(d_model=8, n_layers=1, n_heads=2, max_seq_len=16)
+    cfg = lm.LMConfig(seq_len=8, batch_size=2, steps=1, eval_every=1, eval_batches=1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = lm.batch(corpus.train, 8, 2)
+    prompts = torch.zeros(1, 2, dtype=torch.long)
+    src = [SlopeSource()]
+    precision = name_not_in(lambda s: s in lm.PRECISIONS)
+
+    add("lm.load_corpus", lm.load_corpus, {"max_bytes": 4096},
+        {"name": name_not_in(lambda s: s in lm.CORPORA), "val_fraction": number(0, 0.5, low_open=True),
+         "max_bytes": integer(1024, 2**31, optional=True)})
+    add("lm.batch", lm.batch, {"data": corpus.train, "seq_len": 8, "batch_size": 2},
+        {"data": wrong_object(), "seq_len": integer(1, corpus.train.numel() - 1), "batch_size": integer(1, 2**31),
+         "generator": wrong_object(optional=True), "device": wrong_object(optional=True)})
+    add("lm.TinyGPT", lm.TinyGPT, {"d_model": 8, "n_layers": 1, "n_heads": 2, "max_seq_len": 16},
+        {"d_model": integer(1, 65536), "n_layers": integer(1, 1024), "n_heads": integer(1, 8),
+         "max_seq_len": integer(1, 2**31), "checkpoint": flag(), "vocab": integer(1, 2**20)})
+    add("lm.LMConfig", lm.LMConfig, {},
+        {"seq_len": integer(1, 2**31), "batch_size": integer(1, 2**31), "steps": integer(1, 2**31),
+         "lr": number(0, 10, low_open=True), "fused": flag(), "precision": precision,
+         "optimizer_states": name_not_in(lambda s: s in ("fp32", "8bit")), "eval_every": integer(1, 2**31),
+         "eval_batches": integer(1, 2**31), "target_loss": number(0, 20, low_open=True, optional=True),
+         "seed": integer(0, 2**63 - 1), "label": st.one_of(st.integers(), st.none(), st.just(object()))})
+    add("lm.evaluate", lm.evaluate, {"model": model, "corpus": corpus, "seq_len": 8, "batches": 1, "batch_size": 2},
+        {"model": wrong_object(), "corpus": wrong_object(corpus.train), "seq_len": integer(1, 16),
+         "batches": integer(1, 2**31), "batch_size": integer(1, 2**31), "seed": integer(0, 2**63 - 1),
+         "precision": precision})
+    add("lm.train_step", lm.train_step, {"model": model, "optimizer": opt, "x": x, "y": y},
+        {"model": wrong_object(), "optimizer": wrong_object(), "x": wrong_object(x.float()),
+         "y": wrong_object(y.float()), "precision": precision})
+    add("lm.train_lm", lm.train_lm, {"model": model, "corpus": corpus, "config": cfg, "sources": src},
+        {"model": wrong_object(), "corpus": wrong_object(corpus.train), "config": wrong_object(optional=True),
+         "device": name_not_in(lambda s: s.strip().lower() == "cpu").filter(lambda v: v is not None),
+         "sources": wrong_object([SlopeSource, None], "rapl", optional=True)})
+    add("lm.compare_lm", lm.compare_lm, {"variants": {"a": cfg}, "model_fn": lambda c: model, "corpus": corpus},
+        {"variants": wrong_object({}, {"a": {"steps": 1}}), "model_fn": wrong_object(torch.zeros(1)),
+         "corpus": wrong_object(), "repeats": integer(1, 1000), "warmup": integer(0, 100),
+         "device": name_not_in(lambda s: s.strip().lower() == "cpu").filter(lambda v: v is not None)})
+    add("lm.joules_per_token", lm.joules_per_token, {"joules": 1.0, "tokens": 10},
+        {"joules": number(0), "tokens": integer(1, 2**62)})
+    add("lm.attention_flops", lm.attention_flops, {"seq_len": 8, "d_model": 8, "n_layers": 1},
+        {"seq_len": integer(1, 2**31), "d_model": integer(1, 2**31), "n_layers": integer(1, 2**31),
+         "batch_size": integer(1, 2**31), "backward": flag()})
+    add("lm.train_step_flops", lm.train_step_flops, {"model": model, "seq_len": 8},
+        {"model": wrong_object(), "seq_len": integer(1, 16), "batch_size": integer(1, 2**31)})
+    add("lm.compile_break_even_steps", lm.compile_break_even_steps,
+        {"compile_seconds": 10.0, "eager_step_seconds": 2.0, "compiled_step_seconds": 1.0},
+        {"compile_seconds": number(0), "eager_step_seconds": number(0, low_open=True),
+         "compiled_step_seconds": number(0, low_open=True)})
+    add("lm_compile.measure_compile", lm_compile.measure_compile,
+        {"model": model, "corpus": corpus, "config": cfg, "steps": 1, "repeats": 1, "sources": src},
+        {"model": wrong_object(), "corpus": wrong_object(corpus.train), "config": wrong_object(optional=True),
+         "steps": integer(1, 100_000), "repeats": integer(1, 1000),
+         "device": name_not_in(lambda s: s.strip().lower() == "cpu").filter(lambda v: v is not None),
+         "sources": wrong_object([None], optional=True),
+         "compile_kwargs": st.one_of(st.integers(), st.text(max_size=2), st.just([("mode", "max")]))})
+    add("lm_serve.generate", lm_serve.generate, {"model": model, "prompts": prompts, "new_tokens": 2},
+        {"model": wrong_object(), "prompts": wrong_object(prompts.float(), prompts[0], prompts + 999, prompts[:0]),
+         "new_tokens": integer(1, 14), "kv_cache": flag()})
+    add("lm_serve.kv_cache_bytes", lm_serve.kv_cache_bytes, {"model": model, "batch_size": 1, "seq_len": 8},
+        {"model": wrong_object(), "batch_size": integer(1, 2**40), "seq_len": integer(1, 2**40),
+         "bytes_per_value": integer(1, 2**40)})
+    add("lm_serve.measure_generation", lm_serve.measure_generation,
+        {"model": model, "prompts": prompts, "new_tokens": 2, "sources": src},
+        {"model": wrong_object(), "prompts": wrong_object(prompts.float()), "new_tokens": integer(1, 14),
+         "kv_cache": flag(), "repeats": integer(1, 10_000), "sources": wrong_object([None], optional=True),
+         "label": st.one_of(st.integers(), st.just(object()), st.just(["a"]))})
+    add("lm_serve.compare_generation", lm_serve.compare_generation,
+        {"setups": {"a": {"model": model, "prompts": prompts, "new_tokens": 2},
+                    "b": {"model": model, "prompts": prompts, "new_tokens": 2}}, "repeats": 1, "sources": src},
+        {"setups": wrong_object({}, {"a": {"model": model}}, {"a": 1, "b": 2}), "repeats": integer(1, 1000),
+         "sources": wrong_object([None], optional=True)})
+    add("lm_serve.quantize_weights_int8", lm_serve.quantize_weights_int8, {"model": model},
+        {"model": wrong_object()})
+    add("lm_serve.weight_bytes", lm_serve.weight_bytes, {"model": model}, {"model": not_a()})  # any module counts
+    add("lm_serve.serving_break_even_tokens", lm_serve.serving_break_even_tokens,
+        {"training_joules": 10.0, "joules_per_generated_token": 0.1},
+        {"training_joules": number(0), "joules_per_generated_token": number(0, low_open=True)})
+    add("lm_serve.generation_flops", lm_serve.generation_flops, {"model": model, "prompts": prompts, "new_tokens": 2},
+        {"model": wrong_object(), "prompts": wrong_object(prompts.float()), "new_tokens": integer(1, 14),
+         "kv_cache": flag()})
+    add("lora.LoRALinear", lora.LoRALinear, {"base": torch.nn.Linear(4, 4)},
+        {"base": wrong_object(torch.nn.Conv2d(1, 1, 1), without=(torch.nn.Linear,)), "rank": integer(1, 4), "alpha": number(0, low_open=True)})
+    add("lora.add_lora", lambda **kw: lora.add_lora(**kw),
+        {"model": lm.TinyGPT(d_model=8, n_layers=1, n_heads=2, max_seq_len=16)},
+        {"model": wrong_object(torch.nn.Sequential()), "rank": integer(1, 2**31), "alpha": number(0, low_open=True)})
+    add("lora.adam_state_bytes", lora.adam_state_bytes, {"trainable_params": 10},
+        {"trainable_params": integer(0, 2**62), "state_bytes_per_value": number(0, 8, low_open=True)})
+    add("optimizers.adamw", optimizers.adamw, {"params": list(model.parameters()), "lr": 1e-3},
+        {"params": wrong_object([], model), "lr": number(0, 10, low_open=True),
+         "states": name_not_in(lambda s: s in optimizers.STATES), "weight_decay": number(0, 1)})
+    add("optimizers.state_bytes", optimizers.state_bytes, {"optimizer": opt},
+        {"optimizer": wrong_object(without=(torch.optim.Optimizer,))})
+    return eps
+
+
+def other_new_entry_points(tmp: Path) -> list[EntryPoint]:
+    """Entry points of gl.datacache, gl.magics, gl.hardware and the energy objects."""
+    import torch
+
+    from fakes import SlopeSource
+    from greenlab import datacache, hardware, magics
+    from greenlab.energy import IdlePower, measure
+
+    eps = []
+
+    def add(name, call, base, bad, aliases=None, paths=()):
+        eps.append(EntryPoint(name, call, base, bad, aliases or {}, paths))
+
+    def dataset_name(s):
+        try:
+            datacache._check_name(s)
+            return True
+        except (ValueError, TypeError):
+            return False
+
+    with measure("fuzz", sources=[SlopeSource()], sync=False) as window:
+        pass
+    result = window.result
+    add("datacache.status", datacache.status, {"name": "fashion-mnist", "root": tmp / "cache"},
+        {"name": name_not_in(dataset_name), "root": st.one_of(st.integers(), st.just(object()), st.just(["a"]))},
+        aliases={"name": ["dataset"]})
+    add("datacache.ensure", datacache.ensure, {"name": "fashion-mnist", "root": tmp / "cache", "network": False},
+        {"name": name_not_in(dataset_name), "root": st.one_of(st.integers(), st.just(object())),
+         "network": flag(), "timeout_s": number(0, 600, low_open=True), "progress": flag()},
+        aliases={"name": ["dataset"]})
+    add("datacache.fetch", datacache.fetch, {"name": "fashion-mnist", "root": tmp / "cache"},
+        {"name": name_not_in(dataset_name), "timeout_s": number(0, 600, low_open=True), "progress": flag()},
+        aliases={"name": ["dataset"]})
+    add("datacache.folder", datacache.folder, {"name": "fashion-mnist", "root": tmp / "cache"},
+        {"name": name_not_in(dataset_name), "root": st.one_of(st.integers(), st.just(object()))},
+        aliases={"name": ["dataset"]})
+    add("datacache.policy", datacache.policy, {}, {"download": st.one_of(st.integers(), st.text(max_size=2))})
+    add("magics.readout", magics.readout, {"result": result},
+        {"result": wrong_object(), "region": name_not_in(_region_ok), "pue": number(1, optional=True)})
+    add("magics.one_line", magics.one_line, {"result": result},
+        {"result": wrong_object(), "region": name_not_in(_region_ok), "pue": number(1, optional=True)})
+    meter_lines = st.one_of(st.sampled_from(["", "maybe", "on --pue", "on --pue x", "on --region", "on --x 1",
+                                             "on 'open", "on --region NOWHERE", "on --pue 0.5", "on off"]),
+                            st.integers(), st.none())
+    add("magics %energy_meter", lambda line: magics._parse(line, cell=False), {"line": "on"},
+        {"line": meter_lines}, aliases={"line": ["usage"]})
+    cell_lines = st.one_of(st.sampled_from(["--attribution both", "--label", "--pue x", "extra", "--region XX",
+                                            "--pue -1", "'open"]), st.integers())
+    add("magics %%energy", lambda line: magics._parse(line, cell=True), {"line": ""},
+        {"line": cell_lines}, aliases={"line": ["usage"]})
+    add("hardware.doctor", hardware.doctor, {"rapl_root": tmp / "none", "environ": {}},
+        {"print_table": flag(), "environ": st.one_of(st.integers(), st.text(max_size=2), st.just([("a", "b")]))})
+    add("hardware.precision_support", hardware.precision_support, {"precision": "bf16", "cpu_flags": set()},
+        {"precision": name_not_in(lambda s: s in ("fp32", "bf16", "fp16")),
+         "device": name_not_in(lambda s: s.strip().lower() in ("cpu", "mps") or s.lower().startswith("cuda")),
+         "environ": st.one_of(st.integers(), st.text(max_size=2)),
+         "cpu_flags": st.one_of(st.integers(), st.text(max_size=2), st.just([1, 2])),
+         "cuda_capability": st.one_of(st.integers(), st.text(max_size=2), st.just((8,)), st.just(("a", "b")))})
+    add("hardware.native_precisions", hardware.native_precisions, {"device": "cpu", "cpu_flags": set()},
+        {"device": name_not_in(lambda s: s.strip().lower() in ("cpu", "mps") or s.lower().startswith("cuda"))})
+    add("hardware.cuda_tensor_cores", hardware.cuda_tensor_cores, {"cuda_capability": (8, 0)},
+        {"cuda_capability": st.one_of(st.integers(), st.text(max_size=2), st.just((8,)), st.just(("a", "b")),
+                                      st.just(object()))})
+    add("energy.measure", lambda **kw: measure("fuzz", sync=False, **kw), {"sources": [SlopeSource()]},
+        {"sources": wrong_object([SlopeSource, 1], "rapl", SlopeSource()),
+         "idle": wrong_object({"cpu": 1.0}, optional=True), "gpus": st.one_of(st.text(max_size=3), st.just([-1]), st.just(1.5)),
+         "attribution": name_not_in(lambda s: s in ("process", "machine"))})
+    add("energy.IdlePower", IdlePower, {"watts_by_component": {"cpu": 5.0}, "seconds": 1.0},
+        {"watts_by_component": st.one_of(wrong_object(without=(dict,)), st.just({"cpu": math.nan}), st.just({"cpu": -1.0}),
+                                         st.just({"cpu": "5"}), st.just({"": 1.0}), st.just({1: 1.0})),
+         "seconds": number(0)})
+    add("energy.PowerMonitor(sources)", gl_power_monitor, {"sources": [SlopeSource()]},
+        {"sources": wrong_object([SlopeSource], "rapl", SlopeSource(), optional=True)})  # None: this machine's
+    return eps
+
+
+def gl_power_monitor(**kw):
+    """Build and start a PowerMonitor, and stop it again (a refused one never starts)."""
+    from greenlab.energy import PowerMonitor
+
+    return PowerMonitor(**kw).start().stop()
+
+
+# --- inputs valid one by one, extreme together ------------------------------------------------
+
+@dataclass
+class Combo:
+    """A call whose arguments are each in range but together are not: a clear refusal names
+    one of ``names``."""
+
+    name: str
+    call: object
+    kwargs: dict
+    names: tuple
+
+
+def combos(tmp: Path) -> list[Combo]:
+    """The extreme-together calls: memory or work that would not fit, splits left empty,
+    figures that overflow, settings that make training diverge by construction."""
+    import torch
+
+    from fakes import SlopeSource
+    from greenlab import lm, lm_serve, optimizers
+    from greenlab.energy import PowerMonitor
+
+    corpus = lm.load_corpus(max_bytes=4096)
+    model = lm.TinyGPT(d_model=8, n_layers=1, n_heads=2, max_seq_len=16)
+    params = list(torch.nn.Linear(2, 2).parameters())
+    big = lm.MAX_COUNT
+    out = [
+        Combo("lm.batch: seq_len x batch_size too large", lm.batch,
+              {"data": corpus.train, "seq_len": corpus.train.numel() - 1, "batch_size": big}, ("seq_len", "batch_size")),
+        Combo("lm.evaluate: batch_size x seq_len too large", lm.evaluate,
+              {"model": model, "corpus": corpus, "seq_len": 16, "batch_size": big}, ("seq_len", "batch_size")),
+        Combo("lm.evaluate: seq_len beyond the model's max_seq_len", lm.evaluate,
+              {"model": model, "corpus": corpus, "seq_len": 64, "batch_size": 2}, ("seq_len",)),
+        Combo("lm.LMConfig: tokens per step too large", lm.LMConfig,
+              {"seq_len": big, "batch_size": big}, ("seq_len", "batch_size")),
+        Combo("lm.TinyGPT: d_model x n_layers too many parameters", lm.TinyGPT,
+              {"d_model": 65536, "n_layers": 1024, "n_heads": 1}, ("d_model", "n_layers")),
+        Combo("lm.TinyGPT: max_seq_len x d_model too many parameters", lm.TinyGPT,
+              {"d_model": 4096, "max_seq_len": big, "n_heads": 1}, ("d_model", "max_seq_len")),
+        Combo("lm.load_corpus: max_bytes x val_fraction leaves no validation split", lm.load_corpus,
+              {"max_bytes": 1024, "val_fraction": 1e-6}, ("val_fraction", "max_bytes")),
+        Combo("lm.train_lm: seq_len beyond the model's max_seq_len", lm.train_lm,
+              {"model": model, "corpus": corpus, "config": lm.LMConfig(seq_len=64, steps=1), "sources": [SlopeSource()]},
+              ("seq_len",)),
+        Combo("lm_serve.generate: prompt + new_tokens beyond max_seq_len", lm_serve.generate,
+              {"model": model, "prompts": torch.zeros(1, 10, dtype=torch.long), "new_tokens": 10}, ("new_tokens",)),
+        Combo("lm.compile_break_even_steps: overflows", lm.compile_break_even_steps,
+              {"compile_seconds": 1e308, "eager_step_seconds": 2e-300, "compiled_step_seconds": 1e-300},
+              ("compile_seconds", "step_seconds")),
+        Combo("lm_serve.serving_break_even_tokens: overflows", lm_serve.serving_break_even_tokens,
+              {"training_joules": 1e308, "joules_per_generated_token": 1e-308},
+              ("training_joules", "joules_per_generated_token")),
+        Combo("optimizers.adamw: lr x weight_decay >= 1 flips the weights' sign", optimizers.adamw,
+              {"params": params, "lr": 10.0, "weight_decay": 0.5}, ("lr", "weight_decay")),
+        Combo("PowerMonitor: hz x window_s too many samples", PowerMonitor,
+              {"hz": 1000, "window_s": 1001, "sources": [SlopeSource()]}, ("hz", "window_s")),
+    ]
+    return out
+
+
+def fuzz_combos(tmp: Path, examples: int = 6) -> list:
+    """[(combo name, outcome, detail)] for every :func:`combos` call, then ``examples`` drawn
+    pairs (seq_len, batch_size), each within its own range, whose product is too many tokens."""
+    from greenlab import lm
+
+    rows = []
+    for combo in combos(tmp):
+        ep = EntryPoint(combo.name, combo.call, {}, {}, {"_": list(combo.names)})
+        rows.append((combo.name, *classify_call(ep, combo.kwargs, list(combo.names))))
+    sizes = st.tuples(st.integers(1, lm.MAX_COUNT), st.integers(1, lm.MAX_COUNT)).filter(
+        lambda p: p[0] * p[1] > lm.MAX_TOKENS_PER_BATCH)
+    ep = EntryPoint("lm.LMConfig(seq_len x batch_size)", lm.LMConfig, {}, {})
+
+    @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck), phases=("generate",))
+    @given(sizes)
+    def run(pair):
+        kwargs = {"seq_len": pair[0], "batch_size": pair[1]}
+        rows.append((f"{ep.name} {pair}", *classify_call(ep, kwargs, ["seq_len", "batch_size"])))
+
+    run()
+    return rows
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -325,18 +623,24 @@ def classify(ep: EntryPoint, arg: str, value) -> tuple[str, str]:
     """(outcome, detail) of calling ``ep`` with ``arg`` replaced by ``value``."""
     kwargs = dict(ep.base)
     kwargs[arg] = value
+    return classify_call(ep, kwargs, [arg] + list(ep.aliases.get(arg, [])),
+                         path=str(value) if arg in ep.paths else None)
+
+
+def classify_call(ep: EntryPoint, kwargs: dict, names: list, path: str | None = None) -> tuple[str, str]:
+    """(outcome, detail) of ``ep.call(**kwargs)``: clear when the error names one of ``names``
+    (or, for a path argument, an OSError names ``path``)."""
     with warnings.catch_warnings(), _time_limit(CALL_LIMIT_S):
         warnings.simplefilter("ignore")
         try:
             ep.call(**kwargs)
         except (ValueError, TypeError) as exc:
             text = str(exc).lower()
-            names = [arg] + list(ep.aliases.get(arg, []))
             if any(n.lower() in text for n in names):
                 return "clear", ""
             return "unnamed", f"{type(exc).__name__}: {exc}"
         except OSError as exc:  # right for a path that cannot be used, when it names the path
-            if arg in ep.paths and str(value) in str(exc):
+            if path is not None and path in str(exc):
                 return "clear", ""
             return "wrong-type", f"{type(exc).__name__}: {exc}"
         except _TookTooLong:
@@ -376,16 +680,45 @@ def _time_limit(seconds):
 
 
 def fuzz(examples: int, tmp: Path, only: str | None = None) -> dict:
-    """Run ``examples`` bad inputs per entry point; returns {entry point: [(arg, value, outcome, detail)]}."""
+    """Run ``examples`` bad inputs per entry point, then every extreme-together call (as the
+    entry point "extreme together"); returns {entry point: [(arg, value, outcome, detail)]}."""
     record: dict = {}
-    for ep in entry_points(tmp):
-        if only and only not in ep.name:
-            continue
-        rows = record.setdefault(ep.name, [])
-        arg_value = st.sampled_from(sorted(ep.bad)).flatmap(lambda a, ep=ep: st.tuples(st.just(a), ep.bad[a]))
+    with _offline():
+        for ep in entry_points(tmp):
+            if only and only not in ep.name:
+                continue
+            rows = record.setdefault(ep.name, [])
+            arg_value = st.sampled_from(sorted(ep.bad)).flatmap(lambda a, ep=ep: st.tuples(st.just(a), ep.bad[a]))
 
-        _run_one(ep, rows, arg_value, examples)
+            _run_one(ep, rows, arg_value, examples)
+        if not only or only in "extreme together":
+            record["extreme together"] = [("several", name, outcome, detail)
+                                          for name, outcome, detail in fuzz_combos(tmp, examples)]
     return record
+
+
+@contextlib.contextmanager
+def _offline():
+    """Dataset downloads go to a port nothing listens on, so a bad input that slips through
+    fails at once instead of downloading."""
+    import socket
+
+    import torchvision
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    saved = {cls: (cls.mirrors, getattr(cls, "url", None))
+             for cls in (torchvision.datasets.FashionMNIST, torchvision.datasets.CIFAR10) if hasattr(cls, "mirrors")}
+    cifar_url = torchvision.datasets.CIFAR10.url
+    try:
+        torchvision.datasets.FashionMNIST.mirrors = [url]
+        torchvision.datasets.CIFAR10.url = url + "cifar-10-python.tar.gz"
+        yield
+    finally:
+        for cls, (mirrors, _) in saved.items():
+            cls.mirrors = mirrors
+        torchvision.datasets.CIFAR10.url = cifar_url
 
 
 def _run_one(ep, rows, arg_value, examples):

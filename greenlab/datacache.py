@@ -112,8 +112,11 @@ def ensure(name: str, root=None, network: bool = True, timeout_s: float = TIMEOU
     network), and, when ``network``, missing or corrupt files downloaded and checked. Returns
     the final ``Status`` (not usable when ``network`` is False and files are missing); raises
     ``FetchError`` when a download was tried and failed."""
+    from greenlab.validation import flag
+
     key, root = _check_name(name), _root(root)
     _check_timeout(timeout_s)
+    network, progress = flag("network", network), flag("progress", progress)
     found = _check(key, root, repair=False)
     if found.usable:  # files staged without their archives are used as they are
         return found
@@ -470,7 +473,7 @@ def _tv_class(key: str):
 def _check_name(name) -> str:
     from greenlab.data import _canonical
 
-    key = _canonical(name) if isinstance(name, str) else name
+    key = _canonical(name) if isinstance(name, str) else None
     if key not in TORCHVISION:
         raise ValueError(f"dataset name must be one of {', '.join(NAMES)}, got {name!r}")
     return key
@@ -478,6 +481,11 @@ def _check_name(name) -> str:
 
 def _root(root) -> Path:
     if root is not None:
+        if not isinstance(root, (str, os.PathLike)):
+            from greenlab.validation import ArgumentTypeError
+
+            raise ArgumentTypeError(f"root must be a folder path (str or pathlib.Path) or None, "
+                                    f"got {type(root).__name__}")
         return Path(root).expanduser()
     from greenlab import config
 

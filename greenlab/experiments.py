@@ -64,6 +64,16 @@ class Stat:
             return None
         return max(0.0, self.mean - self.ci95), self.mean + self.ci95
 
+    @property
+    def clipped(self) -> bool:
+        """True when :meth:`interval`'s low end was raised to 0 (mean - half-width < 0)."""
+        return self.interval() is not None and self.mean - self.ci95 < 0
+
+
+CLIPPED_NOTE = ("* a low end shown as 0 is clipped: the interval (mean +- 95% half-width) reached "
+                "below zero, which energy and time cannot; it says the runs spread widely (more "
+                "repeats narrow it), not that 0 is a possible value")
+
 
 @dataclasses.dataclass
 class Paired:
@@ -352,10 +362,13 @@ class Comparison:
                 "variant": n, "runs": len(self.runs[n]),
                 "accuracy": s["final_accuracy"].mean, "val_accuracy": s["val_accuracy"].mean,
                 "seconds": s["seconds"].mean, "seconds_interval": s["seconds"].interval(),
+                "seconds_interval_clipped": s["seconds"].clipped,
                 "joules": s["joules"].mean, "joules_interval": s["joules"].interval(),
+                "joules_interval_clipped": s["joules"].clipped,
                 "seconds_to_target": s["seconds_to_target"].mean,
                 "joules_to_target": s["joules_to_target"].mean,
                 "joules_to_target_interval": s["joules_to_target"].interval(),
+                "joules_to_target_interval_clipped": s["joules_to_target"].clipped,
                 "reached_target": f"{s['joules_to_target'].n}/{len(self.runs[n])}" if self.target else None,
                 "samples_per_second": s["samples_per_second"].mean,
                 "energy_ratio": q["joules"], "time_ratio": q["seconds"],
@@ -388,8 +401,10 @@ class Comparison:
         for row in self.table():
             lines.append([
                 row["variant"], str(row["runs"]), _pct(row["accuracy"]),
-                _ci(row["seconds"], row["seconds_interval"]), _ci(row["joules"], row["joules_interval"]),
-                _ci(row["joules_to_target"], row["joules_to_target_interval"]) if self.target else "-",
+                _ci(row["seconds"], row["seconds_interval"], row["seconds_interval_clipped"]),
+                _ci(row["joules"], row["joules_interval"], row["joules_interval_clipped"]),
+                _ci(row["joules_to_target"], row["joules_to_target_interval"],
+                    row["joules_to_target_interval_clipped"]) if self.target else "-",
                 _num(row["samples_per_second"]), row["energy_vs_baseline"] or "(baseline)"])
         return lines
 
@@ -417,9 +432,10 @@ class Comparison:
         specs = [(energy_metric, "energy (J)" + (" to target" if to_target else "")),
                  (time_metric, "time (s)" + (" to target" if to_target else ""))]
         for a, (metric, label) in zip(axes, specs):
-            means, lows, highs, missing = [], [], [], False
+            means, lows, highs, missing, clipped = [], [], [], False, False
             for n in self.names:
                 st = self.stats[n][metric]
+                clipped = clipped or st.clipped
                 mean = st.mean or 0.0
                 iv = st.interval()
                 missing = missing or iv is None
@@ -429,6 +445,8 @@ class Comparison:
             a.bar(self.names, means, yerr=None if missing else [lows, highs], capsize=4, color="#4c9a6a")
             a.set_ylabel(label + (" [estimate]" if self.estimated and "J" in label else ""))
             note = "no intervals: too few repeats" if missing else "95% intervals"
+            if clipped and not missing:
+                note += "\n(a bar reaching 0 is clipped there: wide spread, not a possible 0)"
             a.set_title(f"{label}, mean of {self.repeats} run(s); {note}", fontsize=9)
         return axes
 
@@ -493,7 +511,11 @@ class Comparison:
             cut = ", ".join(f"{n} (repeat {r + 1}, {res.status})" for n, r, res in self.partial) or "none"
             stop = (f"; INTERRUPTED after {self.repeats} of {self.requested_repeats} repeats, "
                     f"cut short and left out: {cut}")
-        return (f"{spread}; verdicts vs {self.baseline} from per-repeat ratios{tgt}{est}{stop}")
+        clipped = ""
+        if any(self.stats[n][m].clipped for n in self.names
+               for m in ("seconds", "joules", "joules_to_target")):
+            clipped = "; " + CLIPPED_NOTE
+        return (f"{spread}; verdicts vs {self.baseline} from per-repeat ratios{tgt}{est}{stop}{clipped}")
 
 
 @dataclasses.dataclass
@@ -723,9 +745,11 @@ def _num(x, digits=4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
-def _ci(mean, interval) -> str:
+def _ci(mean, interval, clipped: bool = False) -> str:
+    """"mean (low–high)"; a low end clipped at 0 is marked "0*" (see CLIPPED_NOTE)."""
     if mean is None:
         return "-"
     if interval is None:
         return f"{mean:.4g}"
-    return f"{mean:.4g} ({interval[0]:.3g}–{interval[1]:.3g})"
+    low = "0*" if clipped else f"{interval[0]:.3g}"
+    return f"{mean:.4g} ({low}–{interval[1]:.3g})"

@@ -22,6 +22,10 @@ def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=
     ``nvml_module``, ``rapl_root`` and ``environ`` replace the real NVML, powercap tree and
     environment (for tests).
     """
+    from greenlab import validation
+
+    validation.flag("print_table", print_table)
+    _check_environ(environ)
     env = os.environ if environ is None else environ
     found = discover(nvml_module, rapl_root, env, gpus="all")  # describe every visible GPU
     lib = _nvml.get_nvml(nvml_module)
@@ -206,8 +210,13 @@ def precision_support(precision: str, device: str = "cpu", environ=None, cpu_fla
     ``environ``, ``cpu_flags`` (a set of flag names) and ``cuda_capability`` ((major, minor))
     replace the real ones, for tests.
     """
-    if precision not in _PRECISIONS:
+    if not isinstance(precision, str) or precision not in _PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}, got {precision!r}")
+    _check_environ(environ)
+    if cpu_flags is not None and (isinstance(cpu_flags, (str, bytes)) or not hasattr(cpu_flags, "__iter__")
+                                  or not all(isinstance(f, str) for f in cpu_flags)):
+        raise ValueError(f"cpu_flags must be a set of CPU flag names (strings) or None, got {cpu_flags!r}")
+    _check_capability(cuda_capability)
     if not isinstance(device, str) or not device:
         raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
     kind = device.split(":", 1)[0].lower()
@@ -231,8 +240,27 @@ def native_precisions(device: str = "cpu", **kwargs) -> dict:
 
 def cuda_tensor_cores(device: str = "cuda", cuda_capability=None) -> bool:
     """True when the CUDA GPU has tensor cores (compute capability 7.0, Volta, or newer)."""
+    _check_capability(cuda_capability)
     cap = cuda_capability if cuda_capability is not None else _cuda_capability(device)
     return cap is not None and tuple(cap) >= (7, 0)
+
+
+def _check_environ(environ) -> None:
+    from collections.abc import Mapping
+
+    if environ is not None and not isinstance(environ, Mapping):
+        raise ValueError(f"environ must be a mapping of environment variables (like os.environ) or None, "
+                         f"got {type(environ).__name__}")
+
+
+def _check_capability(cuda_capability) -> None:
+    if cuda_capability is None:
+        return
+    ok = isinstance(cuda_capability, (tuple, list)) and len(cuda_capability) == 2 and all(
+        isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 100 for c in cuda_capability)
+    if not ok:
+        raise ValueError(f"cuda_capability must be (major, minor) integers such as (8, 0), or None, "
+                         f"got {cuda_capability!r}")
 
 
 def _cpu_info() -> dict:

@@ -23,6 +23,8 @@ A class board: the instructor points every learner at one shared folder (a Jupyt
 directory) with ``GREENLAB_LEADERBOARD_DIR=/srv/class/board`` (or ``gl.Leaderboard("/srv/class/board")``);
 each entry records its author (``GREENLAB_AUTHOR``, else JupyterHub's user, else the login name),
 and ``greenlab leaderboard show --dir /srv/class/board`` prints it from a shell.
+``add_result`` keeps failed submissions off the board (a run interrupted, diverged or short of
+its target): it returns their entry unsaved, with the reason.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ DIR_ENV = "GREENLAB_LEADERBOARD_DIR"
 AUTHOR_ENV = "GREENLAB_AUTHOR"
 FILE_NAME = "leaderboard.json"
 SHARED_MODE = 0o664
+FAILED_STATUSES = ("interrupted", "diverged")  # gl.train statuses of a run that did not finish
 
 
 class LeaderboardError(ValueError):
@@ -74,7 +77,7 @@ class Leaderboard:
             seconds_to_target: float | None = None, co2e_g: float | None = None,
             region: str = "WORLD", estimated: bool | None = None, sources: dict | None = None,
             provenance: dict | None = None, note: str = "", problems=None,
-            author: str | None = None) -> dict:
+            author: str | None = None, save: bool = True) -> dict:
         """Add one entry and save. Energy in joules (whole run), time in seconds, accuracy in
         [0, 1]. ``target_reached`` is ``accuracy >= target_accuracy``; without a
         ``joules_to_target`` a run that reached its target counts its whole energy.
@@ -82,7 +85,10 @@ class Leaderboard:
         ``region`` when not given. ``estimated``/``sources``/``provenance`` say where the energy
         figure comes from (CPU figures without RAPL are estimates). ``problems``: what the
         energy figure is missing (from ``RunResult.problems``); such an entry is marked
-        incomplete, its energy a lower bound. ``author`` defaults to :func:`default_author`."""
+        incomplete, its energy a lower bound. ``author`` defaults to :func:`default_author`.
+        ``save=False`` checks and returns the entry without writing it."""
+        if not isinstance(save, bool):
+            raise ValueError(f"save must be True or False, got {save!r}")
         if not isinstance(name, str) or not name.strip():
             raise ValueError("name must be a non-empty string")
         if author is None:
@@ -140,6 +146,8 @@ class Leaderboard:
             json.dumps(entry, allow_nan=False)  # plain data only, before anything is written
         except (TypeError, ValueError) as exc:
             raise ValueError(f"sources/provenance must hold plain JSON data: {exc}") from None
+        if not save:
+            return entry
         with locked(self.path):  # read, extend and write as one step for every process
             entries = self.entries()
             entry = {"id": max((e.get("id", 0) for e in entries), default=0) + 1, **entry}
@@ -149,18 +157,30 @@ class Leaderboard:
     def add_result(self, name: str, result, target_accuracy: float | None = None, note: str = "",
                    author: str | None = None) -> dict:
         """Add a ``RunResult`` from ``gl.train``: its energy, time, CO2e, accuracy, target and
-        provenance (``target_accuracy`` defaults to the one in its config)."""
+        provenance (``target_accuracy`` defaults to the one in its config).
+
+        A failed submission is not kept on the board: a run that was interrupted or diverged,
+        or that missed the target it was given. Its entry is returned with ``saved`` False and
+        ``why``, and the file is left as it was; every other entry comes back with ``saved`` True."""
         config = getattr(result, "config", {}) or {}
         target = target_accuracy if target_accuracy is not None else config.get("target_accuracy")
         accuracy = result.final_accuracy if result.final_accuracy is not None else 0.0
         best = result.best_accuracy if result.best_accuracy is not None else accuracy
-        return self.add(name, joules=result.joules, seconds=result.seconds, accuracy=best,
+        status = getattr(result, "status", "completed")
+        why = ""
+        if status in FAILED_STATUSES:
+            why = f"the run ended {status}, so it is not a submission"
+        elif target is not None and result.joules_to_target is None and best < target:
+            why = (f"the run did not reach its target accuracy ({best:.1%} < {target:.1%}); "
+                   "a run that reaches it is added")
+        entry = self.add(name, save=not why, joules=result.joules, seconds=result.seconds, accuracy=best,
                         target_accuracy=target, joules_to_target=result.joules_to_target,
                         seconds_to_target=result.seconds_to_target, co2e_g=result.co2e_g,
                         region=getattr(result, "region", "WORLD"), estimated=result.estimated,
                         sources=result.sources, provenance=result.provenance,
-                        note=note or f"status {result.status}",
+                        note=note or f"status {status}",
                         problems=getattr(result, "problems", None), author=author)
+        return {**entry, "saved": not why, "why": why}
 
     # --- reading ---
     def entries(self) -> list[dict]:

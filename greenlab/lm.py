@@ -34,6 +34,8 @@ STDLIB_MODULES = ("bisect", "calendar", "csv", "dataclasses", "difflib", "enum",
                   "heapq", "json.decoder", "json.encoder", "shlex", "statistics", "string", "textwrap")
 PRECISIONS = ("fp32", "bf16")
 MAX_COUNT = 2**31
+MAX_TOKENS_PER_BATCH = 2**27  # seq_len x batch_size: 1 GiB of int64 ids, far beyond a lesson's batch
+MAX_PARAMS = 2**31  # parameters of a TinyGPT: 8 GiB in fp32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +78,9 @@ def load_corpus(name: str = "pydoc-topics", val_fraction: float = 0.1, max_bytes
     validation.choice("name", name, CORPORA)
     val_fraction = validation.number("val_fraction", val_fraction, low=0, high=0.5, low_open=True)
     max_bytes = validation.integer("max_bytes", max_bytes, low=1024, high=MAX_COUNT, allow_none=True)
+    if max_bytes is not None and max_bytes - int(max_bytes * (1 - val_fraction)) < 2:
+        raise ValueError(f"val_fraction {val_fraction:g} of max_bytes {max_bytes} leaves fewer than 2 bytes "
+                         "for validation (one input and its target): raise one of them")
     import sys
 
     if name == "pydoc-topics":
@@ -102,8 +107,14 @@ def load_corpus(name: str = "pydoc-topics", val_fraction: float = 0.1, max_bytes
 def batch(data: torch.Tensor, seq_len: int, batch_size: int, generator: torch.Generator | None = None,
           device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """``batch_size`` random windows of ``seq_len`` bytes: inputs and next-byte targets (int64)."""
+    validation.tensor("data", data, dims=1, integer=True)
     seq_len = validation.integer("seq_len", seq_len, low=1, high=len(data) - 1)
     batch_size = validation.integer("batch_size", batch_size, low=1, high=MAX_COUNT)
+    _check_tokens(seq_len, batch_size)
+    if device is not None:
+        validation.device("device", device)
+    if generator is not None:
+        validation.instance("generator", generator, torch.Generator, "a torch.Generator or None")
     start = torch.randint(0, len(data) - seq_len, (batch_size,), generator=generator)
     idx = start[:, None] + torch.arange(seq_len + 1)
     chunk = data[idx].long()
@@ -145,12 +156,18 @@ class TinyGPT(nn.Module):
     def __init__(self, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, max_seq_len: int = 256,
                  checkpoint: bool = False, vocab: int = VOCAB):
         super().__init__()
+        vocab = validation.integer("vocab", vocab, low=1, high=2**20)
         d_model = validation.integer("d_model", d_model, low=1, high=65536)
         n_heads = validation.integer("n_heads", n_heads, low=1, high=d_model)
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be a multiple of n_heads ({n_heads})")
         validation.integer("n_layers", n_layers, low=1, high=1024)
         validation.integer("max_seq_len", max_seq_len, low=1, high=MAX_COUNT)
+        params = 12 * n_layers * d_model**2 + (vocab + max_seq_len) * d_model
+        if params > MAX_PARAMS:
+            raise ValueError(f"d_model {d_model}, n_layers {n_layers}, max_seq_len {max_seq_len} and vocab "
+                             f"{vocab} make about {params:.3g} parameters, more than {MAX_PARAMS:.3g} "
+                             "(8 GiB in fp32): choose smaller sizes")
         self.checkpoint = validation.flag("checkpoint", checkpoint)
         self.max_seq_len = max_seq_len
         self.d_model, self.n_layers, self.n_heads = d_model, n_layers, n_heads
@@ -220,6 +237,7 @@ class LMConfig:
                                     low_open=True, allow_none=True)
         self.seed = v.integer("seed", self.seed, low=0, high=2**63 - 1)
         v.text("label", self.label)
+        _check_tokens(self.seq_len, self.batch_size)
 
     @property
     def tokens_per_step(self) -> int:
@@ -278,6 +296,30 @@ class LMRun:
         return line
 
 
+def _check_tokens(seq_len: int, batch_size: int) -> None:
+    """ValueError naming both when ``seq_len`` x ``batch_size`` is beyond MAX_TOKENS_PER_BATCH."""
+    if seq_len * batch_size > MAX_TOKENS_PER_BATCH:
+        raise ValueError(f"seq_len x batch_size = {seq_len} x {batch_size} tokens per batch is more than "
+                         f"{MAX_TOKENS_PER_BATCH:,}: lower one of them")
+
+
+def _check_language_model(model) -> None:
+    """TypeError naming ``model`` unless it is a module that reads byte ids (it has ``max_seq_len``)."""
+    validation.module("model", model)
+    if not isinstance(getattr(model, "max_seq_len", None), int):
+        raise validation.ArgumentTypeError(
+            f"model must be a greenlab.lm.TinyGPT or a language model like it (byte ids in, logits out, "
+            f"with max_seq_len), got {type(model).__name__}")
+
+
+def _check_model_and_corpus(model, corpus) -> None:
+    """TypeError naming ``model`` or ``corpus`` when either is of the wrong kind."""
+    _check_language_model(model)
+    if next(model.parameters(), None) is None:
+        raise ValueError("model has no parameters: expected a greenlab.lm.TinyGPT or a model like it")
+    validation.instance("corpus", corpus, Corpus, "a greenlab.lm.Corpus (greenlab.lm.load_corpus())")
+
+
 def joules_per_token(joules: float, tokens: int) -> float:
     """Energy per token, joules. ``tokens`` must be a positive integer."""
     tokens = validation.integer("tokens", tokens, low=1, high=2**62)
@@ -289,6 +331,13 @@ def evaluate(model: nn.Module, corpus: Corpus, seq_len: int, batches: int = 4, b
              seed: int = 1234, precision: str = "fp32") -> float:
     """Mean validation loss (nats per byte) on ``batches`` fixed windows of the validation split
     (the same windows for every call with the same arguments)."""
+    _check_model_and_corpus(model, corpus)
+    batches = validation.integer("batches", batches, low=1, high=MAX_COUNT)
+    seed = validation.integer("seed", seed, low=0, high=2**63 - 1)
+    validation.choice("precision", precision, PRECISIONS)
+    seq_len = validation.integer("seq_len", seq_len, low=1, high=getattr(model, "max_seq_len", MAX_COUNT))
+    batch_size = validation.integer("batch_size", batch_size, low=1, high=MAX_COUNT)
+    _check_tokens(seq_len, batch_size)
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     was_training = model.training
@@ -317,6 +366,15 @@ def train_step(model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tensor, pr
                ) -> torch.Tensor:
     """One optimizer step on the batch ``x``, ``y`` ("bf16": the forward pass under autocast);
     returns the loss tensor (not synchronised: reading it waits for the device)."""
+    validation.module("model", model)
+    validation.instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    if not any(id(p) in held for p in model.parameters()):
+        raise ValueError("optimizer must hold the model's parameters (build it from model.parameters()); "
+                         "this one updates none of them")
+    validation.tensor("x", x, dims=2, integer=True)
+    validation.tensor("y", y, dims=2, integer=True)
+    validation.choice("precision", precision, PRECISIONS)
     with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
         loss = lm_loss(model, x, y)
     loss.backward()
@@ -338,13 +396,11 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     from greenlab.train import _Meter, provenance
 
     cfg = config if config is not None else LMConfig()
-    if not isinstance(cfg, LMConfig):
-        raise ValueError(f"config must be a greenlab.lm.LMConfig, got {type(cfg).__name__}")
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    validation.instance("config", cfg, LMConfig, "a greenlab.lm.LMConfig")
+    _check_model_and_corpus(model, corpus)
     if cfg.seq_len > getattr(model, "max_seq_len", cfg.seq_len):
         raise ValueError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {model.max_seq_len}")
-    dev = torch.device(device if device is not None else gl_config.device())
+    dev = validation.device("device", device) if device is not None else torch.device(gl_config.device())
     if sources is None:
         sources = default_sources(gpus=[dev.index or 0] if dev.type == "cuda" else [])
     model = model.to(dev).train()
@@ -390,10 +446,15 @@ def compare_lm(variants: dict, model_fn, corpus: Corpus, repeats: int = 3, warmu
     from greenlab.experiments import Comparison
 
     if not isinstance(variants, dict) or not variants:
-        raise ValueError("variants must be a non-empty dict {name: LMConfig}")
+        raise validation.ArgumentTypeError("variants must be a non-empty dict {name: LMConfig}")
+    if not callable(model_fn) or isinstance(model_fn, type):
+        raise validation.ArgumentTypeError(f"model_fn must be a function config -> model, got {type(model_fn).__name__}")
+    validation.instance("corpus", corpus, Corpus, "a greenlab.lm.Corpus (greenlab.lm.load_corpus())")
+    if device is not None:
+        validation.device("device", device)
     for name, cfg in variants.items():
         if not isinstance(cfg, LMConfig):
-            raise ValueError(f"variant {name!r} must be a greenlab.lm.LMConfig, got {type(cfg).__name__}")
+            raise validation.ArgumentTypeError(f"variants[{name!r}] must be a greenlab.lm.LMConfig, got {type(cfg).__name__}")
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
     warmup = validation.integer("warmup", warmup, low=0, high=100)
     names = list(variants)
@@ -425,6 +486,9 @@ def train_step_flops(model: nn.Module, seq_len: int, batch_size: int = 1) -> dic
     attention is the scaled-dot-product attention (the L-squared part)."""
     from torch.utils.flop_counter import FlopCounterMode
 
+    _check_language_model(model)
+    seq_len = validation.integer("seq_len", seq_len, low=1, high=getattr(model, "max_seq_len", MAX_COUNT))
+    batch_size = validation.integer("batch_size", batch_size, low=1, high=MAX_COUNT)
     dev = next(model.parameters()).device
     x = torch.zeros(batch_size, seq_len, dtype=torch.long, device=dev)
     counter = FlopCounterMode(display=False, custom_mapping=_sdpa_cpu_formulas())
@@ -466,6 +530,7 @@ def attention_flops(seq_len: int, d_model: int, n_layers: int, batch_size: int =
     for name, value in (("seq_len", seq_len), ("d_model", d_model), ("n_layers", n_layers),
                         ("batch_size", batch_size)):
         validation.integer(name, value, low=1, high=MAX_COUNT)
+    validation.flag("backward", backward)
     matmul = 2 * seq_len * seq_len * d_model * n_layers * batch_size
     return matmul * (7 if backward else 2)
 
@@ -478,4 +543,7 @@ def compile_break_even_steps(compile_seconds: float, eager_step_seconds: float,
     eager = validation.number("eager_step_seconds", eager_step_seconds, low=0, low_open=True)
     compiled = validation.number("compiled_step_seconds", compiled_step_seconds, low=0, low_open=True)
     saved = eager - compiled
+    if saved > 0 and not math.isfinite(compile_seconds / saved):
+        raise ValueError(f"compile_seconds {compile_seconds:g} over a step_seconds saving of {saved:g} s "
+                         "overflows: the figures are not on one scale")
     return compile_seconds / saved if saved > 0 else math.inf

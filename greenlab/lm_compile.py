@@ -136,15 +136,14 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
     from greenlab.experiments import Comparison
 
     cfg = config if config is not None else LMConfig()
-    if not isinstance(cfg, LMConfig):
-        raise ValueError(f"config must be a greenlab.lm.LMConfig, got {type(cfg).__name__}")
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    validation.instance("config", cfg, LMConfig, "a greenlab.lm.LMConfig")
+    validation.module("model", model)
+    validation.instance("corpus", corpus, Corpus, "a greenlab.lm.Corpus (greenlab.lm.load_corpus())")
     steps = validation.integer("steps", steps, low=1, high=100_000)
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
     if compile_kwargs is not None and not isinstance(compile_kwargs, dict):
-        raise ValueError(f"compile_kwargs must be a dict or None, got {type(compile_kwargs).__name__}")
-    dev = torch.device(device if device is not None else gl_config.device())
+        raise validation.ArgumentTypeError(f"compile_kwargs must be a dict or None, got {type(compile_kwargs).__name__}")
+    dev = validation.device("device", device) if device is not None else torch.device(gl_config.device())
     if sources is None:
         sources = default_sources(gpus=[dev.index or 0] if dev.type == "cuda" else [])
 

@@ -13,6 +13,7 @@ work (Pope et al., 2022). Both give the same tokens (greedy decoding here).
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 import torch.nn as nn
@@ -26,10 +27,15 @@ from greenlab.lm import TinyGPT, joules_per_token
 def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True) -> torch.Tensor:
     """Greedy continuation of ``prompts`` (int64, batch x prompt length) by ``new_tokens`` bytes;
     returns the new tokens (batch x new_tokens). Prompt plus new tokens must fit max_seq_len."""
-    if not isinstance(model, TinyGPT):
-        raise ValueError(f"model must be a greenlab.lm.TinyGPT, got {type(model).__name__}")
-    if not isinstance(prompts, torch.Tensor) or prompts.dim() != 2 or prompts.shape[1] < 1:
-        raise ValueError("prompts must be an int64 tensor of shape (batch, prompt length >= 1)")
+    validation.instance("model", model, TinyGPT, "a greenlab.lm.TinyGPT")
+    validation.tensor("prompts", prompts, dims=2, integer=True)
+    if prompts.shape[0] < 1 or prompts.shape[1] < 1:
+        raise ValueError("prompts must be an int64 tensor of shape (batch >= 1, prompt length >= 1), "
+                         f"got shape {tuple(prompts.shape)}")
+    vocab = model.tok.num_embeddings
+    if prompts.numel() and (int(prompts.min()) < 0 or int(prompts.max()) >= vocab):
+        raise ValueError(f"prompts must hold token ids in [0, {vocab - 1}], got values "
+                         f"from {int(prompts.min())} to {int(prompts.max())}")
     new_tokens = validation.integer("new_tokens", new_tokens, low=1, high=model.max_seq_len)
     if prompts.shape[1] + new_tokens > model.max_seq_len:
         raise ValueError(f"prompt length {prompts.shape[1]} + new_tokens {new_tokens} exceeds the "
@@ -57,6 +63,7 @@ def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: b
 
 def kv_cache_bytes(model: TinyGPT, batch_size: int, seq_len: int, bytes_per_value: int = 4) -> int:
     """Memory of a full KV cache: keys and values of every layer, batch x seq x d_model each."""
+    validation.instance("model", model, TinyGPT, "a greenlab.lm.TinyGPT")
     for name, value in (("batch_size", batch_size), ("seq_len", seq_len), ("bytes_per_value", bytes_per_value)):
         validation.integer(name, value, low=1, high=2**40)
     return 2 * model.n_layers * batch_size * seq_len * model.d_model * bytes_per_value
@@ -88,6 +95,10 @@ def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, k
     from greenlab.energy import measure
 
     repeats = validation.integer("repeats", repeats, low=1, high=10_000)
+    validation.instance("model", model, TinyGPT, "a greenlab.lm.TinyGPT")
+    validation.tensor("prompts", prompts, dims=2, integer=True)
+    validation.flag("kv_cache", kv_cache)
+    validation.text("label", label)
     label = label or ("generate, kv cache" if kv_cache else "generate, no cache")
     window = measure(label, sources=sources)
     with window:
@@ -142,11 +153,15 @@ def compare_generation(setups: dict, repeats: int = 3, sources=None) -> Generati
     """Measure every generation set-up ``repeats`` times, paired: each repeat runs every set-up
     once, in an order rotated from repeat to repeat. ``setups``: {name: ``measure_generation``
     arguments, ``model`` among them}; the first is the baseline."""
-    if not isinstance(setups, dict) or len(setups) < 2:
+    if not isinstance(setups, dict):
+        raise validation.ArgumentTypeError(
+            f"setups must be a dict of at least two {{name: measure_generation arguments}}, got {type(setups).__name__}")
+    if len(setups) < 2:
         raise ValueError("setups must be a dict of at least two {name: measure_generation arguments}")
     for name, kwargs in setups.items():
         if not isinstance(kwargs, dict) or "model" not in kwargs:
-            raise ValueError(f"set-up {name!r} must be a dict of measure_generation arguments with a 'model'")
+            raise validation.ArgumentTypeError(
+                f"setups[{name!r}] must be a dict of measure_generation arguments with a 'model'")
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
     names = list(setups)
     runs = {name: [] for name in names}
@@ -166,9 +181,10 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
     ``greenlab.optional.LibraryMissing`` when torchao cannot be imported. Returns ``model``."""
     from greenlab import optional
 
+    validation.module("model", model)
     blocks = getattr(model, "blocks", None)
     if blocks is None:
-        raise ValueError("model must be a greenlab.lm.TinyGPT (it has no .blocks)")
+        raise validation.ArgumentTypeError("model must be a greenlab.lm.TinyGPT (it has no .blocks)")
     why = optional.missing("torchao")
     if why:
         raise optional.LibraryMissing(f"int8 weights need torchao: {why}")
@@ -184,6 +200,7 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
 def weight_bytes(model: nn.Module) -> int:
     """Bytes of parameters and buffers, each storage once; a quantized weight (a tensor subclass
     such as torchao's) counts the tensors it is made of (int8 data, scales)."""
+    validation.module("model", model)
     seen, total = set(), 0
     for t in list(model.parameters()) + list(model.buffers()):
         for leaf in _plain_tensors(t):
@@ -198,6 +215,9 @@ def serving_break_even_tokens(training_joules: float, joules_per_generated_token
     """Generated tokens after which serving has used as much energy as training."""
     training_joules = validation.number("training_joules", training_joules, low=0)
     per_token = validation.number("joules_per_generated_token", joules_per_generated_token, low=0, low_open=True)
+    if not math.isfinite(training_joules / per_token):
+        raise ValueError(f"training_joules {training_joules:g} / joules_per_generated_token {per_token:g} "
+                         "overflows: the figures are not on one scale")
     return training_joules / per_token
 
 
@@ -247,6 +267,7 @@ def generation_flops(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_
 
     from greenlab.lm import _sdpa_cpu_formulas
 
+    validation.instance("model", model, TinyGPT, "a greenlab.lm.TinyGPT")
     counter = FlopCounterMode(display=False, custom_mapping=_sdpa_cpu_formulas())
     with counter:
         generate(model, prompts, new_tokens, kv_cache=kv_cache)

@@ -29,6 +29,7 @@ class LoRALinear(nn.Module):
 
     def __init__(self, base: nn.Linear, rank: int = 4, alpha: float = 8.0):
         super().__init__()
+        validation.instance("base", base, nn.Linear, "a torch.nn.Linear")
         rank = validation.integer("rank", rank, low=1, high=min(base.in_features, base.out_features))
         self.alpha = validation.number("alpha", alpha, low=0, low_open=True)
         self.base, self.rank = base, rank
@@ -45,9 +46,13 @@ class LoRALinear(nn.Module):
 def add_lora(model: nn.Module, rank: int = 4, alpha: float = 8.0) -> nn.Module:
     """Freeze every parameter of ``model`` and wrap each ``nn.Linear`` inside its transformer blocks
     (``model.blocks``) in a :class:`LoRALinear` (in place). Returns ``model``."""
+    validation.module("model", model)
     blocks = getattr(model, "blocks", None)
-    if blocks is None:
-        raise ValueError("model must have transformer blocks (.blocks), e.g. a greenlab.lm.TinyGPT")
+    if blocks is None or not isinstance(blocks, nn.Module):
+        raise validation.ArgumentTypeError(
+            "model must have transformer blocks (.blocks), e.g. a greenlab.lm.TinyGPT")
+    rank = validation.integer("rank", rank, low=1, high=2**31)
+    alpha = validation.number("alpha", alpha, low=0, low_open=True)
     for p in model.parameters():
         p.requires_grad_(False)
     for block in blocks:

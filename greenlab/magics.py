@@ -51,6 +51,7 @@ _WHOSE = {"process": "this process and its children", "device": "the whole GPU",
 
 def readout(result, region: str = "WORLD", pue: float | None = None) -> str:
     """The ``%%energy`` report for a Measurement: several lines, like ``%%time``."""
+    _check_result(result)
     co2e = _co2e_text(result.joules, region, pue)
     lines = [f"energy: {format_energy(result.joules)} in {result.seconds:.3g} s "
              f"(mean {result.watts:.3g} W); {co2e}"]
@@ -68,6 +69,7 @@ def readout(result, region: str = "WORLD", pue: float | None = None) -> str:
 
 def one_line(result, region: str = "WORLD", pue: float | None = None) -> str:
     """The per-cell meter line for a Measurement."""
+    _check_result(result)
     line = (f"[energy] {format_energy(result.joules)} in {result.seconds:.3g} s "
             f"(mean {result.watts:.3g} W), {_co2e_text(result.joules, region, pue)}; "
             f"{component_text(result.components.values()) or 'no components'}")
@@ -161,9 +163,34 @@ class EnergyMagics(Magics):
         return compile(tree, "<energy cell>", "exec"), last
 
 
+def _check_result(result) -> None:
+    from greenlab.energy.measure import Measurement
+    from greenlab.validation import instance
+
+    instance("result", result, Measurement, "a Measurement (a window's .result)")
+
+
+class _UsageError(ValueError):
+    """A magic's arguments that do not parse: the problem, then the usage line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises (with the usage) instead of printing and exiting."""
+
+    def __init__(self, usage_text: str, **kwargs):
+        # argparse %-formats the usage string: the magics' own "%" must be doubled
+        super().__init__(usage=usage_text.replace("%", "%%"), add_help=False, **kwargs)
+        self.usage_text = usage_text
+
+    def error(self, message):
+        raise _UsageError(f"{message}; usage: {self.usage_text}")
+
+
 def _parse(line: str, cell: bool):
-    parser = argparse.ArgumentParser(prog="%%energy" if cell else "%energy_meter",
-                                     usage=USAGE if cell else METER_USAGE, add_help=False)
+    usage = USAGE if cell else METER_USAGE
+    if not isinstance(line, str):
+        raise _UsageError(f"the magic's arguments must be text, got {type(line).__name__}; usage: {usage}")
+    parser = _Parser(usage, prog="%%energy" if cell else "%energy_meter")
     if not cell:
         parser.add_argument("switch", choices=("on", "off"))
     parser.add_argument("--region", default="WORLD")
@@ -172,12 +199,19 @@ def _parse(line: str, cell: bool):
         parser.add_argument("--label", default="cell")
         parser.add_argument("--attribution", choices=("process", "machine"), default="process")
     try:
-        opts = parser.parse_args(shlex.split(line))
-    except SystemExit:
-        raise ValueError(f"usage: {USAGE if cell else METER_USAGE}") from None
+        words = shlex.split(line)
+    except ValueError as exc:  # an unclosed quote
+        raise _UsageError(f"{exc}; usage: {usage}") from None
+    try:
+        opts = parser.parse_args(words)
+    except SystemExit:  # pragma: no cover - error() raises first
+        raise _UsageError(f"usage: {usage}") from None
     from greenlab.carbon import co2e_g
 
-    co2e_g(0.0, region=opts.region, pue=opts.pue)  # a bad region or PUE fails before the cell runs
+    try:  # a bad region or PUE fails before the cell runs
+        co2e_g(0.0, region=opts.region, pue=opts.pue)
+    except ValueError as exc:
+        raise _UsageError(f"{exc}; usage: {usage}") from None
     return opts
 
 

@@ -27,8 +27,12 @@ def adamw(params, lr: float, states: str = "fp32", weight_decay: float = 0.01, *
     (``fp32_options`` such as ``fused`` or ``foreach`` go to it), ``"8bit"`` is bitsandbytes'
     ``AdamW8bit`` with its default ``min_8bit_size`` (raises :class:`LibraryMissing` without it)."""
     validation.choice("states", states, STATES)
+    params = validation.parameters("params", params)
     lr = validation.number("lr", lr, low=0, low_open=True, high=10)
     weight_decay = validation.number("weight_decay", weight_decay, low=0, high=1)
+    if lr * weight_decay >= 1:  # decoupled decay multiplies each weight by 1 - lr x weight_decay
+        raise ValueError(f"lr x weight_decay = {lr:g} x {weight_decay:g} must be below 1: each step "
+                         "multiplies the weights by 1 - lr x weight_decay, which would zero or flip them")
     if states == "fp32":
         return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **fp32_options)
     if fp32_options:
@@ -44,8 +48,7 @@ def state_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of every tensor in ``optimizer.state``, each storage counted once (bitsandbytes
     shares one quantization map between all tensors, so it counts once). Python numbers in the
     state (a step count) are not counted. 0 before the first step: state is made lazily."""
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    validation.instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
     seen, total = set(), 0
     for per_param in optimizer.state.values():
         for value in per_param.values():

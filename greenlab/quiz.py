@@ -40,6 +40,7 @@ import json
 import math
 import os
 import random
+import re
 import secrets
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -235,13 +236,17 @@ def load(lesson: str) -> Quiz:
         raise ValueError(f"lesson must be one of {', '.join(n[:2] for n in names)} "
                          f"(or the full name, e.g. {names[0]!r}); got {lesson!r}")
     name = matches[0]
-    data = json.loads((_quiz_dir() / f"{name}.json").read_text(encoding="utf-8"))
+    path = _quiz_dir() / f"{name}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"the quiz file {path} could not be read: {err}") from None
     if not isinstance(data, dict) or "questions" not in data:
-        raise ValueError(f"{name}.json must hold an object with 'title' and 'questions'")
+        raise ValueError(f"the quiz file {path} must hold an object with 'title' and 'questions'")
     try:
         q = Quiz(data["questions"], title=data.get("title"))
     except ValueError as err:
-        raise ValueError(f"{name}.json: {err}") from None
+        raise ValueError(f"the quiz file {path}: {err}") from None
     q.lesson = name
     return q
 
@@ -390,10 +395,7 @@ def _make_numeric(data: dict, prompt: str, explanation: str) -> Question:
 
 def _grade_numeric(q: Question, answer, index: int) -> QuestionResult:
     if isinstance(answer, str):
-        try:
-            answer = float(answer.strip())
-        except ValueError:
-            raise ValueError(f"question {index + 1} needs a number; got {answer!r}") from None
+        answer = _number_in_unit(q, answer, index)
     if not _is_number(answer):
         raise ValueError(f"question {index + 1} needs a finite number; got {answer!r}")
     if abs(answer - q.answer) <= q.tolerance:
@@ -401,6 +403,24 @@ def _grade_numeric(q: Question, answer, index: int) -> QuestionResult:
     key = "too_low" if answer < q.answer else "too_high"
     text = q.feedback.get(key, q.feedback.get("incorrect"))
     return QuestionResult(index, False, True, [text])
+
+
+def _number_in_unit(q: Question, text: str, index: int) -> float:
+    """A typed numeric answer: a number, optionally followed by the question's own unit
+    ("2", "2 GFLOP", "2GFLOP"). Another unit is refused rather than guessed at: "2 MFLOP" is
+    not 2 GFLOP. Letter case may differ except in the first letter, the SI prefix (m vs M)."""
+    wanted = f"a number{' in ' + q.unit if q.unit else ''}"
+    example = f" (e.g. '2' or '2 {q.unit}')" if q.unit else ""
+    match = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*", text)
+    if match is None:
+        raise ValueError(f"question {index + 1} needs {wanted}{example}; got {text!r}")
+    number, unit = match.groups()
+    if unit:
+        same = unit == q.unit or (q.unit and unit.lower() == q.unit.lower() and unit[0] == q.unit[0])
+        if not same:
+            raise ValueError(f"question {index + 1} needs {wanted}{example}; got {text!r}"
+                             + (f" (the unit is {q.unit}, not {unit})" if q.unit else " (no unit here)"))
+    return float(number)
 
 
 def _option_index(q: Question, answer) -> int:

@@ -335,7 +335,7 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
         raise ValueError(f"config must be a TrainConfig, got {type(cfg).__name__}")
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    dev = torch.device(device if device is not None else gl_config.device())
+    dev = validation.device("device", device) if device is not None else torch.device(gl_config.device())
     if dev.type == "cuda" and dev.index is None:  # so batch.device == dev compares equal
         dev = torch.device("cuda", torch.cuda.current_device())
     _check_data(data)

@@ -141,3 +141,79 @@ def items(name: str, value) -> list:
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
         raise ArgumentTypeError(f"{name} must be a list, got {_show(value)}")
     return list(value)
+
+
+def instance(name: str, value, kind, what: str):
+    """``value`` if it is an instance of ``kind`` (a class or tuple of classes); ``what`` names
+    the accepted kind in the error, e.g. "a greenlab.lm.Corpus"."""
+    if not isinstance(value, kind):
+        raise ArgumentTypeError(f"{name} must be {what}, got {_show(value)}")
+    return value
+
+
+def tensor(name: str, value, *, dims: int | None = None, integer: bool | None = None):
+    """A torch.Tensor with ``dims`` dimensions (when given) and an integer or floating dtype
+    (when ``integer`` is True or False)."""
+    import torch
+
+    shape = f"{dims}-dimensional " if dims is not None else ""
+    kind = {True: "integer ", False: "floating-point ", None: ""}[integer]
+    if not isinstance(value, torch.Tensor):
+        raise ArgumentTypeError(f"{name} must be a {shape}{kind}torch.Tensor, got {_show(value)}")
+    if dims is not None and value.dim() != dims:
+        raise ValueError(f"{name} must be a {shape}{kind}torch.Tensor, got shape {tuple(value.shape)}")
+    if integer is not None and (value.is_floating_point() or value.is_complex()
+                                or value.dtype == torch.bool) == integer:
+        raise ValueError(f"{name} must be a {shape}{kind}torch.Tensor, got dtype {value.dtype}")
+    return value
+
+
+def parameters(name: str, value) -> list:
+    """An iterable of torch.nn.Parameter (or of parameter-group dicts), as a non-empty list."""
+    import torch
+
+    if isinstance(value, torch.nn.Module):
+        raise ArgumentTypeError(f"{name} must be the model's parameters (model.parameters()), "
+                                f"not the model itself, got {_show(value)}")
+    if isinstance(value, (str, bytes, torch.Tensor)) or not hasattr(value, "__iter__"):
+        raise ArgumentTypeError(f"{name} must be an iterable of parameters, got {_show(value)}")
+    out = list(value)
+    if not out:
+        raise ValueError(f"{name} must hold at least one parameter, got an empty list")
+    for p in out:
+        if not isinstance(p, (torch.Tensor, dict)):
+            raise ArgumentTypeError(f"{name} must hold torch parameters (or parameter-group dicts), "
+                                    f"got an element {_show(p)}")
+    return out
+
+
+DEVICES = "'cpu', 'cuda', 'cuda:N' or 'mps'"
+
+
+def device(name: str, value):
+    """A torch device this machine has, from a string (``"cpu"``, ``"cuda"``, ``"cuda:1"``,
+    ``"mps"``) or a ``torch.device``; returned as ``torch.device``."""
+    import torch
+
+    if isinstance(value, torch.device):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+    else:
+        raise ArgumentTypeError(f"{name} must be {DEVICES} (a string or torch.device), got {_show(value)}")
+    kind, _, index = text.partition(":")
+    if kind not in ("cpu", "cuda", "mps") or (index and not index.isdigit()) or (index and kind != "cuda"):
+        raise ValueError(f"{name} must be {DEVICES}, got {value!r}")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name} {value!r} was asked for but no CUDA GPU is available here; "
+                             "use 'cpu' or leave it None to pick automatically")
+        if index and int(index) >= torch.cuda.device_count():
+            raise ValueError(f"{name} {value!r}: this machine has {torch.cuda.device_count()} "
+                             "CUDA device(s), numbered from 0")
+    if kind == "mps":
+        backend = getattr(torch.backends, "mps", None)
+        if backend is None or not backend.is_available():
+            raise ValueError(f"{name} 'mps' was asked for but no Apple GPU (MPS) is available here; "
+                             "use 'cpu' or leave it None to pick automatically")
+    return torch.device(text)

@@ -51,7 +51,7 @@ def test_check_function_reports_input_expected_and_got():
 
     result = checks.check_function(area, [((2, 5), 10), ((3, 4), 12)])
     assert result.status == FAILED
-    assert result.message == "1 of 2 test inputs wrong."
+    assert result.message == "1 of 2 test inputs gives a wrong result."
     assert result.details == ["area(3, 4): expected 12, got 13 (difference 1)."]
 
 
@@ -106,8 +106,8 @@ def test_rendering_text_and_html():
     ok = checks.Check("demo", PASSED, "fine.")
     bad = checks.Check("demo", FAILED, "wrong <b>.", ["case 1"])
     skip = checks.Check("demo", NOT_ATTEMPTED, "later.")
-    assert str(ok) == "\u2714 demo: passed - fine."
-    assert repr(bad) == "\u2718 demo: failed - wrong <b>.\n    case 1"
+    assert str(ok) == "\u2714 demo passed: fine."
+    assert repr(bad) == "\u2718 demo failed: wrong <b>.\n    case 1"
     assert "#1a7f37" in ok._repr_html_()
     assert "#cf222e" in bad._repr_html_() and "&lt;b&gt;" in bad._repr_html_() and "<li>case 1</li>" in bad._repr_html_()
     assert "#6e7781" in skip._repr_html_() and "not attempted" in skip._repr_html_()
@@ -193,3 +193,38 @@ def test_assert_passed_raises_with_the_hint_for_autograding():
         wrong.assert_passed()
     with pytest.raises(AssertionError):
         checks.Check("x", NOT_ATTEMPTED, "no answer").assert_passed()
+
+
+def test_failed_message_reads_as_a_sentence():
+    from greenlab.checks.core import wrong_inputs
+
+    assert wrong_inputs(4, 4) == "all 4 test inputs give a wrong result."
+    assert wrong_inputs(1, 4) == "1 of 4 test inputs gives a wrong result."
+    assert wrong_inputs(3, 5) == "3 of 5 test inputs give a wrong result."
+    assert wrong_inputs(1, 1) == "the test input gives a wrong result."
+    every = checks.check_function(lambda x: -1, [((1,), 2), ((2,), 3)], name="add_one")
+    assert every.text().splitlines()[0] == "\u2718 add_one failed: all 2 test inputs give a wrong result."
+
+
+def test_print_in_a_notebook_kernel_shows_the_html_box(monkeypatch):
+    """print(check) in a kernel displays the same box as a check left as the cell's last line."""
+    import sys
+    import types
+
+    import IPython.display
+
+    shown = []
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: types.SimpleNamespace(kernel=object())
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+    monkeypatch.setitem(sys.modules, "IPython.display", IPython.display)
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    monkeypatch.delenv("GREENLAB_DISPLAY", raising=False)
+    bad = checks.Check("demo", FAILED, "wrong.", ["case 1"])
+    assert str(bad) == "" and shown == [bad]
+    assert f"{bad}" == bad.text() and bad.text().startswith("\u2718 demo failed")  # f-strings stay text
+    monkeypatch.setenv("GREENLAB_DISPLAY", "text")
+    assert str(bad) == bad.text() and len(shown) == 1
+    monkeypatch.delitem(sys.modules, "IPython")
+    monkeypatch.delenv("GREENLAB_DISPLAY")
+    assert str(bad) == bad.text()  # plain Python: text

@@ -47,7 +47,7 @@ def test_dividing_by_micro_batch_count_fails_only_on_a_short_last_batch():
     result = checks.accumulate_gradients(mean_over_k)
     assert result.status == FAILED
     # (12, 4), (9, 2)? 9 = 2+2+2+2+1 is short; (10, 4), (10, 3) short; (12, 4) and (7, 7) are even
-    assert result.message == "3 of 5 test inputs wrong."
+    assert result.message == "3 of 5 test inputs give a wrong result."
     assert all("smaller" in d for d in result.details)
 
 

@@ -160,14 +160,16 @@ def test_heavier_own_work_reads_more_in_process_mode():
         while time.process_time() - t < seconds:
             pass
 
-    j0 = source.read_joules()
+    # powers over the wall time each phase really took (a busy machine stretches both)
+    t0, j0 = time.perf_counter(), source.read_joules()
     time.sleep(0.3)  # idle: only P_idle
-    j1 = source.read_joules()
+    t1, j1 = time.perf_counter(), source.read_joules()
     spin(0.3)
-    j2 = source.read_joules()
-    idle_w = (j1 - j0) / 0.3
+    t2, j2 = time.perf_counter(), source.read_joules()
+    idle_w = (j1 - j0) / (t1 - t0)
+    busy_w = (j2 - j1) / (t2 - t1)
     assert idle_w == pytest.approx(source.idle_watts, rel=0.3)
-    assert (j2 - j1) > (j1 - j0)  # the same or shorter wall time, more energy: work counted
+    assert busy_w > idle_w  # own work raises the power: it is counted
 
 
 def test_greenlab_measure_counts_the_commands_cpu_time(capsys, monkeypatch, tmp_path):

@@ -49,9 +49,14 @@ def test_too_many_samples_raises():
 def test_samples_track_power_and_buffer_is_bounded():
     sources = [SteadySource(50.0), SteadySource(5.0, "dram")]
     mon = PowerMonitor(hz=100, window_s=0.05, sources=sources)
+    seen = []
+    mon.subscribe(seen.append)
     with mon:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30  # more samples than the buffer keeps, however slow
+        while len(seen) < 8 and time.monotonic() < deadline:
+            time.sleep(0.02)
     samples = mon.samples()
+    assert len(seen) >= 8
     assert len(samples) == 5  # 100 Hz x 0.05 s
     last = samples[-1]
     assert last.watts["cpu"] == pytest.approx(50.0, rel=0.01)
@@ -76,7 +81,9 @@ def test_subscribe_and_unsubscribe():
     mon = PowerMonitor(hz=100, sources=[SteadySource(2.0)])
     mon.subscribe(got.append)
     with mon:
-        time.sleep(0.1)
+        deadline = time.monotonic() + 30  # the first sample, however slow the machine
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
         mon.unsubscribe(got.append)
         n = len(got)
         time.sleep(0.1)

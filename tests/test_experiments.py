@@ -263,3 +263,19 @@ def test_bad_input_is_refused(ds, kw, match):
     args = {"variants": {"a": TrainConfig()}, "model_fn": model_fn, "data": ds, **kw}
     with pytest.raises(ValueError, match=match):
         experiments.compare(**args)
+
+
+def test_an_interval_clipped_at_zero_is_marked_and_explained_where_printed():
+    wide = _comparison([1.0, 10.0, 100.0], [1.0, 11.0, 99.0])  # a spread wider than the mean
+    stat = wide.stats["base"]["joules"]
+    assert stat.mean - stat.ci95 < 0 and stat.interval()[0] == 0.0 and stat.clipped
+    row = wide.table()[0]
+    assert row["joules_interval_clipped"] is True
+    text = str(wide)
+    assert "(0*–" in text and experiments.CLIPPED_NOTE in text
+    assert "(0*–" in wide._repr_html_() and "clipped" in wide._repr_html_()
+    axes = wide.plot()
+    assert "clipped" in axes[0].get_title()
+    narrow = _comparison([10.0, 11.0, 10.5], [9.0, 9.5, 9.2])
+    assert not narrow.stats["base"]["joules"].clipped
+    assert "0*" not in str(narrow) and experiments.CLIPPED_NOTE not in str(narrow)

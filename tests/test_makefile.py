@@ -54,3 +54,10 @@ def test_install_is_not_silent_and_my_lessons_is_ignored_and_untested():
     assert "/my-lessons/" in (ROOT / ".gitignore").read_text().split()
     test_line = [l for l in makefile.splitlines() if l.startswith("\t") and "pytest tests lessons" in l]
     assert test_line and "my-lessons" not in test_line[0]
+
+
+def test_make_test_shows_the_slowest_tests_and_the_readme_names_it():
+    makefile = (ROOT / "Makefile").read_text()
+    test_line = [l for l in makefile.splitlines() if l.startswith("\t") and "pytest tests lessons" in l]
+    assert test_line and "--durations=20" in test_line[0]
+    assert "make test" in (ROOT / "README.md").read_text()

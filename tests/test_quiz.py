@@ -293,3 +293,30 @@ def test_answer_key_scanner_finds_a_key_in_a_code_cell():
 def test_no_learner_notebook_shows_an_answer_key(path):
     leaks = answer_key_leaks(json.loads(path.read_text(encoding="utf-8")), _feedback_texts())
     assert not leaks, f"{path.name} shows quiz answers in code cells: {leaks}"
+
+
+def _gflop_question():
+    return Quiz([{"kind": "numeric", "prompt": "FLOPs of the step?", "answer": 2.0, "tolerance": 0.1,
+                  "unit": "GFLOP", "feedback": {"correct": "yes", "incorrect": "no"}}])
+
+
+@pytest.mark.parametrize("typed", ["2", " 2 ", "2 GFLOP", "2GFLOP", "2.0 GFLOP", "2e0 GFLOP", "2 Gflop"])
+def test_a_typed_number_may_carry_the_questions_own_unit(typed):
+    assert _gflop_question().grade([typed]).score == 1
+
+
+@pytest.mark.parametrize("typed, hint", [("2 MFLOP", "the unit is GFLOP, not MFLOP"),
+                                         ("2 gflop", "the unit is GFLOP, not gflop"),  # g is not G
+                                         ("2 J", "the unit is GFLOP, not J"), ("two", "got 'two'")])
+def test_another_unit_is_refused_not_guessed(typed, hint):
+    with pytest.raises(ValueError, match="needs a number in GFLOP") as info:
+        _gflop_question().grade([typed])
+    assert hint in str(info.value)
+
+
+def test_a_unitless_question_refuses_a_unit():
+    q = Quiz([{"kind": "numeric", "prompt": "How many?", "answer": 3, "tolerance": 0,
+               "feedback": {"correct": "yes", "incorrect": "no"}}])
+    assert q.grade(["3"]).score == 1
+    with pytest.raises(ValueError, match="no unit here"):
+        q.grade(["3 GFLOP"])

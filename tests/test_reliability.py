@@ -389,9 +389,8 @@ def test_measure_passes_signals_on_and_reports(tmp_path, capsys, signum, child, 
     previous = signal.signal(signum, lambda *a: None)  # should measure_main not take it over
     try:
         thread = _signal_self_when_ready(ready, signum)
-        t0 = time.perf_counter()
+        # the exit code says the signal ended it: the sleep would have ended with exit code 9
         assert measure_main(_args([sys.executable, "-c", code])) == expected
-        assert time.perf_counter() - t0 < 50  # ended by the signal, not by the sleep
         thread.join()
     finally:
         signal.signal(signum, previous)

@@ -14,6 +14,7 @@ from greenlab.checks.core import (
     _short,
     check_gradients_match,
     is_placeholder,
+    wrong_inputs,
 )
 
 # Gradient accumulation: accumulate_gradients(model, x, y, micro_batch_size).
@@ -62,7 +63,7 @@ def accumulate_gradients(fn: Any) -> Check:
     if placeholders == len(_ACCUM_CASES):
         return Check(label, NOT_ATTEMPTED, "the function still returns a placeholder (None); fill it in.")
     if failures:
-        return Check(label, FAILED, f"{len(failures)} of {len(_ACCUM_CASES)} test inputs wrong.", failures)
+        return Check(label, FAILED, wrong_inputs(len(failures), len(_ACCUM_CASES)), failures)
     return Check(label, PASSED, f"accumulated gradients equal the big batch's on all {len(_ACCUM_CASES)} "
                                 "test inputs, including a short last micro-batch.")
 

@@ -61,13 +61,28 @@ class Check:
         return self.status != NOT_ATTEMPTED
 
     def text(self) -> str:
-        """Plain-text rendering: a symbol, the name, the message, then indented details."""
-        lines = [f"{_SYMBOLS[self.status]} {self.name}: {self.status} - {self.message}"]
+        """Plain-text rendering: a symbol, the name and status, the message, then indented
+        details, e.g. "✘ add_one failed: 4 of 4 test inputs give a wrong result." """
+        lines = [f"{_SYMBOLS[self.status]} {self.name} {self.status}: {self.message}"]
         lines += [f"    {d}" for d in self.details]
         return "\n".join(lines)
 
     def __str__(self) -> str:
+        """The plain text; inside a notebook kernel, ``print(check)`` shows the same coloured
+        box as a check left as a cell's last line (it is displayed, and the text is empty)."""
+        if _notebook_display():
+            try:
+                from IPython.display import display
+
+                display(self)
+                return ""
+            except Exception:  # no display machinery after all: the text
+                pass
         return self.text()
+
+    def __format__(self, spec: str) -> str:
+        """The plain text in f-strings and format() (never a displayed box)."""
+        return format(self.text(), spec)
 
     def __repr__(self) -> str:
         return self.text()
@@ -96,9 +111,32 @@ class Check:
         return (
             f"<div style='border-left:4px solid {colour};padding:4px 8px;margin:4px 0'>"
             f"<span style='color:{colour};font-weight:bold'>{_SYMBOLS[self.status]} "
-            f"{html.escape(self.name)}: {html.escape(self.status)}</span> "
+            f"{html.escape(self.name)} {html.escape(self.status)}:</span> "
             f"{html.escape(self.message)}{details}</div>"
         )
+
+
+def _notebook_display() -> bool:
+    """True inside an IPython kernel (a notebook front end shows HTML), unless
+    ``GREENLAB_DISPLAY=text`` asks for text (the rule of ``gl.widgets``' display="auto")."""
+    import os
+    import sys
+
+    forced = os.environ.get("GREENLAB_DISPLAY", "").strip().lower()
+    if forced in ("widget", "text"):
+        return forced == "widget"
+    ipython = sys.modules.get("IPython")  # never imported here: a kernel has it loaded
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def wrong_inputs(wrong: int, total: int) -> str:
+    """The one sentence of a failed function check: "1 of 4 test inputs gives a wrong result."."""
+    verb = "gives" if wrong == 1 else "give"
+    if wrong == total:
+        return (f"the test input gives a wrong result." if total == 1
+                else f"all {total} test inputs give a wrong result.")
+    return f"{wrong} of {total} test inputs {verb} a wrong result."
 
 
 def is_placeholder(value: Any) -> bool:
@@ -210,8 +248,7 @@ def check_function(
     if placeholders == len(cases):
         return Check(label, NOT_ATTEMPTED, "the function still returns a placeholder (None); fill it in.")
     if failures:
-        n = len(cases)
-        return Check(label, FAILED, f"{len(failures)} of {n} test inputs wrong.", failures)
+        return Check(label, FAILED, wrong_inputs(len(failures), len(cases)), failures)
     return Check(label, PASSED, f"all {len(cases)} test inputs give the expected result.")
 
 

@@ -65,6 +65,21 @@ class IdlePower:
     sources: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)  # what the idle window could not measure
 
+    def __post_init__(self):
+        from greenlab import validation
+
+        if not isinstance(self.watts_by_component, dict):
+            raise validation.ArgumentTypeError(
+                "watts_by_component must be a dict {component: idle watts}, e.g. {'cpu': 5.0}, "
+                f"got {type(self.watts_by_component).__name__}")
+        checked = {}
+        for name, watts in self.watts_by_component.items():
+            validation.text("watts_by_component keys (component names)", name, allow_empty=False)
+            checked[name] = validation.number(f"watts_by_component[{name!r}] (idle watts)", watts,
+                                              low=0, high=1e6)
+        self.watts_by_component = checked
+        self.seconds = validation.number("seconds", self.seconds, low=0)
+
     @property
     def watts(self) -> float:
         return sum(self.watts_by_component.values())
@@ -178,7 +193,10 @@ class EnergyWindow:
         from greenlab.energy.sources import _check_gpus
 
         if idle is not None and not isinstance(idle, IdlePower):
-            raise ValueError("idle must be an IdlePower from measure_idle(), or None")
+            from greenlab.validation import ArgumentTypeError
+
+            raise ArgumentTypeError(f"idle must be an IdlePower from measure_idle(), or None, "
+                                    f"got {type(idle).__name__}")
         if attribution not in ATTRIBUTIONS:
             raise ValueError(f"attribution must be 'process' or 'machine', got {attribution!r}")
         self.label = str(label)
@@ -186,7 +204,7 @@ class EnergyWindow:
         self.sync = bool(sync)
         self.gpus = _check_gpus(gpus)
         self.attribution = attribution
-        self._given_sources = list(sources) if sources is not None else None
+        self._given_sources = check_sources(sources) if sources is not None else None
         self._given_problems = list(getattr(sources, "problems", []))
         self.result: Measurement | None = None
         self.results: list[Measurement] = []
@@ -262,6 +280,23 @@ def measure(label: str = "window", idle: IdlePower | None = None, sources: list 
                         attribution=attribution)
 
 
+def check_sources(sources, name: str = "sources") -> list:
+    """``sources`` as a list, or a TypeError naming the argument: a list (or other iterable)
+    of energy sources, each with ``read_joules()``, a ``component`` and a ``name``."""
+    from greenlab.validation import ArgumentTypeError
+
+    if isinstance(sources, (str, bytes, dict)) or not hasattr(sources, "__iter__"):
+        raise ArgumentTypeError(f"{name} must be a list of energy sources "
+                                f"(greenlab.energy.default_sources()), got {type(sources).__name__}")
+    out = list(sources)
+    for i, s in enumerate(out):
+        if not (callable(getattr(s, "read_joules", None)) and isinstance(getattr(s, "component", None), str)
+                and isinstance(getattr(s, "name", None), str)):
+            raise ArgumentTypeError(f"{name}[{i}] must be an energy source (with read_joules(), "
+                                    f"a component and a name), got {type(s).__name__}")
+    return out
+
+
 def measure_idle(seconds: float = 2.0, sources: list | None = None) -> IdlePower:
     """Measure mean power per component while this process sleeps for ``seconds``."""
     if isinstance(seconds, bool) or not (isinstance(seconds, (int, float)) and math.isfinite(seconds)
@@ -271,8 +306,13 @@ def measure_idle(seconds: float = 2.0, sources: list | None = None) -> IdlePower
     with window:
         time.sleep(seconds)
     r = window.result
-    return IdlePower({k: c.watts for k, c in r.components.items()}, r.seconds, r.sources,
-                     list(r.problems))
+    watts, problems = {}, list(r.problems)
+    for k, c in r.components.items():
+        if math.isfinite(c.watts) and c.watts >= 0:
+            watts[k] = c.watts
+        else:
+            problems.append(f"{k}: idle power read {c.watts} W, which is not a power; left out")
+    return IdlePower(watts, r.seconds, r.sources, problems)
 
 
 class _Run:

@@ -66,7 +66,10 @@ class PowerMonitor:
             found = discover()
             sources, self.problems = found.sources, list(found.problems)
         else:
+            from greenlab.energy.measure import check_sources
+
             self.problems = list(getattr(sources, "problems", []))
+            sources = check_sources(sources)
         self._sources: list[EnergySource] = list(sources)
         self._buffer: collections.deque = collections.deque(maxlen=maxlen)
         self._subscribers: list = []
@@ -171,8 +174,11 @@ class PowerMonitor:
                 prev_t, prev = t, joules
                 # skip ticks already missed rather than bursting to catch up
                 tick = max(tick + 1, math.floor((time.perf_counter() - t0) / period) + 1)
-        except Exception as exc:
+        except BaseException as exc:  # a dead poller is never a complete trace
             self.error = exc
+            if not any("monitoring stopped" in p for p in self.problems):
+                self.problems.append(f"monitor: sampling stopped ({type(exc).__name__}: {exc}); "
+                                     "the trace ends there")
         finally:
             _running.discard(self)
 

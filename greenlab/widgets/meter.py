@@ -118,7 +118,7 @@ class MeterState:
     def text(self, final: bool = False) -> str:
         """A short plain-text summary (printed at the end in text mode)."""
         f = self.figures()
-        head = "energy (final, measured window)" if final else "energy (live)"
+        head = f"energy ({_state_label(f, final)})"
         lines = [f"{head}: {f['joules']:.1f} J = {f['wh']:.4f} Wh in {f['seconds']:.1f} s; "
                  f"{f['g_co2e']:.3f} g CO2e at {f['g_per_kwh']:g} g/kWh ({f['region']}, {f['region_year']})"]
         if f["joules_per_sample"] is not None:
@@ -134,7 +134,7 @@ class MeterState:
     def html(self, final: bool = False) -> str:
         """The figures as a small HTML block (the widget's text)."""
         f = self.figures()
-        state = "final, measured window" if final else "live"
+        state = _state_label(f, final)
         per_sample = ""
         if f["joules_per_sample"] is not None:
             per_sample = (f" &middot; <span class='greenlab-jps'>{f['joules_per_sample'] * 1000:.3f}"
@@ -401,6 +401,21 @@ def _canvas_png(canvas) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="png", compress_level=1)
     return buf.getvalue()
+
+
+def _state_label(figures: dict, final: bool) -> str:
+    """What the figures are: "live" or "live estimate" while the work runs; when done, "final,
+    measured window", "final, estimate" (every component a model) or "final, measured window
+    with estimates" (some components), from the components' sources."""
+    sources = [c["source"] for c in figures["components"].values()]
+    estimated = [s == "estimate" for s in sources]
+    if final:
+        if sources and all(estimated):
+            return "final, estimate"
+        if any(estimated) or (figures["estimated"] and not sources):
+            return "final, measured window with estimates"
+        return "final, measured window"
+    return "live estimate" if sources and all(estimated) else "live"
 
 
 def _source_label(source: str) -> str:
