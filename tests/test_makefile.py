@@ -54,3 +54,14 @@ def test_install_is_not_silent_and_my_lessons_is_ignored_and_untested():
     assert "/my-lessons/" in (ROOT / ".gitignore").read_text().split()
     test_line = [l for l in makefile.splitlines() if l.startswith("\t") and "pytest tests lessons" in l]
     assert test_line and "my-lessons" not in test_line[0]
+
+
+def test_make_test_and_make_lab_start_pytorch_the_same_way(checkout):
+    lab = [l for l in make(checkout, "-n", "lab").splitlines() if "jupyter lab" in l][-1]
+    test = [l for l in make(checkout, "-n", "test").splitlines() if "pytest tests lessons" in l][-1]
+    for line in (lab, test):
+        assert "OMP_WAIT_POLICY=PASSIVE" in line
+    assert "GREENLAB_THREADS" not in test  # the tests choose threads as a learner's kernel does
+    assert "GREENLAB_DOWNLOAD=0" in test  # the tests stay offline; quick mode alone downloads
+    mine = [l for l in make(checkout, "-n", "lab", "OMP_WAIT_POLICY=ACTIVE").splitlines() if "jupyter lab" in l][-1]
+    assert "OMP_WAIT_POLICY=ACTIVE" in mine
