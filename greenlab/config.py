@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,6 +77,7 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
     ``threads``: PyTorch's CPU threads (``torch.set_num_threads``); None reads
     ``GREENLAB_THREADS``, else chooses for this machine (``greenlab.threads.choose``: the cores
     this process may use less those other programs keep busy, one thread on 2 cores or fewer).
+    In IPython/Jupyter, an interrupted ``gl.train``/``gl.compare`` then shows as one line.
     """
     global _current
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= 2**32 - 1:
@@ -86,6 +88,7 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
         raise ValueError(f"verbose must be True or False, got {verbose!r}")
     chosen = _choose_device(device)
     thread_choice = _set_threads(threads)
+    _show_interrupts_as_one_line()
     seed_everything(seed)
     if quick is None:
         quick, reason = quick_decision(os.environ, chosen)
@@ -307,6 +310,24 @@ def _set_threads(threads):
         choice = gl_threads.choose(os.environ, cores, busy)
     torch.set_num_threads(choice.threads)
     return choice
+
+
+def _show_interrupts_as_one_line() -> None:
+    """In IPython (Jupyter), show ``greenlab.train.Interrupted`` as its one line instead of a
+    traceback; the cell still ends with an error, so Run All stops there."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return
+    from greenlab.train import Interrupted
+
+    def one_line(shell, etype, value, tb, tb_offset=None):
+        print(str(value), file=sys.stderr)  # IPython shows nothing else for it
+
+    shell.set_custom_exc((Interrupted,), one_line)
 
 
 def _mps_available() -> bool:
