@@ -7,18 +7,23 @@ deterministic run then varies several-fold in time and energy. The choice here:
 
 - ``GREENLAB_THREADS=N`` (or ``gl.setup(threads=N)``) wins; ``GREENLAB_THREADS=auto`` (or
   unset) decides as below;
-- the cores this process may use (CPU affinity and container quota, physical cores only),
-  less the cores other programs keep busy when ``setup()`` runs (read from ``/proc/stat``,
-  or the load average where there is none), rounded so that a core half in use counts as
-  taken, at least 1;
-- on a machine with 2 cores or fewer: 1 thread, whatever the load at start-up. Measured on
-  such a machine (``benchmarks/threads.py``), two threads were no faster than one when it
-  was quiet and several times slower and far less repeatable beside one busy program, and a
-  neighbour that starts after ``setup()`` cannot be seen in advance.
+- with ``OMP_WAIT_POLICY=PASSIVE`` in the environment (``make lab``, ``greenlab lab`` and
+  ``make test`` set it), one thread per core this process may use: a thread that has to wait
+  sleeps instead of spinning, so it leaves its core to the thread that has the work;
+- otherwise (threads spin while they wait), on a machine with 2 cores or fewer: 1 thread,
+  whatever the load at start-up (a neighbour that starts later cannot be seen in advance);
+- on a larger one, the cores this process may use (CPU affinity and container quota, physical
+  cores only) less the cores other programs keep busy when ``setup()`` runs (read from
+  ``/proc/stat``, or the load average where there is none), a core more than half in use
+  counting as taken; at least 1.
 
-``OMP_WAIT_POLICY=PASSIVE`` (threads sleep instead of spinning while they wait) is read by
-OpenMP once, when PyTorch loads it, before any greenlab code runs, so it can only come from the
-environment the kernel starts in; ``make lab`` and ``greenlab lab`` set it there.
+Measured with ``benchmarks/threads.py`` (lesson 10's baseline, 5 runs per choice) on a 2-core
+machine shared with many other jobs (load average 11-18): two spinning threads ran over 100 s
+every time, against 15-37 s for one thread and 7-23 s for two passive ones (one run in five of
+each went over 100 s at the busiest moment).
+
+``OMP_WAIT_POLICY`` is read by OpenMP once, when PyTorch loads it, before any greenlab code
+runs, so it can only come from the environment the process (the notebook kernel) starts with.
 """
 
 from __future__ import annotations
