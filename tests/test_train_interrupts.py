@@ -95,7 +95,10 @@ def test_ctrl_c_mid_run_raises_one_line_and_keeps_the_partial_run(ds):
     assert "keeps its previous value" in line
     assert isinstance(info.value, KeyboardInterrupt)  # so Run All and scripts still stop
     partial = info.value.result
-    assert partial is gl_train.last_interrupted() and partial.status == "interrupted"
+    import greenlab as gl
+
+    assert partial is gl.last_interrupted() and gl.Interrupted is Interrupted  # the name the line gives
+    assert partial.status == "interrupted"
     assert partial.steps == 2 and partial.joules > 0
     assert [r["status"] for r in results.load()] == ["interrupted"]
     with pytest.raises(Interrupted, match="not in the results log"):
