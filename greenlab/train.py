@@ -468,26 +468,27 @@ def _finish(run, window, flop_count, params, peak, save, results_path) -> RunRes
                     stages.append("the result packing")
         if result is None:
             raise KeyboardInterrupt
-        if pending or stages:
+        late = not run.interrupted_in_loop  # an interrupt before the last step says so itself
+        if late and (pending or stages):
             _mark_interrupted_after_last_step(result, stages)
         if save:
             try:
                 _save_result(result, results_path)
             except KeyboardInterrupt:
-                stages.append("the results-log append")
-                _mark_interrupted_after_last_step(result, ["the results-log append"])
+                if late:
+                    _mark_interrupted_after_last_step(result, ["the results-log append"])
                 result.message += "; the run was not saved to the results log"
-        if pending and not stages:
-            _mark_interrupted_after_last_step(result, ["saving the result"])
+        if late and pending and not stages:  # a SIGINT held during the append
+            _mark_interrupted_after_last_step(result, [])
     return result
 
 
 def _mark_interrupted_after_last_step(result, stages):
     if result.status == "interrupted" and "after the last step" in result.message:
         return
-    where = " and ".join(stages) if stages else "the end of the run"
+    where = " and ".join(stages) if stages else "the end of the run (held until the run was saved)"
     note = (f"Ctrl-C after the last step, during {where}: the training had finished "
-            f"(status would have been {result.status!r}) and every figure here is complete")
+            f"(status would have been {result.status!r})")
     if result.status == "interrupted":  # interrupted during the final evaluation already
         note = f"Ctrl-C after the last step, during {where}"
     result.status = "interrupted"
