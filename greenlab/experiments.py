@@ -237,6 +237,7 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
 
+    validation.flag("show_progress", show_progress)
     names = list(variants)
     configs = {n: (c if c.label else dataclasses.replace(c, label=n)) for n, c in variants.items()}
 

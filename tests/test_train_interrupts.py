@@ -232,3 +232,8 @@ def test_setup_makes_ipython_show_an_interrupt_as_its_one_line(monkeypatch, caps
     error = Interrupted("greenlab.train: interrupted at step 3 of 9", None)
     assert shell.handler(shell, Interrupted, error, None) is None
     assert capsys.readouterr().err == "greenlab.train: interrupted at step 3 of 9\n"
+
+
+def test_compare_refuses_a_show_progress_that_is_not_a_flag(ds):
+    with pytest.raises((TypeError, ValueError), match="show_progress"):
+        experiments.compare({"a": TrainConfig()}, mlp, ds, show_progress="yes")
