@@ -4,12 +4,16 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.greenlab-installed
 
-# Tests run the lessons in quick mode: real training, only smaller, with one PyTorch thread: on a
-# machine shared with other programs, threads waiting for each other slowed lessons several-fold.
+# Tests run the lessons in quick mode: real training, only smaller, offline (GREENLAB_DOWNLOAD=0).
+# Tests and the lab kernels choose PyTorch's threads the same way (gl.setup(), greenlab/threads.py),
+# with OpenMP's threads sleeping instead of spinning while they wait for each other: spinning
+# threads on a core another program holds slowed a run several-fold. OpenMP reads the setting once,
+# when PyTorch loads, so it has to be in the environment the kernel starts with.
+OMP_WAIT_POLICY ?= PASSIVE
 # torch.compile's on-disk cache gets one folder per CPU-capability setting: its keys do not include
 # ATEN_CPU_CAPABILITY or ONEDNN_MAX_CPU_ISA, and code built under one computed NaN under the other.
 INDUCTOR_CACHE := $(CURDIR)/.cache/inductor-$(or $(ATEN_CPU_CAPABILITY),default)-$(or $(ONEDNN_MAX_CPU_ISA),default)
-TEST_ENV := GREENLAB_QUICK=1 GREENLAB_THREADS=1 MPLBACKEND=Agg TORCHINDUCTOR_CACHE_DIR=$(INDUCTOR_CACHE)
+TEST_ENV := GREENLAB_QUICK=1 GREENLAB_DOWNLOAD=0 OMP_WAIT_POLICY=$(OMP_WAIT_POLICY) MPLBACKEND=Agg TORCHINDUCTOR_CACHE_DIR=$(INDUCTOR_CACHE)
 PYTEST_ARGS ?=
 # make lab: your own copy of the lessons (git-ignored; make test never checks it), extra
 # JupyterLab options (e.g. LAB_ARGS="--port=8890 --ServerApp.open_browser=True"); root needs --allow-root.
@@ -36,7 +40,7 @@ $(STAMP): pyproject.toml constraints.txt
 ## make lab: install if needed, copy the lessons to my-lessons/ (missing ones only, nothing is
 ## overwritten), then JupyterLab on my-lessons/ (localhost only, token authentication)
 lab: $(STAMP) my-lessons
-	$(VENV)/bin/jupyter lab $(LAB_DIR)/ --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False $(ROOT_FLAG) $(LAB_ARGS)
+	OMP_WAIT_POLICY=$(OMP_WAIT_POLICY) $(VENV)/bin/jupyter lab $(LAB_DIR)/ --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False $(ROOT_FLAG) $(LAB_ARGS)
 
 my-lessons:
 	@mkdir -p $(LAB_DIR)

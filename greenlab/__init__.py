@@ -31,6 +31,7 @@ from greenlab.experiments import Comparison, compare  # noqa: E402
 from greenlab.models import count_params, flops  # noqa: E402
 from greenlab import memory  # noqa: E402  gl.memory.saved_for_backward: what autograd keeps
 from greenlab.train import RunResult, StopTraining, TrainConfig, train  # noqa: E402
+from greenlab.train import Interrupted, last_interrupted  # noqa: E402  Ctrl-C: one line, the partial result kept
 
 # --- lesson topics: compression, profiling and monitoring, leaderboard ---
 from greenlab import compress, profiling  # noqa: E402

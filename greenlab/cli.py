@@ -110,7 +110,18 @@ def _lab(args) -> int:
     extra = [a for a in args.lab_args if a != "--"]
     cmd = lab_command(learner_copy(args.dir), extra)
     print(f"greenlab: your lessons are in {cmd[3]} (yours to edit; lessons/ stays as shipped)")
-    return subprocess.call(cmd)
+    return subprocess.call(cmd, env=lab_environment())
+
+
+def lab_environment(environ=None) -> dict:
+    """The environment JupyterLab (and so every kernel) starts with: this one, plus
+    ``OMP_WAIT_POLICY=PASSIVE`` unless it is set (``make lab`` and ``make test`` do the same;
+    see ``greenlab.threads``)."""
+    import os
+
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
 
 
 def lab_command(folder, extra=(), euid=None) -> list:

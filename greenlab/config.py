@@ -15,8 +15,9 @@ Environment variables:
 - ``GREENLAB_DATA_DIR``: the data folder (cited tables; cached datasets in its ``cache`` subfolder).
 - ``GREENLAB_CACHE_DIR``: the dataset cache, if it should live elsewhere.
 - ``GREENLAB_LESSONS_DIR``: where ``greenlab lab`` looks for lessons.
-- ``GREENLAB_THREADS=N``: PyTorch's CPU threads (default: PyTorch's, one per core); 1 keeps
-  lessons fast on a machine busy with other programs.
+- ``GREENLAB_THREADS=N``: PyTorch's CPU threads; unset or ``auto``, ``setup()`` chooses them
+  for this machine and says why (``greenlab.threads``).
+- ``GREENLAB_PROGRESS=0``: no progress bars or progress lines (``greenlab.progress``).
 - ``GREENLAB_DOWNLOAD``: 1 requires dataset downloads, 0 forbids them; unset, datasets are
   downloaded outside quick mode and CI (``greenlab.datacache.policy``).
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +46,7 @@ class Settings:
     quick_reason: str = ""
     native_precisions: dict = field(default_factory=dict)
     threads: int = 0
+    threads_reason: str = ""
 
     def line(self) -> str:
         """The one line ``setup()`` prints."""
@@ -54,7 +57,7 @@ class Settings:
             energy = "none available"
         quick = f"on ({self.quick_reason})" if self.quick else "off"
         line = (f"greenlab: device {where} | energy sources: {energy} | quick mode {quick} | seed {self.seed}"
-                f" | CPU threads {self.threads}")
+                f" | CPU threads {self.threads}" + (f" ({self.threads_reason})" if self.threads_reason else ""))
         if self.device == "mps" and self.sources.get("gpu:0") != "apple-soc":
             line += " | Apple GPU energy: not measured (zeus-apple-silicon reads it: pip install zeus-apple-silicon)"
         slow = [p for p in ("bf16", "fp16") if not self.native_precisions.get(p, True)]
@@ -74,8 +77,9 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
     ``quick``: None decides from ``GREENLAB_QUICK``, ``CI`` and the device (quick without a
     CUDA GPU).
     ``threads``: PyTorch's CPU threads (``torch.set_num_threads``); None reads
-    ``GREENLAB_THREADS``, else leaves PyTorch's default (one per core). On a machine busy with
-    other programs, 1 thread avoids threads waiting for each other on shared cores.
+    ``GREENLAB_THREADS``, else chooses for this machine (``greenlab.threads.choose``: the cores
+    this process may use less those other programs keep busy, one thread on 2 cores or fewer).
+    In IPython/Jupyter, an interrupted ``gl.train``/``gl.compare`` then shows as one line.
     """
     global _current
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= 2**32 - 1:
@@ -85,7 +89,8 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
     if not isinstance(verbose, bool):
         raise ValueError(f"verbose must be True or False, got {verbose!r}")
     chosen = _choose_device(device)
-    _set_threads(threads)
+    thread_choice = _set_threads(threads)
+    _show_interrupts_as_one_line()
     seed_everything(seed)
     if quick is None:
         quick, reason = quick_decision(os.environ, chosen)
@@ -95,7 +100,8 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
 
     _current = Settings(device=chosen, quick=quick, seed=seed, sources=_energy_sources(),
                         device_name=_device_name(chosen), quick_reason=reason,
-                        native_precisions=native_precisions(chosen), threads=_torch_threads())
+                        native_precisions=native_precisions(chosen), threads=_torch_threads(),
+                        threads_reason=thread_choice.reason)
     if verbose:
         print(_current.line())
     return _current
@@ -286,19 +292,44 @@ def _torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def _set_threads(threads) -> None:
+def _set_threads(threads):
+    """Choose and set PyTorch's intra-op threads; returns the ``ThreadChoice``."""
     import torch
 
-    source = "threads"
+    from greenlab import threads as gl_threads
+
     if threads is None:
         raw = os.environ.get("GREENLAB_THREADS", "").strip()
-        if not raw:
-            return
-        source = "GREENLAB_THREADS"
-        threads = int(raw) if raw.isdigit() else raw
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1024:
-        raise ValueError(f"{source} must be a whole number of threads from 1 to 1024, got {threads!r}")
-    torch.set_num_threads(threads)
+        explicit = bool(raw) and raw.lower() != "auto"
+    else:
+        explicit = True
+    if explicit:  # no need to watch the machine
+        choice = gl_threads.choose(os.environ, 1, None, requested=threads)
+    else:
+        cores = gl_threads.usable_cores()
+        watch = cores > gl_threads.SMALL_MACHINE_CORES and not gl_threads.passive_waiting(os.environ)
+        busy = gl_threads.busy_cores() if watch else None
+        choice = gl_threads.choose(os.environ, cores, busy)
+    torch.set_num_threads(choice.threads)
+    return choice
+
+
+def _show_interrupts_as_one_line() -> None:
+    """In IPython (Jupyter), show ``greenlab.train.Interrupted`` as its one line instead of a
+    traceback; the cell still ends with an error, so Run All stops there."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return
+    from greenlab.train import Interrupted
+
+    def one_line(shell, etype, value, tb, tb_offset=None):
+        print(str(value), file=sys.stderr)  # IPython shows nothing else for it
+
+    shell.set_custom_exc((Interrupted,), one_line)
 
 
 def _mps_available() -> bool:

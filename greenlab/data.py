@@ -191,8 +191,10 @@ def load(name: str, n_train: int | None = None, n_test: int | None = None, root=
                    "Seeded textured shapes, calibrated so that models rank and learn as on "
                    f"FashionMNIST; numbers from it are not comparable with published {key} results.")
     if verbose:
-        if ds.source == "generated":
-            print(f"greenlab.data: {ds.describe()}. NOTE: {ds.note}")
+        if ds.source == "generated":  # one line; ds.note has the whole story
+            why = reason.split(" (stage it with")[0].split("; stage it with")[0]
+            print(f"greenlab.data: {ds.describe()}. NOTE: not the real {key} ({why}); its numbers "
+                  "are not comparable with published results")
         else:
             print(f"greenlab.data: {ds.describe()} ({ds.note})")
     return ds

@@ -10,8 +10,10 @@ half-written), under a file lock so that processes sharing one cache do not clob
 When ``greenlab.data.load`` may download (``policy()``):
 
 - ``GREENLAB_DOWNLOAD=0``: never; ``GREENLAB_DOWNLOAD=1``: required (a failed download is an error);
-- unset: never in quick mode or CI (no network use at all), otherwise tried, with a fallback
-  to the generated stand-in and one line saying why the download failed.
+- unset: never under CI (a ``CI`` variable: no network use at all); otherwise tried, in quick
+  mode as in full mode (a self-paced learner gets the real data), with a fallback to the
+  generated stand-in and one line saying why the download failed. A host that could not be
+  reached is not tried again for ``DEAD_HOST_S`` seconds, so an offline lesson pays once.
 
 The command line: ``greenlab data fetch [NAME ...|--all]``, ``greenlab data status``,
 ``greenlab data path`` (``--dir`` picks another cache folder).
@@ -38,6 +40,7 @@ from urllib.parse import urlparse
 TORCHVISION = {"fashion-mnist": "FashionMNIST", "cifar10": "CIFAR10"}
 NAMES = tuple(TORCHVISION)
 TIMEOUT_S = 10.0  # connect (and per-read) timeout of one download attempt, seconds
+DEAD_HOST_S = 300.0  # a host that could not be reached is skipped for this long, seconds
 STATES = ("verified", "unverified", "missing", "corrupt")
 
 
@@ -74,7 +77,7 @@ def policy(download=None) -> tuple[str, str]:
     """("never" | "try" | "require", why) for ``greenlab.data.load``.
 
     ``download``: True tries, False never; None reads ``GREENLAB_DOWNLOAD`` (1 requires, 0
-    forbids) and, when that is unset, quick mode (never in quick mode or CI, else try).
+    forbids) and, when that is unset, ``CI`` (never under CI, else try, in quick mode too).
     """
     if download is True:
         return "try", "download=True"
@@ -91,13 +94,10 @@ def policy(download=None) -> tuple[str, str]:
             return "never", f"GREENLAB_DOWNLOAD={raw} forbids downloads"
         raise ValueError(f"GREENLAB_DOWNLOAD must be 1 (require downloads) or 0 (forbid them), or unset; "
                          f"got {raw!r}")
-    from greenlab import config
-
-    if config.is_quick():
-        current = config.settings()
-        why = current.quick_reason if current is not None and current.quick_reason else "GREENLAB_QUICK or CI"
-        return "never", f"quick mode never downloads ({why})"
-    return "try", "downloads are on outside quick mode"
+    ci = os.environ.get("CI")
+    if ci is not None and ci.strip().lower() not in ("", "0", "false", "no", "off"):
+        return "never", "CI is set, and CI never downloads (GREENLAB_DOWNLOAD=1 to override)"
+    return "try", "downloads are on (GREENLAB_DOWNLOAD=0 forbids them)"
 
 
 def status(name: str, root=None) -> Status:
@@ -137,7 +137,9 @@ def ensure(name: str, root=None, network: bool = True, timeout_s: float = TIMEOU
 
 
 def fetch(name: str, root=None, timeout_s: float = TIMEOUT_S, progress: bool = True) -> Status:
-    """Download ``name`` into ``root`` (default the cache) unless it is there and verified."""
+    """Download ``name`` into ``root`` (default the cache) unless it is there and verified
+    (every host is tried, even one that failed a moment ago)."""
+    _dead_hosts.clear()
     return ensure(name, root, network=True, timeout_s=timeout_s, progress=progress)
 
 
@@ -285,7 +287,7 @@ def _verdict(key, where, missing, corrupt, unverified, size) -> Status:
 def _download_missing(key: str, root: Path, timeout_s: float, progress: bool) -> None:
     """Download the archives of ``key`` that are missing or fail their checksum, and extract them."""
     cls = _tv_class(key)
-    dead_hosts: dict[str, str] = {}  # host -> why it failed, so one offline host fails once
+    dead_hosts = _DeadHosts()  # host -> why it failed, so one offline host fails once
     if key == "cifar10":
         archive = root / cls.filename
         if not (archive.is_file() and _md5(archive) == cls.tgz_md5):
@@ -304,7 +306,7 @@ def _download_missing(key: str, root: Path, timeout_s: float, progress: bool) ->
 def _download(urls, dest: Path, md5: str, timeout_s: float, progress: bool, dead_hosts: dict) -> None:
     errors = []
     for url in urls:
-        host = urlparse(url).hostname or url
+        host = urlparse(url).netloc or url
         if host in dead_hosts:
             errors.append(f"{url}: {dead_hosts[host]}")
             continue
@@ -495,3 +497,26 @@ def _root(root) -> Path:
 def _check_timeout(timeout_s) -> None:
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
         raise ValueError(f"timeout_s must be a number of seconds in (0, 600], got {timeout_s!r}")
+
+
+_dead_hosts: dict = {}  # host -> (time.monotonic() when it failed, why), shared by this process
+
+
+class _DeadHosts:
+    """Hosts that could not be reached lately (``DEAD_HOST_S``), as a dict ``host -> why``:
+    remembered across calls, so a lesson offline waits for one failed lookup, not one a load."""
+
+    def __contains__(self, host) -> bool:
+        found = _dead_hosts.get(host)
+        if found is None:
+            return False
+        if time.monotonic() - found[0] > DEAD_HOST_S:
+            del _dead_hosts[host]
+            return False
+        return True
+
+    def __getitem__(self, host) -> str:
+        return _dead_hosts[host][1]
+
+    def __setitem__(self, host, why) -> None:
+        _dead_hosts[host] = (time.monotonic(), f"{why} (not tried again for {DEAD_HOST_S:g} s)")

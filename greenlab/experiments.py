@@ -24,7 +24,7 @@ import html
 import math
 import sys
 
-from greenlab import validation
+from greenlab import progress, validation
 from greenlab.units import format_energy
 
 METRICS = ("seconds", "joules", "final_accuracy", "val_accuracy", "seconds_to_target", "joules_to_target",
@@ -201,7 +201,8 @@ def paired(variant_values, baseline_values, metric: str, variant: str = "variant
 
 def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, callbacks=(),
             log: bool = False, device=None, sources=None, idle=None, save: bool = True,
-            results_path=None, stop_event=None, seed: int | None = None) -> "Comparison":
+            results_path=None, stop_event=None, seed: int | None = None,
+            show_progress: bool = True) -> "Comparison":
     """Train each variant ``repeats`` times, paired, and summarise.
 
     variants: {name: TrainConfig}; the first is the baseline for ratios and verdicts. The
@@ -214,9 +215,11 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     warmup: rounds of every variant run first and discarded (not saved), to warm caches,
       clocks and allocators. Repeat r runs the variants in an order rotated by r, so no
       variant always goes first.
-    stop_event: a threading.Event; setting it (like Ctrl-C) stops the whole comparison. Runs
-      finished before are kept; the run cut short is kept in ``partial`` and left out of every
-      mean and verdict.
+    stop_event: a threading.Event; setting it stops the whole comparison. Runs finished before
+      are kept; the run cut short is kept in ``partial`` and left out of every mean and verdict.
+    Ctrl-C does the same, then raises ``greenlab.train.Interrupted``: one line with the time
+      and energy spent, the partial Comparison in ``gl.last_interrupted()``.
+    show_progress: a line per run (which variant and repeat, then its time and energy).
     """
     from greenlab.config import seed_everything
     from greenlab.train import TrainConfig, train
@@ -244,6 +247,7 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
 
+    validation.flag("show_progress", show_progress)
     names = list(variants)
     configs = {n: (c if c.label else dataclasses.replace(c, label=n)) for n, c in variants.items()}
 
@@ -258,26 +262,87 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
         return result.status in PARTIAL_STATUSES or (stop_event is not None and stop_event.is_set())
 
     repeat_runs = []  # one {name: RunResult} per repeat (finished runs only)
-    order, partial, interrupted = [], [], False
+    order, partial, interrupted, ctrl_c = [], [], False, False
+    where = "before the first run"
+    steps = progress.Steps("greenlab.compare", (warmup + repeats) * len(names), unit="run", show=show_progress)
     try:
         for _ in range(warmup):
             for name in names:
-                if cut_short(one(name, seed, keep=False)):
+                where = f"the warm-up run of {name!r}"
+                steps.start(f"warm-up {name} (discarded)")
+                try:
+                    result = _train_kept(one, name, seed, False)
+                except _CutShort:
+                    raise KeyboardInterrupt from None
+                if cut_short(result):
                     raise KeyboardInterrupt
+                steps.done(_run_note(result))
         for r in range(repeats):
             shift = r % len(names)
             repeat_runs.append({})
             for name in names[shift:] + names[:shift]:
-                result = one(name, seed + r, keep=True)
+                where = f"{name!r} repeat {r + 1} of {repeats}"
+                steps.start(f"{name} repeat {r + 1}/{repeats}")
+                try:
+                    result = _train_kept(one, name, seed + r, True)
+                except _CutShort as cut:
+                    partial.append((name, r, cut.result))
+                    raise KeyboardInterrupt from None
                 if cut_short(result):
                     partial.append((name, r, result))
                     raise KeyboardInterrupt
                 order.append(name)
                 repeat_runs[r][name] = result
+                steps.done(_run_note(result))
     except KeyboardInterrupt:
         interrupted = True
-    return Comparison(names, repeat_runs, order, partial=partial, interrupted=interrupted,
-                      requested_repeats=repeats)
+        ctrl_c = not (stop_event is not None and stop_event.is_set())
+    finally:
+        steps.close()
+    cmp = Comparison(names, repeat_runs, order, partial=partial, interrupted=interrupted,
+                     requested_repeats=repeats)
+    if ctrl_c:
+        raise _interrupted(cmp, where) from None
+    return cmp
+
+
+class _CutShort(Exception):
+    """A run of the comparison was interrupted; ``result`` is its partial RunResult."""
+
+    def __init__(self, result):
+        super().__init__("interrupted")
+        self.result = result
+
+
+def _train_kept(one, name, seed, keep):
+    """One run; an ``Interrupted`` from gl.train becomes ``_CutShort`` carrying its partial run."""
+    from greenlab.train import Interrupted
+
+    try:
+        return one(name, seed, keep)
+    except Interrupted as exc:
+        raise _CutShort(exc.result) from None
+
+
+def _run_note(result) -> str:
+    est = " (estimate)" if result.estimated else ""
+    return f"{result.seconds:.3g} s, {result.joules:.4g} J{est}"
+
+
+def _interrupted(cmp, where):
+    """The ``Interrupted`` (one line) for a comparison stopped by Ctrl-C during ``where``."""
+    from greenlab.train import remember_interrupted
+
+    every = [r for rs in cmp.runs.values() for r in rs] + [p[2] for p in cmp.partial]
+    seconds = sum(r.seconds for r in every)
+    joules = sum(r.joules for r in every)
+    est = " (estimate)" if cmp.estimated else ""
+    finished = sum(len(rs) for rs in cmp.runs.values())
+    line = (f"greenlab.compare: interrupted during {where}, after {finished} finished run(s), "
+            f"{seconds:.3g} s and {joules:.4g} J{est} in all; the partial comparison (finished "
+            "runs only in its means) is in gl.last_interrupted(); a variable this cell assigns "
+            "keeps its previous value")
+    return remember_interrupted(line, cmp)
 
 
 class Comparison:
@@ -690,9 +755,13 @@ def run_main(args) -> int:
     def model_fn():
         return models.build(args.model, **kw)
 
+    from greenlab.train import Interrupted
+
     try:
         cmp = compare(variants, model_fn, ds, repeats=args.repeats, warmup=args.warmup,
                       save=not args.no_save)
+    except Interrupted as exc:
+        cmp = exc.result
     except ValueError as exc:
         print(run_error(exc), file=sys.stderr)
         return 2

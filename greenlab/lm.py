@@ -16,6 +16,7 @@ Losses are in nats per byte (cross-entropy with the natural log).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -24,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from greenlab import validation
+from greenlab import progress, validation
 
 VOCAB = 256  # bytes
 CORPORA = ("pydoc-topics", "stdlib-source")
@@ -408,12 +409,14 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     g = torch.Generator().manual_seed(cfg.seed)
     history, target = [], None
     window = measure(cfg.label or "train_lm", sources=sources)
-    with window:
+    bar = progress.bar(cfg.steps, cfg.label or "train_lm")
+    with window, contextlib.closing(bar):
         meter = _Meter(sources)
         start = time.perf_counter()
         for step in range(1, cfg.steps + 1):
             x, y = batch(corpus.train, cfg.seq_len, cfg.batch_size, g, dev)
             loss = train_step(model, optimizer, x, y, cfg.precision)
+            bar.update(1)
             if not math.isfinite(loss.item()):
                 raise FloatingPointError(f"training loss became {loss.item()} at step {step}; lower lr")
             if step % cfg.eval_every == 0 or step == cfg.steps:

@@ -17,14 +17,16 @@ from ``torch._dynamo``'s counters.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import logging
 import math
 
 import torch
 import torch.nn as nn
 
-from greenlab import validation
+from greenlab import progress, validation
 from greenlab.lm import Corpus, LMConfig, LMRun, batch, compile_break_even_steps, make_optimizer, train_step
 
 
@@ -157,9 +159,12 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
     # One eager step first (one-time allocations), on the same batch the compiled model sees first.
     eager_loss = variants["eager"].run(1)
     before = _cache_counters()
-    with measure("first compiled step", sources=sources) as first:
+    lines = progress.Steps("greenlab.measure_compile", 1 + 2 * repeats, unit="window")
+    lines.start("compiling the model: the first step includes compilation")
+    with _no_cuda_home_notice(), measure("first compiled step", sources=sources) as first:
         compiled_loss = variants["compiled"].run(1)
     cache = _cache_state(before, _cache_counters())
+    lines.done(f"{first.result.seconds:.3g} s ({cache})")
     if not math.isfinite(compiled_loss):
         raise RuntimeError(
             f"the compiled model computed a loss of {compiled_loss} on the first batch, where the eager model "
@@ -173,9 +178,11 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
         names = ["eager", "compiled"] if r % 2 == 0 else ["compiled", "eager"]
         repeat_runs.append({})
         for name in names:
+            lines.start(f"{name}, {steps} steps (repeat {r + 1}/{repeats})")
             with measure(name, sources=sources) as window:
                 variants[name].run(steps)
             res = window.result
+            lines.done()
             repeat_runs[r][name] = LMRun(
                 label=name, config=dataclasses.asdict(cfg), steps=steps, tokens=steps * cfg.tokens_per_step,
                 seconds=res.seconds, joules=res.joules, val_loss=math.nan, history=[],
@@ -231,3 +238,24 @@ def _cache_state(before: dict, after: dict) -> str:
     if hits:
         return f"loaded from PyTorch's on-disk compile cache: {hits} graph(s)"
     return "cache use unknown"
+
+
+class _DropCudaHomeNotice(logging.Filter):
+    """Drops PyTorch's "No CUDA runtime is found, using CUDA_HOME=..." warning: compiling for the
+    CPU needs no CUDA, and the notice (red in a notebook) only says a CUDA toolkit is installed."""
+
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
+@contextlib.contextmanager
+def _no_cuda_home_notice():
+    """Hide that notice while compiling (PyTorch logs it once, when compilation first loads
+    ``torch.utils.cpp_extension``)."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    drop = _DropCudaHomeNotice()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)

@@ -190,6 +190,7 @@ def tune_lr(model_fn, data, config, candidates=LR_CANDIDATES, samples: int = QUI
     tuning budget. ``train_kwargs`` go to ``gl.train`` (default log=False, save=False)."""
     import math
 
+    from greenlab import progress
     from greenlab.config import seed_everything
     from greenlab.train import TrainConfig, train
 
@@ -205,7 +206,9 @@ def tune_lr(model_fn, data, config, candidates=LR_CANDIDATES, samples: int = QUI
     epochs = max(config.epochs, math.ceil(samples / max(1, int(data.train_x.shape[0]))))
     kwargs = {"log": False, "save": False, **train_kwargs}
     rows, runs = [], []
+    lines = progress.Steps(f"greenlab.tune_lr {config.label or 'recipe'}", len(candidates), unit="trial")
     for lr in candidates:
+        lines.start(f"lr {lr:g}, {steps} steps")
         cfg = dataclasses.replace(config, lr=float(lr), max_steps=steps, epochs=epochs, target_accuracy=None,
                                   patience=None, eval_every=None, eval_every_samples=None,
                                   label=f"{config.label or 'recipe'} lr {lr:g}")
@@ -215,6 +218,7 @@ def tune_lr(model_fn, data, config, candidates=LR_CANDIDATES, samples: int = QUI
         ok = res.status != "diverged" and res.val_accuracy is not None
         rows.append({"lr": float(lr), "val_accuracy": res.val_accuracy if ok else None,
                      "joules": res.joules, "seconds": res.seconds, "status": res.status})
+        lines.done(f"validation {res.val_accuracy:.1%}, {res.seconds:.3g} s" if ok else res.status)
     scored = [r for r in rows if r["val_accuracy"] is not None]
     if not scored:
         raise ValueError(f"every learning rate in {candidates} diverged; try smaller ones")

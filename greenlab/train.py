@@ -25,11 +25,14 @@ software, ends with the same weights and history rows as a run that was never in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -282,6 +285,8 @@ class RunResult:
     # False when the energy figure lost a component (its Measurement's problems say which/why)
     complete: bool = True
     problems: list = field(default_factory=list)
+    # callbacks that raised (each was dropped and the run went on): what failed, when and why
+    callback_problems: list = field(default_factory=list)
 
     def summary(self) -> str:
         """One readable line."""
@@ -297,6 +302,8 @@ class RunResult:
             line += f"; target {self.config['target_accuracy']:.1%} NOT reached"
         if self.problems:
             line += "; energy incomplete: " + "; ".join(self.problems)
+        if self.callback_problems:
+            line += f"; {len(self.callback_problems)} callback(s) failed (see message)"
         return line
 
     def to_dict(self) -> dict:
@@ -314,9 +321,16 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     callbacks: objects with optional ``on_step(state)``, ``on_eval(state)``, ``on_end(state)``
       methods, or plain functions (called after every optimizer step). Raising ``StopTraining``
       ends the run with status "stopped"; so does setting ``stop_event`` (a threading.Event).
-    Ctrl-C (KeyboardInterrupt) ends it with status "interrupted"; a NaN/inf loss with
-    "diverged". Every run, whatever its status, is appended to the results log
-    (``save=False`` to skip; ``results_path`` to choose the file).
+    A callback that raises anything else is dropped and the run goes on; the failure is in
+    ``callback_problems`` and the message (a failing checkpoint does not lose the run).
+    Ctrl-C (KeyboardInterrupt) before the last step saves the partial run (status
+    "interrupted") and raises ``Interrupted``, whose one line says what was spent and that
+    ``gl.last_interrupted()`` holds the partial run: the interrupt still stops a notebook's Run
+    All, and no variable silently keeps a result that looks new. Once the last step is done, a
+    Ctrl-C (during the final evaluation, the window's end read, the packing or the log append)
+    no longer loses the run: it is returned, marked "interrupted", the message saying where.
+    A NaN/inf loss ends the run with "diverged". Every run, whatever its status, is appended
+    to the results log (``save=False`` to skip; ``results_path`` to choose the file).
     sources / idle: energy sources and an IdlePower passed to ``greenlab.energy.measure``.
     Inside a ``torch.distributed`` job (process group initialised) every rank must call train():
     the energy window is collective and ``energy`` is the job's, reduced across ranks.
@@ -363,20 +377,165 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     peak = _PeakMemory(dev)
     # inside a torch.distributed job every rank calls train(); the window is then collective
     window = measure(cfg.label or "train", idle=idle, sources=sources, distributed=None)
-    with window:
+    window.start()
+    try:
         run.meter = _Meter(sources)
         run.start_s = time.perf_counter()
         run.start_cpu_s = time.process_time()
         run.loop()
-        run.end_cpu_s = time.process_time()
-        peak.sample()
-    result = run.result(window.result, flop_count, params, peak)
+    except BaseException:  # loop() keeps Ctrl-C itself; anything else closes the window first
+        if window.running:
+            window.stop()
+        raise
+    # the last step is done: from here on a Ctrl-C is kept on the run instead of losing it
+    result = _finish(run, window, flop_count, params, peak, save, results_path)
+    if run.interrupted_in_loop:
+        raise _interrupted(result, run, save)
     if log:
         print(("greenlab.train: " + result.message + "\n" if result.message else "") +
               "greenlab.train: " + result.summary())
-    if save:
-        _save_result(result, results_path)
     return result
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (Kernel > Interrupt) stopped ``gl.train`` or ``gl.compare`` before the work was
+    done. ``str()`` is one line: what was interrupted, the time and energy spent, and where the
+    partial result is; ``result`` is that partial result (a ``RunResult`` with status
+    "interrupted", or a ``Comparison``), also returned by ``last_interrupted()``.
+
+    It is a KeyboardInterrupt, so the interrupt still stops what runs after it (a notebook's
+    Run All, a script); in a notebook set up by ``gl.setup()`` it shows as its one line."""
+
+    def __init__(self, line: str, result):
+        super().__init__(line)
+        self.line = line
+        self.result = result
+
+    def __str__(self) -> str:
+        return self.line
+
+
+_last_interrupted = None
+
+
+def last_interrupted():
+    """The partial result of the latest interrupted ``gl.train``/``gl.compare`` (None before)."""
+    return _last_interrupted
+
+
+def remember_interrupted(line: str, result) -> Interrupted:
+    """Keep ``result`` for ``last_interrupted()`` and return the ``Interrupted`` to raise."""
+    global _last_interrupted
+    _last_interrupted = result
+    return Interrupted(line, result)
+
+
+def _interrupted(result, run, save) -> Interrupted:
+    label = f" {result.label!r}" if result.label else ""
+    est = " (estimate)" if result.estimated else ""
+    where = ("the results log and gl.last_interrupted()" if save and "not saved" not in result.message
+             else "gl.last_interrupted() (not in the results log)")
+    line = (f"greenlab.train: interrupted{label} at step {result.steps} of {run.total_steps}, after "
+            f"{result.seconds:.3g} s and {result.joules:.4g} J{est}; the partial run is in {where}; "
+            "a variable this cell assigns keeps its previous value")
+    return remember_interrupted(line, result)
+
+
+def _finish(run, window, flop_count, params, peak, save, results_path) -> RunResult:
+    """Close the window, pack the result and append it to the log. A Ctrl-C in any of these
+    steps (a real SIGINT is held back until they are done; a KeyboardInterrupt raised inside
+    them is caught) leaves the run returned, marked interrupted, and says in which step."""
+    stages = []
+    with _held_sigint() as pending:
+        try:
+            run.end_cpu_s = time.process_time()
+            peak.sample()
+        except KeyboardInterrupt:
+            stages.append("the window's end read")
+        try:
+            energy = window.stop()
+        except KeyboardInterrupt:
+            if "the window's end read" not in stages:
+                stages.append("the window's end read")
+            energy = _energy_from_meter(run, window)
+        result = None
+        for _ in range(3):  # packing is plain arithmetic: an interrupt there is retried
+            try:
+                result = run.result(energy, flop_count, params, peak)
+                break
+            except KeyboardInterrupt:
+                if "the result packing" not in stages:
+                    stages.append("the result packing")
+        if result is None:
+            raise KeyboardInterrupt
+        late = not run.interrupted_in_loop  # an interrupt before the last step says so itself
+        if late and (pending or stages):
+            _mark_interrupted_after_last_step(result, stages)
+        if save:
+            try:
+                _save_result(result, results_path)
+            except KeyboardInterrupt:
+                if late:
+                    _mark_interrupted_after_last_step(result, ["the results-log append"])
+                result.message += "; the run was not saved to the results log"
+        if late and pending and not stages:  # a SIGINT held during the append
+            _mark_interrupted_after_last_step(result, [])
+    return result
+
+
+def _mark_interrupted_after_last_step(result, stages):
+    if result.status == "interrupted" and "after the last step" in result.message:
+        return
+    where = " and ".join(stages) if stages else "the end of the run (held until the run was saved)"
+    note = (f"Ctrl-C after the last step, during {where}: the training had finished "
+            f"(status would have been {result.status!r})")
+    if result.status == "interrupted":  # interrupted during the final evaluation already
+        note = f"Ctrl-C after the last step, during {where}"
+    result.status = "interrupted"
+    result.message = f"{result.message}; {note}" if result.message else note
+
+
+def _energy_from_meter(run, window):
+    """A Measurement from the run's own meter, for a window whose end read was interrupted."""
+    from greenlab.energy.measure import ComponentEnergy, Measurement
+
+    seconds = time.perf_counter() - run.start_s
+    problems = ["the energy window's end read was interrupted (Ctrl-C); the figures are read "
+                "again from the run's meter, which started just after the window"]
+    components = {}
+    meter = run.meter
+    for s, j0 in zip(meter.sources, meter.start):
+        try:
+            joules = s.read_joules() - j0
+        except Exception as exc:  # noqa: BLE001 - a failed read leaves the component out
+            problems.append(f"{s.component}: {getattr(s, 'name', '?')} failed at the re-read ({exc}); "
+                            "its energy is missing from this total")
+            continue
+        components[s.component] = ComponentEnergy(
+            s.component, getattr(s, "name", "?"), joules, seconds, joules / seconds if seconds > 0 else 0.0,
+            bool(getattr(s, "estimated", False)), float(getattr(s, "rel_uncertainty", 0.0)),
+            getattr(s, "note", ""), getattr(s, "model", ""), getattr(s, "attribution", ""))
+    return Measurement(getattr(window, "label", "train"), seconds, components, None, [], [], problems)
+
+
+@contextlib.contextmanager
+def _held_sigint():
+    """Hold a Ctrl-C (SIGINT) back until the block is done; yields a list that gets an entry
+    per SIGINT received. Outside the main thread (no handler can be set) nothing is held."""
+    pending = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    except (ValueError, OSError, TypeError):
+        yield pending
+        return
+    try:
+        yield pending
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 # --- the loop ------------------------------------------------------------------------------
@@ -441,11 +600,14 @@ class _Run:
         self.start_step = self.start_samples = 0
         self.prior_seconds = self.prior_joules = 0.0
         self.rng_after_resume = None
+        self.total_steps = self._total_steps()
+        self.interrupted_in_loop = False  # Ctrl-C before the last step (train() raises then)
+        self.callback_problems: list[str] = []
 
     # one pass over everything; sets self.status
     def loop(self):
         cfg = self.cfg
-        bar = _progress(self._total_steps(), self.log, cfg.label, initial=self.step)
+        bar = _progress(self.total_steps, self.log, cfg.label, initial=self.step)
         try:
             for epoch in range(self.start_epoch, cfg.epochs):
                 self.epoch = epoch
@@ -462,8 +624,8 @@ class _Run:
                 self.message = f"stopped by a callback at step {self.step}" + (f": {exc}" if str(exc) else "")
         except KeyboardInterrupt:
             self.status = "interrupted"
-            self.message = (f"interrupted at step {self.step}; the partial result is returned "
-                            "and saved to the results log")
+            self.interrupted_in_loop = self.step < self.total_steps
+            self.message = f"interrupted at step {self.step} of {self.total_steps}"
         finally:
             bar.close()
         try:
@@ -477,7 +639,8 @@ class _Run:
             pass
         except KeyboardInterrupt:
             self.status = "interrupted"
-            self.message = f"interrupted at step {self.step} during the final evaluation"
+            self.message = (f"Ctrl-C after the last step (step {self.step}), during the final "
+                            "evaluation: the training had finished; the test split was not scored")
 
     def _epoch(self, epoch, bar) -> bool:
         """Train one epoch; True when the run must end now."""
@@ -659,12 +822,28 @@ class _Run:
         s.accuracy, s.best_accuracy = self.last_acc, self.best
         s.lr = self.optimizer.param_groups[0]["lr"]
         s._meter = self.meter
-        for cb in self.callbacks:
+        for cb in list(self.callbacks):
             fn = getattr(cb, method, None)
             if fn is None and method == "on_step" and callable(cb) and not hasattr(cb, "on_eval"):
                 fn = cb
-            if fn is not None:
+            if fn is None:
+                continue
+            try:
                 fn(s)
+            except (StopTraining, KeyboardInterrupt):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failing callback must not lose the run
+                self._callback_failed(cb, method, exc)
+
+    def _callback_failed(self, cb, method, exc):
+        """Drop a callback that raised: the run goes on, and the failure is reported on the
+        result (``callback_problems`` and its message) and warned about at once."""
+        name = getattr(cb, "__name__", None) or type(cb).__name__
+        problem = (f"callback {name}.{method} failed at step {self.step} ({type(exc).__name__}: "
+                   f"{exc}); it was not called again")
+        self.callback_problems.append(problem)
+        self.callbacks = [c for c in self.callbacks if c is not cb]
+        warnings.warn(problem, RuntimeWarning, stacklevel=2)
 
     def _total_steps(self) -> int:
         total = 0
@@ -687,7 +866,7 @@ class _Run:
         fl["train_total_model"] = ("train_step_per_sample x samples trained in this session "
                                    "(FLOPs scale with batch size)")
         message = self.message
-        for problem in (self.meter.problems if self.meter is not None else ()):
+        for problem in list(self.meter.problems if self.meter is not None else ()) + self.callback_problems:
             message = f"{message}; {problem}" if message else problem
         if cfg.target_accuracy is not None and self.target is None:
             best = "n/a" if self.best is None else f"{self.best:.1%}"
@@ -715,6 +894,7 @@ class _Run:
             cumulative_joules=self.prior_joules + energy.joules,
             steps_this_session=self.step - self.start_step,
             samples_this_session=self.samples - self.start_samples,
+            callback_problems=list(self.callback_problems),
             complete=bool(getattr(energy, "complete", True)) and not self.meter.problems,
             problems=list(getattr(energy, "problems", []) or []) + [
                 p for p in self.meter.problems if p not in (getattr(energy, "problems", []) or [])])
@@ -1026,34 +1206,10 @@ def _checked_schedule(fn):
 
 
 def _progress(total, log, label, initial=0):
-    """A tqdm progress bar when ``log`` and tqdm is installed; otherwise a silent stand-in."""
-    if log:
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            tqdm = None
-        if tqdm is not None:
-            return tqdm(total=total, initial=min(initial, total), desc=label or "train",
-                        unit="step", leave=False, file=sys.stderr)
-    return _NoProgress()
+    """A tqdm progress bar over the run's steps when ``log`` (``greenlab.progress.bar``)."""
+    from greenlab import progress
 
-
-class _NoProgress:
-    """The part of tqdm's interface the loop uses, doing nothing (no tqdm, or ``log=False``)."""
-
-    n = 0
-
-    def update(self, n=1):
-        self.n += n
-
-    def set_postfix(self, *args, **kwargs):
-        pass
-
-    def set_postfix_str(self, *args, **kwargs):
-        pass
-
-    def close(self):
-        pass
+    return progress.bar(total, label or "train", unit="step", show=log, initial=initial)
 
 
 def _as_callbacks(callbacks):

@@ -43,6 +43,14 @@ def test_greenlab_lab_opens_my_lessons_and_passes_options(tmp_path, monkeypatch)
     (shipped / "01_a.ipynb").write_text("x")
     monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(shipped))
     seen = {}
-    monkeypatch.setattr(subprocess, "call", lambda cmd: seen.setdefault("cmd", cmd) and 0)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setattr(subprocess, "call", lambda cmd, env: seen.update(cmd=cmd, env=env) or 0)
     assert cli.main(["lab", "--", "--port=8890"]) == 0
     assert seen["cmd"][3] == str(tmp_path / "my-lessons") and seen["cmd"][-1] == "--port=8890"
+    assert seen["env"]["OMP_WAIT_POLICY"] == "PASSIVE"  # the kernels wait as make lab's and make test's do
+    assert seen["env"]["GREENLAB_LESSONS_DIR"] == str(shipped)
+
+
+def test_lab_environment_keeps_a_wait_policy_already_chosen():
+    assert cli.lab_environment({"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
+    assert cli.lab_environment({})["OMP_WAIT_POLICY"] == "PASSIVE"

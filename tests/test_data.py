@@ -20,7 +20,9 @@ def isolated(monkeypatch, tmp_path):
     for name in ("GREENLAB_DOWNLOAD", "GREENLAB_QUICK", "CI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GREENLAB_QUICK", "1")  # tests opt into full mode where they need it
+    monkeypatch.setenv("GREENLAB_DOWNLOAD", "0")  # and into downloads
     monkeypatch.setattr(config, "_current", None)  # no earlier setup() decides the mode
+    monkeypatch.setattr(datacache, "_dead_hosts", {})  # no host remembered from another test
 
 
 @pytest.fixture
@@ -133,20 +135,46 @@ def test_cifar10_through_torchvision_from_pickle_batches(tmp_path, monkeypatch):
     assert torch.allclose(ds.train_x[0] * std + mean, first, atol=1e-5)
 
 
-@pytest.mark.parametrize("env", [{"GREENLAB_QUICK": "1"}, {"GREENLAB_QUICK": None, "CI": "true"}])
-def test_quick_mode_and_ci_never_touch_the_network(env, monkeypatch, no_network, capsys, tmp_path):
+@pytest.mark.parametrize("env", [{"CI": "true"}, {"CI": "1", "GREENLAB_QUICK": "0"},
+                                 {"GREENLAB_DOWNLOAD": "0"}])
+def test_ci_and_download_0_never_touch_the_network(env, monkeypatch, no_network, capsys, tmp_path):
+    monkeypatch.delenv("GREENLAB_DOWNLOAD")
     for name, value in env.items():
-        if value is None:
-            monkeypatch.delenv(name, raising=False)
-        else:
-            monkeypatch.setenv(name, value)
+        monkeypatch.setenv(name, value)
     for name in ("fashion-mnist", "cifar10"):
         ds = data.load(name, n_train=200, n_test=50)
-        assert ds.source == "generated" and "quick mode never downloads" in ds.note
+        assert ds.source == "generated" and ("CI never downloads" in ds.note
+                                             or "GREENLAB_DOWNLOAD=0 forbids" in ds.note)
         assert f"greenlab data fetch {name}" in ds.note
     assert no_network == [] and not (tmp_path / "cache").exists()  # nothing written either
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 2 and all("source generated" in line and "NOTE" in line for line in out)
+    assert len(out) == 2 and all("source generated" in line and "NOTE: not the real" in line for line in out)
+    assert all("greenlab data fetch" not in line for line in out)  # the hint stays in ds.note
+
+
+def test_quick_mode_downloads_the_real_data_from_the_mirror(mirror, monkeypatch, capsys):
+    monkeypatch.delenv("GREENLAB_DOWNLOAD")
+    assert config.is_quick()
+    ds = data.load("fashion-mnist", n_train=40, n_test=20)
+    assert ds.source == "torchvision" and "checksums verified" in ds.note
+    assert len(mirror["hits"]) == 4
+    assert "source torchvision" in capsys.readouterr().out
+
+
+def test_an_unreachable_host_is_tried_once_per_lesson_not_once_per_load(monkeypatch):
+    monkeypatch.delenv("GREENLAB_DOWNLOAD")
+    dead = fake_mirror.closed_port_url()
+    monkeypatch.setattr(torchvision.datasets.FashionMNIST, "mirrors", [dead])
+    tried = []
+    real_resolve = datacache._resolve
+    monkeypatch.setattr(datacache, "_resolve", lambda url, t: (tried.append(url), real_resolve(url, t)))
+    first = data.load("fashion-mnist", n_train=50, n_test=10, verbose=False)
+    second = data.load("fashion-mnist", n_train=50, n_test=10, verbose=False)
+    assert first.source == second.source == "generated" and len(tried) == 1
+    assert "not tried again" in second.note
+    monkeypatch.setattr(datacache, "DEAD_HOST_S", 0.0)  # remembered for a while only
+    data.load("fashion-mnist", n_train=50, n_test=10, verbose=False)
+    assert len(tried) == 2
 
 
 def test_download_forbidden_by_environment_uses_no_network(monkeypatch, no_network):
@@ -158,13 +186,23 @@ def test_download_forbidden_by_environment_uses_no_network(monkeypatch, no_netwo
 
 
 def test_policy_reads_the_environment(monkeypatch):
+    monkeypatch.delenv("GREENLAB_DOWNLOAD")
     monkeypatch.setenv("GREENLAB_QUICK", "0")
     assert datacache.policy()[0] == "try"
     monkeypatch.setenv("GREENLAB_QUICK", "1")
-    assert datacache.policy()[0] == "never"
+    assert datacache.policy()[0] == "try"  # quick mode downloads too
+    for ci in ("true", "1", "yes"):
+        monkeypatch.setenv("CI", ci)
+        assert datacache.policy() == ("never", "CI is set, and CI never downloads (GREENLAB_DOWNLOAD=1 to override)")
+    for not_ci in ("", "0", "false"):
+        monkeypatch.setenv("CI", not_ci)
+        assert datacache.policy()[0] == "try"
+    monkeypatch.setenv("CI", "true")
     assert datacache.policy(True)[0] == "try" and datacache.policy(False)[0] == "never"
+    monkeypatch.setenv("GREENLAB_DOWNLOAD", "0")
+    assert datacache.policy()[0] == "never"
     monkeypatch.setenv("GREENLAB_DOWNLOAD", "1")
-    assert datacache.policy()[0] == "require"  # an explicit demand wins over quick mode
+    assert datacache.policy()[0] == "require"  # an explicit demand wins over CI
     monkeypatch.setenv("GREENLAB_DOWNLOAD", "maybe")
     with pytest.raises(ValueError, match="GREENLAB_DOWNLOAD must be 1"):
         datacache.policy()
@@ -174,6 +212,7 @@ def test_policy_reads_the_environment(monkeypatch):
 
 def test_full_mode_downloads_from_the_mirror_verifies_and_reuses_the_cache(mirror, monkeypatch, tmp_path):
     monkeypatch.setenv("GREENLAB_QUICK", "0")
+    monkeypatch.delenv("GREENLAB_DOWNLOAD")
     ds = data.load("fashion-mnist", verbose=False)
     assert ds.source == "torchvision" and "checksums verified" in ds.note
     assert str(tmp_path / "cache") in ds.note  # the one shared cache (GREENLAB_CACHE_DIR)
@@ -196,9 +235,9 @@ def test_corrupt_cached_archive_is_detected_and_downloaded_again(mirror, monkeyp
     archive.write_bytes(bytes(raw))
     st = datacache.status("fashion-mnist")
     assert st.state == "corrupt" and "train-labels-idx1-ubyte.gz fails its MD5 checksum" in st.detail
-    offline = data.load("fashion-mnist", verbose=False)  # quick mode: no download, so no data
+    offline = data.load("fashion-mnist", verbose=False)  # GREENLAB_DOWNLOAD=0: no data
     assert offline.source == "generated" and "corrupt" in offline.note and "MD5" in offline.note
-    monkeypatch.setenv("GREENLAB_QUICK", "0")
+    monkeypatch.delenv("GREENLAB_DOWNLOAD")
     ds = data.load("fashion-mnist", verbose=False)
     assert ds.source == "torchvision" and mirror["hits"].count("/train-labels-idx1-ubyte.gz") == 2
     assert datacache.status("fashion-mnist").state == "verified"
@@ -231,6 +270,7 @@ def test_mirror_with_wrong_bytes_fails_the_checksum_and_leaves_nothing(mirror, m
 
 def test_offline_full_mode_falls_back_fast_with_one_line(monkeypatch, capsys):
     monkeypatch.setenv("GREENLAB_QUICK", "0")
+    monkeypatch.delenv("GREENLAB_DOWNLOAD")
     monkeypatch.setattr(torchvision.datasets.FashionMNIST, "mirrors", [fake_mirror.closed_port_url()])
     attempts = []  # fast means one attempt on the refused host, no retry loop
     get = datacache._get

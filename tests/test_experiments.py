@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 
 from greenlab import data, experiments, models, results  # noqa: E402
 from fakes import SlopeSource  # noqa: E402
-from greenlab.train import TrainConfig  # noqa: E402
+from greenlab.train import Interrupted, TrainConfig  # noqa: E402
 
 
 
@@ -178,8 +178,10 @@ def test_interrupting_a_comparison_stops_it_and_keeps_the_finished_runs(ds):
             raise KeyboardInterrupt
 
     variants = {"a": TrainConfig(batch_size=40, epochs=1), "b": TrainConfig(batch_size=30, epochs=1)}
-    cmp = experiments.compare(variants, model_fn, ds, repeats=3, warmup=0, sources=[SlopeSource()],
-                              callbacks=[interrupt_fourth_run])
+    with pytest.raises(Interrupted) as info:
+        experiments.compare(variants, model_fn, ds, repeats=3, warmup=0, sources=[SlopeSource()],
+                            callbacks=[interrupt_fourth_run])
+    cmp = info.value.result
     assert cmp.interrupted and calls["n"] == 4  # nothing ran after the interrupt
     assert cmp.order == ["a", "b", "b"] and cmp.repeats == 1
     assert [(n, r, res.status) for n, r, res in cmp.partial] == [("a", 1, "interrupted")]

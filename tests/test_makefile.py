@@ -61,3 +61,12 @@ def test_make_test_shows_the_slowest_tests_and_the_readme_names_it():
     test_line = [l for l in makefile.splitlines() if l.startswith("\t") and "pytest tests lessons" in l]
     assert test_line and "--durations=20" in test_line[0]
     assert "make test" in (ROOT / "README.md").read_text()
+def test_make_test_and_make_lab_start_pytorch_the_same_way(checkout):
+    lab = [l for l in make(checkout, "-n", "lab").splitlines() if "jupyter lab" in l][-1]
+    test = [l for l in make(checkout, "-n", "test").splitlines() if "pytest tests lessons" in l][-1]
+    for line in (lab, test):
+        assert "OMP_WAIT_POLICY=PASSIVE" in line
+    assert "GREENLAB_THREADS" not in test  # the tests choose threads as a learner's kernel does
+    assert "GREENLAB_DOWNLOAD=0" in test  # the tests stay offline; quick mode alone downloads
+    mine = [l for l in make(checkout, "-n", "lab", "OMP_WAIT_POLICY=ACTIVE").splitlines() if "jupyter lab" in l][-1]
+    assert "OMP_WAIT_POLICY=ACTIVE" in mine

@@ -52,7 +52,7 @@ def test_the_hidden_packages_really_cannot_be_imported(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=hidden_env(tmp_path),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.splitlines() == ["[]", "[]", "True True", "_NoProgress", "True"]
+    assert proc.stdout.splitlines() == ["[]", "[]", "True True", "NoBar", "True"]
 
 
 def test_dry_run_completes_and_writes_the_bundle_and_the_log(dry_run):

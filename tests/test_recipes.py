@@ -49,7 +49,7 @@ def test_the_ladder_refuses_recipes_that_differ_elsewhere():
         recipes.one_change_at_a_time(naive, {"lr": 1})
 
 
-def test_tune_lr_gives_each_candidate_the_same_samples_and_picks_by_validation(monkeypatch):
+def test_tune_lr_gives_each_candidate_the_same_samples_and_picks_by_validation(monkeypatch, capsys):
     import importlib
 
     gl_train = importlib.import_module("greenlab.train")
@@ -76,6 +76,10 @@ def test_tune_lr_gives_each_candidate_the_same_samples_and_picks_by_validation(m
     assert tuning.best_lr == max(scored, key=lambda r: r["val_accuracy"])["lr"]
     assert tuning.rows[2]["status"] == "diverged" and tuning.best_lr != 90.0  # a diverged run never wins
     assert tuning.joules > 0 and "chosen" in tuning.table()
+    lines = capsys.readouterr().out.splitlines()  # a line per trial, as it runs
+    assert [line.split(" ...")[0] for line in lines] == [
+        f"greenlab.tune_lr recipe [{i}/3] lr {lr}, 10 steps" for i, lr in ((1, "0.001"), (2, "0.05"), (3, "90"))]
+    assert lines[0].split(" ... ")[1].startswith("validation ") and lines[2].endswith("... diverged")
     with pytest.raises(ValueError, match="candidates"):
         recipes.tune_lr(model_fn, ds, base, candidates=())
     with pytest.raises(ValueError, match="samples"):

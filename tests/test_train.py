@@ -9,7 +9,7 @@ import torch
 
 from greenlab import data, models, results
 from fakes import SlopeSource
-from greenlab.train import StopTraining, TrainConfig, train
+from greenlab.train import Interrupted, StopTraining, TrainConfig, last_interrupted, train
 
 
 
@@ -179,7 +179,9 @@ def test_an_interrupted_run_reports_no_test_accuracy(ds):
         if state.step == 2:
             raise KeyboardInterrupt
 
-    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=1), callbacks=[on_step], save=False)
+    with pytest.raises(Interrupted) as info:
+        run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=1), callbacks=[on_step], save=False)
+    res = info.value.result
     assert res.status == "interrupted" and res.final_accuracy is None
 
 
@@ -217,7 +219,10 @@ def test_keyboard_interrupt_returns_partial_result_and_saves_it(ds):
         if state.step == 5:
             raise KeyboardInterrupt
 
-    res = run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=3), callbacks=ctrl_c)
+    with pytest.raises(Interrupted) as info:
+        run(tiny_mlp(), ds, cfg=TrainConfig(batch_size=20, epochs=3), callbacks=ctrl_c)
+    res = info.value.result
+    assert res is last_interrupted()
     assert res.status == "interrupted" and res.steps == 5 and res.samples == 100
     assert res.joules > 0
     saved = results.load()

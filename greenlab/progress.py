@@ -1,0 +1,103 @@
+"""Progress of long cells: a bar over steps, and a line per item of a longer job.
+
+- ``bar(total, label)``: tqdm's bar (a widget in JupyterLab, text elsewhere) over the steps
+  of one run, or a silent stand-in when disabled or tqdm is missing.
+- ``Steps(label, total)``: a job made of a few long items (trials, runs, compilation). Each
+  ``start(what)`` prints ``label [i/total] what ...`` at once, and ``done(note)`` ends that
+  line with what it took, so a cell shows what it is doing while it works, and a log or a
+  headless run reads as plain lines. ``GREENLAB_PROGRESS=0`` silences both.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def enabled() -> bool:
+    """False when ``GREENLAB_PROGRESS`` is 0/false/no/off."""
+    return os.environ.get("GREENLAB_PROGRESS", "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def bar(total: int, label: str, unit: str = "step", show: bool = True, initial: int = 0):
+    """A tqdm bar (to stderr, cleared when closed) over ``total`` ``unit``s; with ``show``
+    False, ``GREENLAB_PROGRESS=0`` or no tqdm, a stand-in with the same methods that prints
+    nothing."""
+    if show and enabled():
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            tqdm = None
+        if tqdm is not None:
+            return tqdm(total=total, initial=min(initial, total), desc=label, unit=unit,
+                        leave=False, file=sys.stderr)
+    return NoBar()
+
+
+class NoBar:
+    """The part of tqdm's interface greenlab uses, doing nothing."""
+
+    n = 0
+
+    def update(self, n=1):
+        self.n += n
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def set_postfix_str(self, *args, **kwargs):
+        pass
+
+    def close(self):
+        pass
+
+
+class Steps:
+    """A line per item of a job of ``total`` items: ``start(what)`` then ``done(note)``.
+
+    ``show`` False (or ``GREENLAB_PROGRESS=0``) prints nothing; ``out`` is where the lines go
+    (stdout, so a notebook shows them in the cell's output)."""
+
+    def __init__(self, label: str, total: int, unit: str = "item", show: bool = True, out=None):
+        self.label, self.total, self.unit = label, int(total), unit
+        self.show = bool(show) and enabled()
+        self.out = out
+        self.i = 0
+        self._open = False
+        self._t0 = 0.0
+
+    def start(self, what: str) -> None:
+        """Announce item ``i+1``: ``label [i/total] what ...`` (the line stays open)."""
+        self._end_line()
+        self.i += 1
+        self._t0 = time.perf_counter()
+        count = f" [{self.i}/{self.total}]" if self.total > 1 else ""
+        self._write(f"{self.label}{count} {what} ...")
+        self._open = True
+
+    def done(self, note: str = "") -> None:
+        """End the open line with ``note`` (default: the seconds it took)."""
+        if not self._open:
+            return
+        note = note or f"{time.perf_counter() - self._t0:.3g} s"
+        self._write(f" {note}\n")
+        self._open = False
+
+    def close(self) -> None:
+        """End a line left open (an item that failed or was interrupted)."""
+        if self._open:
+            self._write(" stopped\n")
+            self._open = False
+
+    def _end_line(self):
+        if self._open:
+            self._write("\n")
+            self._open = False
+
+    def _write(self, text: str) -> None:
+        if not self.show:
+            return
+        out = self.out if self.out is not None else sys.stdout
+        out.write(text)
+        out.flush()

@@ -1,0 +1,83 @@
+"""Tests for greenlab.progress and the progress lines of long library calls."""
+
+import io
+import logging
+
+import pytest
+
+from greenlab import progress
+
+
+def test_steps_prints_a_line_per_item_that_ends_with_its_note():
+    out = io.StringIO()
+    lines = progress.Steps("greenlab.tune_lr", 3, out=out)
+    lines.start("lr 0.01")
+    assert out.getvalue() == "greenlab.tune_lr [1/3] lr 0.01 ..."  # shown before the work ends
+    lines.done("validation 80.0%")
+    lines.start("lr 0.1")
+    lines.done()
+    lines.start("lr 1")
+    lines.close()
+    text = out.getvalue().splitlines()
+    assert text[0] == "greenlab.tune_lr [1/3] lr 0.01 ... validation 80.0%"
+    assert text[1].startswith("greenlab.tune_lr [2/3] lr 0.1 ... ") and text[1].endswith(" s")
+    assert text[2] == "greenlab.tune_lr [3/3] lr 1 ... stopped"
+
+
+def test_a_single_item_has_no_count_and_an_unfinished_line_is_ended_by_the_next():
+    out = io.StringIO()
+    lines = progress.Steps("greenlab.measure_compile", 1, out=out)
+    lines.start("compiling the model: the first step includes compilation")
+    lines.start("again")
+    assert out.getvalue().splitlines() == [
+        "greenlab.measure_compile compiling the model: the first step includes compilation ...",
+        "greenlab.measure_compile again ..."]
+
+
+def test_progress_can_be_silenced(monkeypatch):
+    out = io.StringIO()
+    progress.Steps("x", 2, show=False, out=out).start("a")
+    monkeypatch.setenv("GREENLAB_PROGRESS", "0")
+    progress.Steps("x", 2, out=out).start("a")
+    assert out.getvalue() == ""
+    assert isinstance(progress.bar(10, "x"), progress.NoBar)
+    monkeypatch.delenv("GREENLAB_PROGRESS")
+    assert isinstance(progress.bar(10, "x", show=False), progress.NoBar)
+    bar = progress.bar(10, "x")
+    assert not isinstance(bar, progress.NoBar)  # tqdm is installed here
+    bar.close()
+
+
+def test_pytorchs_cuda_home_notice_is_hidden_while_compiling(caplog):
+    from greenlab.lm_compile import _no_cuda_home_notice
+
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    with caplog.at_level(logging.WARNING):
+        with _no_cuda_home_notice():
+            logger.warning("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local/cuda")
+            logger.warning("another warning")
+        logger.warning("No CUDA runtime is found, using CUDA_HOME='%s'", "/opt/cuda")
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["another warning", "No CUDA runtime is found, using CUDA_HOME='/opt/cuda'"]
+
+
+def test_train_lm_shows_a_bar_over_its_steps(monkeypatch):
+    import greenlab as gl
+    from fakes import SlopeSource
+
+    made = []
+
+    class Bar(progress.NoBar):
+        def __init__(self, total, label):
+            self.total, self.label, self.closed = total, label, False
+            made.append(self)
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(progress, "bar", lambda total, label, **kw: Bar(total, label))
+    corpus = gl.lm.load_corpus(max_bytes=20_000)
+    model = gl.lm.TinyGPT(d_model=16, n_layers=1, n_heads=2, max_seq_len=16)
+    cfg = gl.lm.LMConfig(seq_len=16, batch_size=2, steps=3, eval_every=3, eval_batches=1, label="tiny")
+    gl.lm.train_lm(model, corpus, cfg, device="cpu", sources=[SlopeSource()])
+    assert [(b.total, b.label, b.n, b.closed) for b in made] == [(3, "tiny", 3, True)]
