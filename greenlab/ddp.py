@@ -324,11 +324,13 @@ def make_config(nprocs: int, data="synthetic", model="cnn", per_worker_batch: in
 def launch_command(config_path, nprocs: int, module: str = "greenlab.ddp") -> list:
     """The torchrun command line ``run_ddp`` starts (a list for ``subprocess``); ``module`` is the
     worker's module, run with ``python -m`` in every process. torchrun runs inside
-    ``python -m greenlab.processes`` (see ``greenlab.processes.supervise_main``): it dies with the
-    process that launched it and then removes the run's folder (the config's), which holds the
-    dataset copy; each worker dies with torchrun (``run_worker``)."""
+    ``greenlab/processes.py`` run as a script (see ``greenlab.processes.supervise_main``; as a
+    script it imports only the standard library, so it starts at once): it dies with the process
+    that launched it and then removes the run's folder (the config's), which holds the dataset
+    copy; each worker dies with torchrun (``run_worker``)."""
     folder = str(Path(config_path).parent)
-    return [sys.executable, "-m", "greenlab.processes", "--remove", folder, "--",
+    supervisor = str(Path(__file__).resolve().with_name("processes.py"))
+    return [sys.executable, supervisor, "--remove", folder, "--",
             "torch.distributed.run", "--standalone",
             f"--nproc_per_node={_positive_int('nprocs', nprocs)}", "--max-restarts=0",
             "-m", module, "--config", str(config_path)]

@@ -97,7 +97,7 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def supervise_main(argv=None) -> int:
-    """``python -m greenlab.processes [--remove DIR] -- MODULE ARGS...``: run ``python -m MODULE
+    """``python greenlab/processes.py [--remove DIR] -- MODULE ARGS...``: run ``python -m MODULE
     ARGS...`` in this process so that it dies with the process that started this one (see
     ``die_with_parent``); its own children learn this pid through ``$GREENLAB_PARENT_PID``. When
     the starter is gone by the time MODULE ends, ``DIR`` (the starter's temporary folder) is
@@ -106,7 +106,7 @@ def supervise_main(argv=None) -> int:
     import runpy
     import shutil
 
-    parser = argparse.ArgumentParser(prog="python -m greenlab.processes", description=supervise_main.__doc__)
+    parser = argparse.ArgumentParser(prog="python greenlab/processes.py", description=supervise_main.__doc__)
     parser.add_argument("--remove", default=None, help="folder to remove when the starter has died")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- MODULE ARGS...")
     args = parser.parse_args(argv)
@@ -119,13 +119,43 @@ def supervise_main(argv=None) -> int:
     die_with_parent(starter)
     os.environ[PARENT_ENV] = str(os.getpid())
     sys.argv = list(command)
+    ended_by_exception = True
     try:
         runpy.run_module(command[0], run_name="__main__", alter_sys=True)
+        ended_by_exception = False
     finally:
-        if args.remove and os.getppid() != starter:
+        # a signal from the starter's death may come while its other threads still exit (the
+        # pid is then still this process's parent for a moment): wait a little in that case
+        if args.remove and parent_gone(starter, wait_s=3.0 if ended_by_exception else 0.0):
             shutil.rmtree(args.remove, ignore_errors=True)
     return 0
 
 
+def parent_gone(parent: int, wait_s: float = 0.0) -> bool:
+    """True when ``parent`` is no longer this process's living parent (reparented, exited, or a
+    zombie), checked for up to ``wait_s`` seconds."""
+    end = time.monotonic() + wait_s
+    while True:
+        if os.getppid() != parent or _state(parent) in ("Z", "X", None):
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.05)
+
+
+def _state(pid: int):
+    """The process state letter from /proc (Linux), "?" where /proc is not there, None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return None if os.path.isdir("/proc") else "?"
+    except (OSError, IndexError):
+        return "?"
+
+
 if __name__ == "__main__":
+    # run as a script: this file's folder (the package's) must not shadow top-level modules
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     sys.exit(supervise_main())

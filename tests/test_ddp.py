@@ -63,8 +63,8 @@ def test_cuda_needs_one_gpu_per_worker():
 def test_launch_command_uses_torchrun_standalone():
     cmd = ddp.launch_command("/tmp/run/x.json", 2)
     # torchrun runs under the supervisor that ties it to this process and removes the run's folder
-    assert cmd[1:6] == ["-m", "greenlab.processes", "--remove", "/tmp/run", "--"]
-    assert cmd[6] == "torch.distributed.run"
+    assert cmd[1].endswith("greenlab/processes.py") and cmd[2:5] == ["--remove", "/tmp/run", "--"]
+    assert cmd[5] == "torch.distributed.run"
     assert "--standalone" in cmd and "--nproc_per_node=2" in cmd
     assert cmd[-4:] == ["-m", "greenlab.ddp", "--config", "/tmp/run/x.json"]
 
