@@ -34,6 +34,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -322,8 +323,15 @@ def make_config(nprocs: int, data="synthetic", model="cnn", per_worker_batch: in
 
 def launch_command(config_path, nprocs: int, module: str = "greenlab.ddp") -> list:
     """The torchrun command line ``run_ddp`` starts (a list for ``subprocess``); ``module`` is the
-    worker's module, run with ``python -m`` in every process."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+    worker's module, run with ``python -m`` in every process. torchrun runs inside
+    ``greenlab/processes.py`` run as a script (see ``greenlab.processes.supervise_main``; as a
+    script it imports only the standard library, so it starts at once): it dies with the process
+    that launched it and then removes the run's folder (the config's), which holds the dataset
+    copy; each worker dies with torchrun (``run_worker``)."""
+    folder = str(Path(config_path).parent)
+    supervisor = str(Path(__file__).resolve().with_name("processes.py"))
+    return [sys.executable, supervisor, "--remove", folder, "--",
+            "torch.distributed.run", "--standalone",
             f"--nproc_per_node={_positive_int('nprocs', nprocs)}", "--max-restarts=0",
             "-m", module, "--config", str(config_path)]
 
@@ -457,6 +465,13 @@ def run_workers_command(args, data, counts: list) -> int:
 
             print(run_error(exc), file=sys.stderr)
             return 2
+        except DDPError as exc:
+            print(f"greenlab run: error: {failure_line(exc)}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print(f"greenlab run: interrupted: the {n}-worker launch was stopped and its workers "
+                  "ended", file=sys.stderr)
+            return 130
         results.append(r)
         print(r.summary())
         for line in energy_breakdown(r):
@@ -466,6 +481,17 @@ def run_workers_command(args, data, counts: list) -> int:
         print(scaling_report(results).text())
     print("(data-parallel runs are not added to the results log)")
     return 0
+
+
+def failure_line(exc: DDPError) -> str:
+    """One line from a ``DDPError``: what failed and each worker's own error (no stderr tail)."""
+    lines = str(exc).splitlines()
+    errors = [ln.strip() for ln in lines if ln.startswith("  rank ")]
+    head = lines[0].rstrip(".") if lines else "the torchrun launch failed"
+    if not errors:
+        last = [ln[len("  | "):].strip() for ln in lines if ln.startswith("  | ") and ln.strip(" |")]
+        errors = last[-1:]
+    return head + (": " + "; ".join(errors) if errors else "")
 
 
 def energy_breakdown(result: DDPResult) -> list:
@@ -497,6 +523,9 @@ def run_worker(argv, work, module: str, description: str) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
     parser.add_argument("--config", required=True, help="JSON file written by the launcher")
     args = parser.parse_args(argv)
+    from greenlab.processes import die_with_parent
+
+    die_with_parent(sig=signal.SIGKILL)  # torchrun's death (or kill) ends this worker too
     config = json.loads(Path(args.config).read_text(encoding="utf-8"))
     rank = int(os.environ.get("RANK", "0"))
     try:
@@ -655,8 +684,12 @@ def _notes(config: dict, ds) -> list:
 
 
 def _run(command: list, env: dict, timeout_s: float) -> tuple:
-    """Run ``command`` in its own process group; kill the whole group on timeout.
-    Returns (returncode or None on timeout, stderr text)."""
+    """Run ``command`` in its own process group; kill the whole group on timeout or on any
+    exception here (Ctrl-C, SIGTERM turned into SystemExit). Returns (returncode or None on
+    timeout, stderr text). The command learns this process's pid (it dies with it)."""
+    from greenlab.processes import PARENT_ENV
+
+    env = {**env, PARENT_ENV: str(os.getpid())}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
     try:

@@ -138,6 +138,31 @@ def count_params(model: nn.Module, trainable_only: bool = True) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
+def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
+    """``model``'s outputs for the inputs ``x``: in evaluation mode and without gradients, on the
+    device the model's parameters are on (``gl.train`` moves a model to the GPU; ``x`` may stay
+    on the CPU), ``batch_size`` rows at a time; returned on ``x``'s device. The model's
+    training/evaluation mode is restored afterwards."""
+    validation.module("model", model)
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor of inputs, got {type(x).__name__}")
+    _check_int("batch_size", batch_size, minimum=1)
+    first = next(iter(model.parameters()), None)
+    if first is None:
+        first = next(iter(model.buffers()), None)
+    device = first.device if first is not None else x.device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            parts = [model(x[i:i + batch_size].to(device)).to(x.device) for i in range(0, x.shape[0], batch_size)]
+    finally:
+        model.train(was_training)
+    if not parts:
+        raise ValueError("x must hold at least one input row")
+    return torch.cat(parts)
+
+
 class SmallCNN(nn.Module):
     """Conv blocks (conv -> norm -> ReLU -> 2x2 max-pool), global average pool, linear head."""
 

@@ -61,10 +61,12 @@ def test_cuda_needs_one_gpu_per_worker():
 
 
 def test_launch_command_uses_torchrun_standalone():
-    cmd = ddp.launch_command("/tmp/x.json", 2)
-    assert cmd[1:3] == ["-m", "torch.distributed.run"]
+    cmd = ddp.launch_command("/tmp/run/x.json", 2)
+    # torchrun runs under the supervisor that ties it to this process and removes the run's folder
+    assert cmd[1].endswith("greenlab/processes.py") and cmd[2:5] == ["--remove", "/tmp/run", "--"]
+    assert cmd[5] == "torch.distributed.run"
     assert "--standalone" in cmd and "--nproc_per_node=2" in cmd
-    assert cmd[-4:] == ["-m", "greenlab.ddp", "--config", "/tmp/x.json"]
+    assert cmd[-4:] == ["-m", "greenlab.ddp", "--config", "/tmp/run/x.json"]
 
 
 # --- a real 2-process run --------------------------------------------------------------------
@@ -300,3 +302,117 @@ def test_parse_worker_counts():
     assert ddp.parse_worker_counts("1, 2,4") == [1, 2, 4]
     with pytest.raises(ValueError, match="e.g. 1,2"):
         ddp.parse_worker_counts("two")
+
+
+# --- no process or temporary data left behind ---------------------------------------------------
+
+def _tree_after_start(proc, want: int, timeout_s: float = 180.0) -> list:
+    """The descendants of ``proc`` once ``want`` of them run a greenlab.ddp worker's config."""
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            tree = parent.children(recursive=True)
+            ddp_procs = [p for p in tree if "--config" in " ".join(p.cmdline())]
+        except psutil.Error:
+            tree, ddp_procs = [], []
+        if len(ddp_procs) >= want:
+            return tree
+        assert proc.poll() is None, "the launch ended before its workers started"
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {want} launch processes after {timeout_s:g} s")
+
+
+def _alive(p) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_kill_9_of_a_launching_process_leaves_no_torchrun_no_worker_and_no_dataset_copy(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("from greenlab import ddp\n"
+            f"ddp.run_ddp(2, data={TINY_DATA!r}, model={TINY_MODEL!r}, per_worker_batch=8, epochs=10**6, "
+            "timeout_s=3600, measure_energy=False)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tree = []
+    try:
+        tree[:] = _tree_after_start(proc, want=3)  # torchrun (under its supervisor) and two workers
+        config = next(a for p in tree for a in p.cmdline() if a.endswith("config.json"))
+        folder = Path(config).parent
+        time.sleep(2.0)  # the workers are past their start-up and training
+        assert folder.is_dir() and (folder / "data.pt").exists()
+        proc.kill()  # kill -9: no handler of the launcher runs
+        proc.wait()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (any(_alive(p) for p in tree) or folder.exists()):
+            time.sleep(0.2)
+        left = [(p.pid, " ".join(p.cmdline())[:120]) for p in tree if _alive(p)]
+        assert left == [], left
+        assert not folder.exists(), f"{folder} (the dataset copy) was left behind"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in tree:  # what this test started, should the test have failed
+            if _alive(p):
+                p.kill()
+
+
+def test_a_worker_failure_in_greenlab_run_workers_is_one_line_with_exit_code_1(cli_isolated, capsys):
+    from greenlab.cli import main
+
+    # a model option the workers refuse: the launch starts, its worker fails
+    real = ddp.run_ddp
+
+    def failing(n, **kw):
+        return real(n, **{**kw, "model": {"name": "mlp", "bogus": 1}})
+
+    ddp.run_ddp, saved = failing, ddp.run_ddp
+    try:
+        code = main(CLI_TINY + ["--workers", "1"])
+    finally:
+        ddp.run_ddp = saved
+    err = capsys.readouterr().err.strip()
+    assert code == 1
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    assert err.startswith("greenlab run: error: the 1-worker torchrun launch failed (exit code")
+    assert "rank 0: ValueError: unknown option(s) ['bogus']" in err
+
+
+def test_ctrl_c_in_greenlab_run_workers_is_one_line_with_exit_code_130(cli_isolated, capsys, monkeypatch):
+    from greenlab.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ddp, "_run", interrupted)
+    code = main(CLI_TINY + ["--workers", "2"])
+    err = capsys.readouterr().err.strip()
+    assert code == 130
+    assert err.count("\n") == 0 and "Traceback" not in err and "interrupted" in err, err
+
+
+def test_kill_groups_kills_members_that_outlive_their_leader():
+    import subprocess
+    import sys
+
+    from greenlab.processes import kill_group
+
+    # the leader exits at SIGTERM at once; its child ignores SIGTERM and would live on
+    code = ("import signal, subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(600)'],"
+            " stdout=sys.stdout)\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(600)\n")
+    leader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    child_pid = int(leader.stdout.readline())
+    assert leader.stdout.readline().strip() == "1"  # the child has set its handler
+    child = psutil.Process(child_pid)
+    kill_group(leader, grace_s=0.5)
+    time.sleep(0.3)
+    assert not _alive(child)

@@ -19,7 +19,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import gpu_suite as gs  # noqa: E402
 from greenlab import reference  # noqa: E402
 
-AUDITED = [ROOT / "benchmarks" / "gpu_suite.py", ROOT / "greenlab" / "recipes.py",
+AUDITED = [ROOT / "benchmarks" / "gpu_suite.py", *sorted((ROOT / "benchmarks" / "gpu").rglob("*.py")),
+           ROOT / "greenlab" / "recipes.py",
            ROOT / "tests" / "test_gpu.py"]
 
 

@@ -334,3 +334,70 @@ def test_meter_label_says_estimate_when_its_source_is_one(capsys):
     state.add(PowerSample(0.5, {"cpu": 10.0}, {"cpu": 5.0}, 10.0, 5.0))
     assert "Energy (live estimate)" in state.html() and "energy (live estimate)" in state.text()
     assert "Energy (final, estimate)" in state.html(final=True)
+# --- text fallbacks where ipywidgets/IPython are missing ------------------------------------
+
+def _run_hidden(tmp_path, code: str):
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from minimal_env import ROOT, hidden_env
+
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=hidden_env(tmp_path / "site"),
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_every_widget_works_as_text_without_ipywidgets_and_ipython(tmp_path):
+    code = """
+import greenlab as gl
+calc = gl.widgets.CostBenefitCalculator(gpu="NVIDIA A100 SXM 80GB", n_devices=8, single_device_hours=40.0,
+                                        display="widget")  # asked for widgets: falls back to text
+assert calc.mode == "text", calc.mode
+calc.use_measured(60.0, 35.0, 2)
+calc.n_devices.value = 4  # an observed change recomputes the summary
+assert "x 4 at efficiency" in calc.summary.value, calc.summary.value
+calc._ipython_display_()
+gl.widgets.ScaleOutChecklist(display="widget")._ipython_display_()
+ds = gl.data.load("synthetic", n_train=64, n_test=32, verbose=False)
+panel = gl.widgets.ExperimentPanel(ds, lambda: gl.models.build("mlp", input_shape=ds.input_shape),
+                                   knobs=["precision", "batch_size"], base_config=gl.TrainConfig(max_steps=2),
+                                   train_kwargs={"save": False})
+panel.controls["batch_size"].value = 16
+panel.run_button.click()
+row = panel.wait(120)
+assert row["status"] == "completed" and row["batch_size"] == 16, row
+panel._ipython_display_()
+"""
+    proc = _run_hidden(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "NVIDIA A100 SXM 80GB x 4 at efficiency" in out  # the calculator as text
+    assert "Recommendation:" in out  # the checklist as text
+    assert "run 1 (precision='fp32', batch_size=16): completed" in out  # the panel as text
+
+
+def test_the_panel_shows_no_image_before_its_first_run_and_says_estimate_once(tiny_data):
+    panel = make_panel(tiny_data)
+    assert panel.plot.layout.display == "none"  # an empty image would show as a broken one
+    panel.run_button.click()
+    row = panel.wait(timeout=120)
+    assert row["estimated"] and panel.plot.layout.display != "none"
+    cell = panel.table.value.split("<td>")[-1]
+    assert cell.count("estimate") == 1, cell
+
+
+def test_text_stand_ins_are_bounded_observed_and_clickable():
+    from greenlab.widgets.common import TEXT_KIT
+
+    box = TEXT_KIT.BoundedIntText(value=5, min=1, max=10)
+    seen = []
+    box.observe(lambda change: seen.append(change["new"]), names="value")
+    box.value = 99
+    assert box.value == 10 and seen == [10]
+    box.value = 10  # unchanged: no callback
+    assert seen == [10]
+    button = TEXT_KIT.Button(description="Run")
+    button.on_click(lambda b: seen.append(b.description))
+    button.click()
+    assert seen == [10, "Run"]
+    assert TEXT_KIT.HTML("ready").value == "ready" and TEXT_KIT.VBox([box]).children == [box]

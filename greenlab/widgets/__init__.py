@@ -12,8 +12,9 @@ from greenlab.widgets.checklist import ScaleOutChecklist
 from greenlab.widgets.common import resolve_display
 from greenlab.widgets.meter import EnergyMeter, MeterState, meter, metered
 
-# these import ipywidgets at load time, so they load on first use: the text fallbacks above
-# (and gl.quiz's) then work where ipywidgets is not installed
+# these load on first use; CostBenefitCalculator and ExperimentPanel build text stand-ins where
+# ipywidgets is missing (greenlab.widgets.common.widget_kit); QuizWidget needs ipywidgets
+# (gl.quiz shows a quiz as text without it)
 _LAZY = {"CostBenefitCalculator": "calculator", "ExperimentPanel": "panel", "Knob": "panel",
          "default_knobs": "panel", "QuizWidget": "quiz_widget"}
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import ipywidgets as w
-
 from greenlab import carbon, scaling
-from greenlab.widgets.common import figure_png, html_escape, new_figure, resolve_display
+from greenlab.widgets.common import figure_png, html_escape, new_figure, resolve_display, widget_kit
 
 MAX_DEVICES = 1024
 
@@ -16,7 +14,9 @@ class CostBenefitCalculator:
     Controls are bounded so out-of-range input cannot be typed. The scaling efficiency is
     typed, or computed from a measured run with :meth:`use_measured` (or the widget's
     "use measured run" button). Driveable from Python: set ``gpu.value``,
-    ``n_devices.value``, ... then read :meth:`result` or ``summary.value``.
+    ``n_devices.value``, ... then read :meth:`result` or ``summary.value``. Without a notebook
+    front end (or without ipywidgets) the controls are plain-Python stand-ins and displaying the
+    calculator prints :meth:`text`.
     """
 
     def __init__(self, gpu: str | None = None, n_devices: int = 8, single_device_hours: float = 10.0,
@@ -24,6 +24,7 @@ class CostBenefitCalculator:
                  price_per_device_hour: float | None = None, watts_per_device: float | None = None,
                  counts=(1, 2, 4, 8, 16, 32), display: str = "auto"):
         self.mode = resolve_display(display)
+        w = widget_kit(self.mode)  # text stand-ins where ipywidgets is missing: same attributes
         specs = scaling.gpus()
         names = [s.name for s in specs]
         gpu_name = scaling.gpu(gpu).name if gpu is not None else names[0]

@@ -20,9 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-import ipywidgets as w
-
-from greenlab.widgets.common import figure_png, html_escape, new_figure, resolve_display
+from greenlab.widgets.common import figure_png, html_escape, new_figure, resolve_display, widget_kit
 from greenlab.widgets.meter import EnergyMeter
 
 PROGRESS_PERIOD_S = 0.25  # at most 4 progress updates a second
@@ -101,7 +99,8 @@ class ExperimentPanel:
         self._stop_event = threading.Event()
         self._last_progress = 0.0
 
-        self.controls = {k.name: _control_for(k, getattr(base_config, k.name)) for k in self.knobs}
+        w = widget_kit(self.mode)  # text stand-ins where ipywidgets is missing: same attributes
+        self.controls = {k.name: _control_for(w, k, getattr(base_config, k.name)) for k in self.knobs}
         self.run_button = w.Button(description="Run", button_style="success", icon="play")
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop",
                                     disabled=True)
@@ -114,7 +113,8 @@ class ExperimentPanel:
         self.progress.add_class("greenlab-panel-progress")
         self.meter_box = w.VBox([])
         self.table = w.HTML(_table_html([], [k.name for k in self.knobs]))
-        self.plot = w.Image(format="png", layout=w.Layout(width="640px"))
+        # hidden until the first run has a plot (an empty image shows as a broken one)
+        self.plot = w.Image(format="png", layout=w.Layout(width="640px", display="none"))
         self.run_button.on_click(lambda _b: self.start())
         self.stop_button.on_click(lambda _b: self.stop())
         self.export_button.on_click(lambda _b: self._export_from_widgets())
@@ -193,14 +193,27 @@ class ExperimentPanel:
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"runs": self.results, "base_config": base}, f, indent=2, default=str)
 
-    def _ipython_display_(self):
-        from IPython.display import display
+    def text(self) -> str:
+        """The panel as plain text: its knobs, the status and one line per finished run."""
+        lines = [f"ExperimentPanel with knobs {', '.join(self.controls)} "
+                 f"({', '.join(f'{k}={v!r}' for k, v in self.knob_values().items())}); "
+                 f"{len(self.results)} run(s). Drive it with panel.run_button.click(), panel.wait(), "
+                 "panel.results."]
+        for r in self.results:
+            knobs = ", ".join(f"{k}={r.get(k)!r}" for k in self.controls)
+            lines.append(f"  run {r['run']} ({knobs}): {r['status']}, {_fmt(r['seconds'], '.1f')} s, "
+                         f"{_fmt(r['joules'], '.1f')} J [{_source_text(r)}], accuracy "
+                         f"{_fmt(r['final_accuracy'], '.1%')}")
+        lines += [f"  error: {e}" for e in self.errors]
+        return "\n".join(lines)
 
+    def _ipython_display_(self):
         if self.mode == "widget":
+            from IPython.display import display
+
             display(self.widget)
         else:
-            print(f"ExperimentPanel with knobs {', '.join(self.controls)}; {len(self.results)} runs. "
-                  "Drive it with panel.run_button.click(), panel.wait(), panel.results.")
+            print(self.text())
 
     # --- the run thread ---
     def _run(self, cfg, values: dict) -> None:
@@ -222,6 +235,7 @@ class ExperimentPanel:
             self.table.value = _table_html(self.results, list(values))
             if self.mode == "widget":
                 self.plot.value = figure_png(_plot(self.results), dpi=72)
+                self.plot.layout.display = None  # shown from the first plot on
             note = " (partial result kept)" if result.status == "stopped" else ""
             self.status.value = f"run {number} {html_escape(result.status)}{note}"
         except Exception as err:  # show it in the panel and stay usable
@@ -316,7 +330,7 @@ def _resolve_knobs(knobs, base_config) -> list[Knob]:
     return out
 
 
-def _control_for(knob: Knob, base_value):
+def _control_for(w, knob: Knob, base_value):
     label = knob.label or knob.name.replace("_", " ")
     style = {"description_width": "initial"}
     if knob.options is not None:
@@ -374,6 +388,14 @@ def _fmt(v, spec: str) -> str:
     return format(v, spec)
 
 
+def _source_text(row: dict) -> str:
+    """The run's energy sources, saying once that the figure includes an estimate."""
+    text = row["energy_sources"]
+    if row["estimated"] and "estimate" not in text:
+        text += " (includes an estimate)"
+    return text
+
+
 def _table_html(rows: list, knob_names: list) -> str:
     head = ["run", *knob_names, "status", "time (s)", "energy (J)", "accuracy", "J to target",
             "s to target", "g CO2e", "energy source"]
@@ -384,7 +406,7 @@ def _table_html(rows: list, knob_names: list) -> str:
                   _fmt(r["seconds"], ".1f"), _fmt(r["joules"], ".1f"),
                   _fmt(r["final_accuracy"], ".1%"), _fmt(r["joules_to_target"], ".1f"),
                   _fmt(r["seconds_to_target"], ".1f"), _fmt(r["co2e_g"], ".3f"),
-                  r["energy_sources"] + (" (includes estimate)" if r["estimated"] else "")]
+                  _source_text(r)]
         body += "<tr>" + "".join(f"<td>{html_escape(v)}</td>" for v in values) + "</tr>"
     if not rows:
         body = f"<tr><td colspan='{len(head)}'>no runs yet</td></tr>"

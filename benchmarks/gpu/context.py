@@ -1,0 +1,413 @@
+"""The measurement context of an experiment: device, energy sources, time share, calibrated
+energy windows, the plain training loop and the throughput row built from its windows."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import time
+from pathlib import Path
+
+from benchmarks.gpu.records import _max, _median, write_json
+from benchmarks.gpu.settings import DRY_SIZES, GPU_SIZES
+
+
+_PROCESS_T0 = time.monotonic()  # a worker's time share counts from here: start-up included
+
+
+class Context:
+    """What an experiment needs: device, energy sources, sizes, its time share, its record."""
+
+    def __init__(self, args, name: str, cap_s: float):
+        import torch
+
+        from greenlab.energy import default_sources
+
+        global _PROCESS_T0
+        self.t0, _PROCESS_T0 = min(time.monotonic(), _PROCESS_T0), float("inf")  # first: from start-up
+        self.name = name
+        self.torch = torch
+        self.dry_run = bool(args.dry_run)
+        self.sizes = DRY_SIZES if self.dry_run else GPU_SIZES
+        self.device = "cpu" if self.dry_run else "cuda"
+        if self.dry_run:
+            torch.set_num_threads(1)
+        self.cap_s = float(cap_s)
+        self.min_window_s = float(args.min_window_s)
+        self.part = Path(args.part) / f"{name}.json"
+        self.cache = Path(args.cache) if args.cache else None
+        self.sources = default_sources()
+        if self.device == "cuda":
+            torch.cuda.init()
+            self.component = f"gpu:{torch.cuda.current_device()}"
+        else:
+            self.component = "cpu"
+        by_component = {s.component: s for s in self.sources}
+        source = by_component.get(self.component)
+        self.energy_source = source.name if source is not None else None
+        # a GPU figure comes from the GPU's own NVML source or is not measured
+        self.energy_ok = source is not None and (self.dry_run or source.name.startswith("nvml"))
+        # gl.train runs read only the device's source, so their joules (and joules to target)
+        # are the device's alone
+        self.device_sources = [source] if self.energy_ok else self.sources
+        self.rows: list = []
+        self.notes: list = []
+        self.measured: dict = {}
+        self.ran_out = False
+        self.datasets: dict = {}
+        self.tf32 = (f"torch.backends.cuda.matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}, "
+                     f"torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}")
+        if not self.energy_ok:
+            self.note(f"No GPU energy source for {self.component} "
+                      f"({self.energy_source or 'none'}): energy columns are not measured.")
+
+    # --- time ---
+    def left(self) -> float:
+        return self.cap_s - (time.monotonic() - self.t0)
+
+    def enough_for(self, seconds: float) -> bool:
+        """True when ``seconds`` of work still fits in the share; otherwise marks the run partial."""
+        if self.left() >= seconds:
+            return True
+        self.ran_out = True
+        return False
+
+    # --- record ---
+    def row(self, row: dict) -> dict:
+        self.rows.append(row)
+        self._save("running")
+        return row
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def finish(self, status: str) -> None:
+        self._save(status)
+
+    def _save(self, status: str) -> None:
+        write_json(self.part, {"status": status, "seconds": time.monotonic() - self.t0,
+                               "rows": self.rows, "notes": self.notes,
+                               "measured": self.measured,
+                               "energy_source": self.energy_source if self.energy_ok else None,
+                               "torch_tf32": self.tf32})
+
+    # --- device ---
+    def sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def dataset(self, name: str, n_train: int, n_test: int):
+        """A dataset, shared between this suite's workers through a cache file."""
+        from greenlab import data
+
+        key = (name, n_train, n_test)
+        if key in self.datasets:
+            return self.datasets[key]
+        path = self.cache / f"data_{name}_{n_train}_{n_test}.pt" if self.cache else None
+        ds = None
+        if path is not None and path.exists():
+            try:
+                ds = self.torch.load(path, weights_only=False)
+            except Exception:
+                ds = None
+        if ds is None:
+            ds = data.load(name, n_train=n_train, n_test=n_test, verbose=False)
+            if path is not None:
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                self.torch.save(ds, tmp)
+                tmp.replace(path)
+        self.datasets[key] = ds
+        return ds
+
+    # --- measuring ---
+    def calibrate(self, run_steps) -> tuple:
+        """Warm up ``run_steps(n)``, then double n until a synchronised timing lasts
+        ``sizes.calib_s``. Returns (steps for one window, measured seconds per step)."""
+        z = self.sizes
+        self.sync()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < z.warmup_s:
+            run_steps(1)
+            self.sync()
+        n = 1
+        while True:
+            self.sync()
+            t = time.perf_counter()
+            run_steps(n)
+            self.sync()
+            dt = time.perf_counter() - t
+            if dt >= z.calib_s or n >= z.max_steps:
+                break
+            n *= 2
+        per_step = max(dt / n, 1e-9)
+        steps = math.ceil(self.min_window_s * z.window_margin / per_step)
+        return max(z.min_steps, min(z.max_steps, steps)), per_step
+
+    def window(self, label: str, work) -> dict:
+        """Run ``work()`` inside one energy window (synchronised edges); seconds, joules of the
+        device (None when not measured), whether the window was long enough, memory added."""
+        from greenlab.energy import measure
+
+        mem = _MemoryIncrease(self)
+        self.sync()
+        with measure(label, sources=self.sources) as w:
+            work()
+            self.sync()
+        r = w.result
+        comp = r.components.get(self.component)
+        joules = comp.joules if (comp is not None and self.energy_ok) else None
+        return {"seconds": r.seconds, "joules": joules,
+                "window_ok": r.seconds >= self.min_window_s,
+                "memory_increase_mib": mem.mib(),
+                "energy_complete": bool(r.complete) if joules is not None else None}
+
+    def busy(self, run_steps, steps: int = 3) -> dict:
+        """torch.profiler over ``steps`` steps: CPU-side operator time and (CUDA) kernel time
+        against wall time; ``device_busy_fraction`` near 1 means the GPU, not launches, limits."""
+        from torch.profiler import ProfilerActivity, profile
+
+        torch = self.torch
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device == "cuda" else [])
+        self.sync()
+        t0 = time.perf_counter()
+        with profile(activities=acts) as prof:
+            run_steps(steps)
+            self.sync()
+        wall = time.perf_counter() - t0
+        cpu_s = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1e6
+        dev_us = None
+        if self.device == "cuda":  # kernels only (each counted once), one stream
+            from torch.autograd import DeviceType
+
+            dev_us = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
+        del torch
+        return {"profile_steps": steps, "profile_wall_s": wall, "profile_cpu_op_s": cpu_s,
+                "profile_device_kernel_s": dev_us / 1e6 if dev_us is not None else None,
+                "device_busy_fraction": (dev_us / 1e6 / wall) if (dev_us is not None and wall > 0) else None}
+
+    def per_sample(self, w: dict, samples: int) -> dict:
+        j = w["joules"]
+        return {"samples": samples, "samples_per_second": samples / w["seconds"] if w["seconds"] > 0 else None,
+                "joules_per_sample": j / samples if (j is not None and samples) else None}
+
+
+class _MemoryIncrease:
+    """Peak memory added during a window, above what was allocated at its start (MiB)."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        torch = ctx.torch
+        if ctx.device == "cuda":
+            torch.cuda.synchronize()
+            self.base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            import importlib
+
+            self._rss = importlib.import_module("greenlab.train")._rss_bytes
+            self.base = self._rss()
+
+    def mib(self):
+        if self.ctx.device == "cuda":
+            self.ctx.torch.cuda.synchronize()
+            return (self.ctx.torch.cuda.max_memory_allocated() - self.base) / 2**20
+        now = self._rss()
+        return None if (now is None or self.base is None) else max(0, now - self.base) / 2**20
+
+
+class StepLoop:
+    """A plain training loop on device-resident batches (or a loader's), for throughput windows.
+
+    One step: ``accum`` micro-batches under autocast (bf16/fp16), one optimizer step; fp16 uses a
+    GradScaler, whose inf check reads a value back to the host each step (a sync inside the step).
+    """
+
+    def __init__(self, ctx: Context, model, ds, batch: int, precision: str, accum: int = 1,
+                 lr: float = 0.05, loader=None):
+        torch = ctx.torch
+        self.ctx, self.torch, self.batch, self.precision, self.accum = ctx, torch, batch, precision, accum
+        dev = ctx.device
+        self.channels_last = dev == "cuda" and model is not None and _has_conv(model)
+        self.model = model.to(dev)
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
+        self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        self.scaler = torch.amp.GradScaler(dev) if precision == "fp16" else None
+        self.loader = loader
+        self._iter = None
+        if loader is None:
+            self.x = ds.train_x.to(dev)
+            self.y = ds.train_y.to(dev)
+            g = torch.Generator(device="cpu").manual_seed(0)
+            self.order = torch.randperm(self.x.shape[0], generator=g).to(dev)
+            self.pos = 0
+        self.samples_per_step = batch * accum
+
+    def _next(self):
+        torch = self.torch
+        if self.loader is not None:
+            if self._iter is None:
+                self._iter = iter(self.loader)
+            try:
+                xb, yb = next(self._iter)
+            except StopIteration:
+                self._iter = iter(self.loader)
+                xb, yb = next(self._iter)
+            xb = xb.to(self.ctx.device, non_blocking=True)
+            yb = yb.to(self.ctx.device, non_blocking=True)
+        else:
+            n = self.x.shape[0]
+            if self.pos + self.batch > n:
+                self.pos = 0
+            idx = self.order[self.pos:self.pos + self.batch]
+            self.pos += self.batch
+            xb, yb = self.x.index_select(0, idx), self.y.index_select(0, idx)
+        if self.channels_last and xb.dim() == 4:
+            xb = xb.contiguous(memory_format=torch.channels_last)
+        return xb, yb
+
+    def run(self, steps: int) -> None:
+        torch = self.torch
+        F = torch.nn.functional
+        amp = self.precision != "fp32"
+        for _ in range(steps):
+            for _k in range(self.accum):
+                xb, yb = self._next()
+                with torch.autocast(self.ctx.device, dtype=self.dtype, enabled=amp):
+                    loss = F.cross_entropy(self.model(xb).float(), yb) / self.accum
+                if self.scaler is not None:
+                    self.scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+            if self.scaler is not None:
+                self.scaler.step(self.opt)
+                self.scaler.update()
+            else:
+                self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+
+    def accuracy(self, ds) -> float:
+        """Test accuracy after training (outside any window)."""
+        torch = self.torch
+        self.model.eval()
+        correct = 0
+        with torch.no_grad(), torch.autocast(self.ctx.device, dtype=self.dtype, enabled=self.precision != "fp32"):
+            for s in range(0, ds.test_x.shape[0], 1024):
+                xb = ds.test_x[s:s + 1024].to(self.ctx.device)
+                if self.channels_last:
+                    xb = xb.contiguous(memory_format=torch.channels_last)
+                correct += int((self.model(xb).argmax(1).cpu() == ds.test_y[s:s + 1024]).sum())
+        self.model.train()
+        return correct / max(1, ds.test_x.shape[0])
+
+
+def throughput_row(ctx: Context, label: str, loop: StepLoop, extra: dict, repeats: int,
+                   flops_per_sample: float | None = None, profile: bool = False, ds=None) -> dict:
+    """Calibrate ``loop``, then ``repeats`` windows of at least the shortest window; medians."""
+    steps, per_step = ctx.calibrate(loop.run)
+    est = steps * per_step
+    if profile:
+        extra = {**extra, **ctx.busy(loop.run)}
+    windows = []
+    for _ in range(repeats):
+        if not ctx.enough_for(est * 1.1 + 1):
+            break
+        windows.append(ctx.window(label, lambda: loop.run(steps)))
+    row = {"label": label, **extra, "steps": steps, "calibrated_step_ms": per_step * 1000,
+           "repeats": len(windows)}
+    if not windows:
+        row["status"] = "skipped: out of time"
+        return row
+    samples = steps * loop.samples_per_step
+    sps = [samples / w["seconds"] for w in windows]
+    jps = [w["joules"] / samples for w in windows if w["joules"] is not None]
+    row.update({
+        "status": "ok", "samples": samples,
+        "window_seconds": _median([w["seconds"] for w in windows]),
+        "window_ok": all(w["window_ok"] for w in windows),
+        "samples_per_second": _median(sps), "samples_per_second_min": min(sps), "samples_per_second_max": max(sps),
+        "joules": _median([w["joules"] for w in windows]),
+        "joules_per_sample": _median(jps) if jps else None,
+        "joules_per_sample_min": min(jps) if jps else None, "joules_per_sample_max": max(jps) if jps else None,
+        "memory_increase_mib": _max([w["memory_increase_mib"] for w in windows]),
+        "energy_source": ctx.energy_source if ctx.energy_ok else "not measured",
+    })
+    if flops_per_sample:
+        row["tflops_achieved"] = 3 * flops_per_sample * row["samples_per_second"] / 1e12
+    if ds is not None:
+        row["test_accuracy_after"] = loop.accuracy(ds)
+    return row
+
+
+def _repeats(ctx: Context, configs: int, seconds_each: float) -> int:
+    """How many windows of ``seconds_each`` per configuration fit in what is left after each
+    configuration's warm-up and calibration: at most sizes.repeats, at least 1."""
+    z = ctx.sizes
+    fixed = configs * (z.warmup_s + 2 * z.calib_s + 1.0)
+    return max(1, min(z.repeats, int((ctx.left() - fixed) / max(configs * seconds_each * 1.1, 1e-6))))
+
+
+def _precisions(ctx: Context) -> list:
+    torch = ctx.torch
+    out = ["fp32"]
+    if ctx.device != "cuda" or torch.cuda.is_bf16_supported():
+        out.append("bf16")
+    out.append("fp16")
+    return out
+
+
+def _inference_row(ctx: Context, label: str, net, x, precision: str) -> dict:
+    torch = ctx.torch
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+
+    def run(n):
+        with torch.inference_mode(), torch.autocast(ctx.device, dtype=dtype, enabled=precision != "fp32"):
+            for _ in range(n):
+                net(x)
+
+    steps, per_step = ctx.calibrate(run)
+    w = ctx.window(label, lambda: run(steps))
+    samples = steps * x.shape[0]
+    return {"label": label, "precision": precision, "batches": steps, "window_seconds": w["seconds"],
+            "window_ok": w["window_ok"], **ctx.per_sample(w, samples),
+            "memory_increase_mib": w["memory_increase_mib"],
+            "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"}
+
+
+def _cnn_fn(ctx: Context, lesson: bool = False):
+    """The reference CNN: the lessons' width (``lesson=True``) or the suite's compute-bound width."""
+    from greenlab import models, recipes
+
+    opts = {**recipes.REFERENCE_CNN, **({} if lesson else ctx.sizes.cnn)}
+    if ctx.dry_run:
+        opts.update(ctx.sizes.cnn)
+    return lambda: models.build("cnn", in_channels=1, **opts)
+
+
+def _resnet_fn(ctx: Context):
+    from greenlab import models, recipes
+
+    opts = {**recipes.REFERENCE_RESNET, **ctx.sizes.resnet}
+    return lambda: models.build("resnet", in_channels=3, **opts)
+
+
+def _has_conv(model) -> bool:
+    import torch
+
+    return any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+
+
+def _device_joules(res, ctx: Context):
+    if not ctx.energy_ok:
+        return None
+    comp = getattr(res.energy, "components", {}).get(ctx.component)
+    return comp.joules if comp is not None else None
+
+
+def _model_text(model_fn) -> str:
+    from greenlab.models import count_params
+
+    model = model_fn()
+    return f"{type(model).__name__}, {count_params(model):,} parameters"

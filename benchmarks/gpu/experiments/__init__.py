@@ -1,0 +1,33 @@
+"""One module per lesson's experiment; ``RUNNERS`` maps each experiment name (as a lesson
+reads it with ``gl.reference.show``) to the function that records it."""
+
+from __future__ import annotations
+
+from benchmarks.gpu.experiments.lesson00_measurement_core import exp_measurement_core
+from benchmarks.gpu.experiments.lesson01_ddp_scaling import exp_ddp_scaling
+from benchmarks.gpu.experiments.lesson02_mixed_precision import exp_mixed_precision, exp_mixed_precision_resnet
+from benchmarks.gpu.experiments.lesson03_gradient_accumulation import exp_gradient_accumulation
+from benchmarks.gpu.experiments.lesson04_batch_sweep import exp_batch_sweep
+from benchmarks.gpu.experiments.lesson05_architecture_search import exp_architecture_search
+from benchmarks.gpu.experiments.lesson06_carbon import exp_carbon
+from benchmarks.gpu.experiments.lesson07_compression import exp_compression
+from benchmarks.gpu.experiments.lesson08_data_pipeline import exp_data_pipeline
+from benchmarks.gpu.experiments.lesson09_capstone import exp_capstone
+from benchmarks.gpu.experiments.lesson10_language_model import exp_language_model
+from benchmarks.gpu.experiments.lesson11_language_model_serving import exp_language_model_serving
+
+RUNNERS = {
+    "measurement_core": exp_measurement_core,
+    "ddp_scaling": exp_ddp_scaling,
+    "mixed_precision": exp_mixed_precision,
+    "mixed_precision-resnet": exp_mixed_precision_resnet,
+    "gradient_accumulation": exp_gradient_accumulation,
+    "batch_sweep": exp_batch_sweep,
+    "architecture_search": exp_architecture_search,
+    "carbon": exp_carbon,
+    "compression": exp_compression,
+    "data_pipeline": exp_data_pipeline,
+    "capstone": exp_capstone,
+    "language_model": exp_language_model,
+    "language_model_serving": exp_language_model_serving,
+}

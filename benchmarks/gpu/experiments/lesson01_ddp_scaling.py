@@ -1,0 +1,41 @@
+"""Lesson 01's experiment: a real DistributedDataParallel run through torchrun."""
+
+from __future__ import annotations
+
+from benchmarks.gpu.context import Context
+
+
+def exp_ddp_scaling(ctx: Context) -> None:
+    """Lesson 01: a real DistributedDataParallel run via torchrun, one worker per GPU."""
+    from greenlab import ddp, recipes
+
+    z = ctx.sizes
+    torch = ctx.torch
+    gpus = torch.cuda.device_count() if ctx.device == "cuda" else 1
+    counts = [1] + ([2] if gpus >= 2 else [])
+    n_train, n_test = z.fmnist
+    model = {"name": "cnn", **recipes.REFERENCE_CNN, **({"width": 8} if ctx.dry_run else {})}
+    data = ctx.dataset("fashion-mnist", n_train, n_test)
+    for n in counts:
+        if not ctx.enough_for(15 if not ctx.dry_run else 1):
+            break
+        res = ddp.run_ddp(n, data=data, model=model, per_worker_batch=z.ddp_per_worker_batch,
+                          epochs=z.ddp_epochs, device=ctx.device, timeout_s=max(10.0, ctx.left() - 2),
+                          label=f"{n} worker(s)")
+        energy = res.train_energy or {}
+        comps = energy.get("components") or {}
+        gpu_j = comps.get("gpu", {}).get("joules") if isinstance(comps.get("gpu"), dict) else None
+        ctx.row({"label": f"{n} worker(s)", "workers": n, "backend": res.backend, "device": res.device,
+                 "global_batch": res.global_batch, "steps": res.steps, "samples": res.samples,
+                 "train_seconds": res.train_seconds, "window_ok": res.train_seconds >= ctx.min_window_s,
+                 "samples_per_second": res.samples_per_second, "wall_seconds": res.wall_seconds,
+                 "train_joules_gpu": gpu_j if ctx.energy_ok else None,
+                 "train_joules_all_components": res.train_joules,
+                 "final_accuracy": res.final_accuracy, "energy_complete": res.energy_complete})
+    if gpus < 2:
+        ctx.note("This machine has one GPU: the one-worker DDP run is recorded (its overhead is "
+                 "DDP's wrapper and the launch); scaling to more GPUs was not measured here.")
+    ctx.note(f"greenlab.ddp.run_ddp via torchrun (NCCL on CUDA, gloo on the CPU); reference CNN, "
+             f"{n_train} training images, {z.ddp_epochs} epoch(s), batch {z.ddp_per_worker_batch} per "
+             "worker. train_joules_all_components also counts the CPU (a model estimate unless RAPL "
+             "is readable); train_joules_gpu is the GPU's NVML figure.")

@@ -1,0 +1,61 @@
+"""Lesson 02's experiments: fp32, bf16 and fp16 on the reference CNN and on a ResNet."""
+
+from __future__ import annotations
+
+from benchmarks.gpu.context import (
+    Context, StepLoop, _cnn_fn, _model_text, _precisions, _repeats, _resnet_fn, throughput_row)
+from benchmarks.gpu.records import _ratio
+
+
+def _precision_experiment(ctx: Context, model_fn, ds, batch: int, what: str, targets: bool) -> None:
+    from greenlab.models import flops
+
+    precisions = _precisions(ctx)
+    model_flops = flops(model_fn(), ds.input_shape, batch_size=1).forward
+    repeats = _repeats(ctx, len(precisions), ctx.min_window_s * ctx.sizes.window_margin)
+    rows = {}
+    for precision in precisions:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
+            break
+        ctx.torch.manual_seed(0)
+        loop = StepLoop(ctx, model_fn(), ds, batch, precision)
+        label = {"fp32": "fp32 (PyTorch defaults)", "bf16": "bf16 autocast",
+                 "fp16": "fp16 autocast + GradScaler"}[precision]
+        row = throughput_row(ctx, label, loop, {"precision": precision, "batch_size": batch},
+                             repeats, flops_per_sample=model_flops, profile=True, ds=ds)
+        if precision == "fp16":
+            row["includes"] = "GradScaler's per-step inf check (a device-to-host sync each step)"
+        rows[precision] = ctx.row(row)
+        del loop
+        if ctx.device == "cuda":
+            ctx.torch.cuda.empty_cache()
+    base = rows.get("fp32", {})
+    for row in rows.values():
+        row["speedup_vs_fp32"] = _ratio(row.get("samples_per_second"), base.get("samples_per_second"))
+        jps, jps0 = row.get("joules_per_sample"), base.get("joules_per_sample")
+        row["energy_saving_pct_vs_fp32"] = (100 * (1 - jps / jps0)) if (jps and jps0) else None
+    ctx._save("running")
+    if targets and "bf16" in rows and rows["bf16"].get("speedup_vs_fp32") is not None:
+        ctx.measured["bf16_speedup"] = rows["bf16"]["speedup_vs_fp32"]
+        if rows["bf16"].get("energy_saving_pct_vs_fp32") is not None:
+            ctx.measured["bf16_energy_saving_pct"] = rows["bf16"]["energy_saving_pct_vs_fp32"]
+    ctx.note(f"{what} ({_model_text(model_fn)}, {model_flops / 1e9:.3g} GFLOP forward per sample) on "
+             f"{ds.describe()}; batch {batch}; SGD lr 0.05 momentum 0.9; device-resident batches. "
+             "Per configuration: warm-up, a synchronised calibration of the step time, then "
+             f"{repeats} window(s) of at least {ctx.min_window_s:.2g} s; medians with min/max. "
+             "fp32 runs with PyTorch's default TF32 settings as found (cuDNN convolutions may use TF32). "
+             "tflops_achieved counts 3x the forward FLOPs per sample (forward + backward). "
+             "device_busy_fraction: GPU kernel time over wall time in a 3-step torch.profiler trace. "
+             "Test accuracy is measured after the windows. channels_last on CUDA.")
+
+
+def exp_mixed_precision(ctx: Context) -> None:
+    """Lesson 02: fp32 (defaults), bf16, fp16 on the reference CNN at a compute-bound size."""
+    ds = ctx.dataset("fashion-mnist", *ctx.sizes.fmnist)
+    _precision_experiment(ctx, _cnn_fn(ctx), ds, ctx.sizes.cnn_batch, "Reference CNN", targets=True)
+
+
+def exp_mixed_precision_resnet(ctx: Context) -> None:
+    """Lesson 02: the same comparison on a ResNet-20 (CIFAR-shaped images)."""
+    ds = ctx.dataset("cifar10", *ctx.sizes.cifar)
+    _precision_experiment(ctx, _resnet_fn(ctx), ds, ctx.sizes.resnet_batch, "ResNet", targets=False)

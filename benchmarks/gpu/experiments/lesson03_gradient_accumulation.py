@@ -1,0 +1,30 @@
+"""Lesson 03's experiment: accumulated micro-batches against one true batch."""
+
+from __future__ import annotations
+
+from benchmarks.gpu.context import Context, StepLoop, _cnn_fn, _model_text, _repeats, throughput_row
+
+
+def exp_gradient_accumulation(ctx: Context) -> None:
+    """Lesson 03: accumulation (micro x k) against one true batch of the same size, and the
+    small batch alone; time, energy and the memory each adds."""
+    z = ctx.sizes
+    ds = ctx.dataset("fashion-mnist", *z.fmnist)
+    micro, k = z.accum
+    configs = [(f"true batch {micro * k}", micro * k, 1), (f"accumulated {micro} x {k}", micro, k),
+               (f"small batch {micro}", micro, 1)]
+    repeats = _repeats(ctx, len(configs), ctx.min_window_s * z.window_margin)
+    for label, bs, acc in configs:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
+            break
+        ctx.torch.manual_seed(0)
+        loop = StepLoop(ctx, _cnn_fn(ctx)(), ds, bs, "fp32", accum=acc)
+        ctx.row(throughput_row(ctx, label, loop, {"batch_size": bs, "accum_steps": acc,
+                                                  "effective_batch": bs * acc}, repeats))
+        del loop
+        if ctx.device == "cuda":
+            ctx.torch.cuda.empty_cache()
+    ctx.note(f"Reference CNN ({_model_text(_cnn_fn(ctx))}) on {ds.describe()}; fp32 with PyTorch's "
+             "defaults; each micro-batch loss divided by the accumulation steps. memory_increase_mib "
+             "is the peak allocated above what was resident (model, optimizer state, data) during the "
+             "window: activations and gradients, which accumulation shrinks.")

@@ -1,0 +1,40 @@
+"""Lesson 07's experiment: dense against pruned models at inference."""
+
+from __future__ import annotations
+
+import copy
+
+from benchmarks.gpu.context import Context, _cnn_fn, _inference_row, _model_text
+from benchmarks.gpu.records import _ratio
+
+
+def exp_compression(ctx: Context) -> None:
+    """Lesson 07: dense against pruned models, inference time and energy per sample."""
+    import copy
+
+    from greenlab import compress
+    from greenlab.models import count_params
+
+    z = ctx.sizes
+    torch = ctx.torch
+    shape = (1, 28, 28)
+    x = torch.randn((z.infer_batch, *shape), device=ctx.device)
+    dense = _cnn_fn(ctx)().to(ctx.device).eval()
+    variants = {"dense": dense}
+    variants["unstructured 50%"] = compress.prune_unstructured(copy.deepcopy(dense), 0.5)
+    variants["channels 50%"] = compress.prune_channels(copy.deepcopy(dense).cpu(), 0.5).to(ctx.device).eval()
+    base = None
+    for label, net in variants.items():
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 1):
+            break
+        row = _inference_row(ctx, label, net, x, "fp32")
+        row.update({"params": count_params(net), "sparsity": compress.sparsity(net),
+                    "model_size_mib": compress.model_size_bytes(net) / 2**20})
+        base = base or row
+        row["speedup_vs_dense"] = _ratio(row.get("samples_per_second"), base.get("samples_per_second"))
+        ctx.row(row)
+    ctx.row({"label": "int8 dynamic quantisation", "status": "not run on the GPU: torch.ao dynamic "
+             "quantisation has CPU kernels only (GPU int8 goes through other tools)"})
+    ctx.note(f"Reference CNN ({_model_text(_cnn_fn(ctx))}), fp32 inference (PyTorch defaults), batch "
+             f"{z.infer_batch}; gl.compress.prune_unstructured (zeros kept in dense tensors) and "
+             "prune_channels (a smaller dense model).")

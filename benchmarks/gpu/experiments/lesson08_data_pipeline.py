@@ -1,0 +1,42 @@
+"""Lesson 08's experiment: the device-resident loader against DataLoaders."""
+
+from __future__ import annotations
+
+import os
+
+from benchmarks.gpu.context import Context, StepLoop, _cnn_fn, _repeats, throughput_row
+from benchmarks.gpu.records import _ratio
+
+
+def exp_data_pipeline(ctx: Context) -> None:
+    """Lesson 08: the device-resident loader against DataLoaders (workers, pinned memory)."""
+    from greenlab.data import make_dataloader
+
+    z = ctx.sizes
+    torch = ctx.torch
+    ds = ctx.dataset("fashion-mnist", *z.fmnist)
+    precision = "bf16" if ctx.device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    w0, w1 = z.loader_workers
+    configs = [("device loader", None), (f"DataLoader workers={w0}", dict(num_workers=w0)),
+               (f"DataLoader workers={w0} pinned", dict(num_workers=w0, pin_memory=True)),
+               (f"DataLoader workers={w1} pinned", dict(num_workers=w1, pin_memory=True))]
+    repeats = _repeats(ctx, len(configs), ctx.min_window_s * z.window_margin)
+    base = None
+    for label, opts in configs:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 3):
+            break
+        loader = None
+        if opts is not None:
+            loader = make_dataloader(ds, z.loader_batch, **opts, seed=0)
+        torch.manual_seed(0)
+        loop = StepLoop(ctx, _cnn_fn(ctx, lesson=True)(), ds, z.loader_batch, precision, loader=loader)
+        row = throughput_row(ctx, label, loop, {"batch_size": z.loader_batch, **(opts or {"loader": "device"})},
+                             repeats)
+        base = base or row
+        row["speedup_vs_device_loader"] = _ratio(row.get("samples_per_second"), base.get("samples_per_second"))
+        ctx.row(row)
+        del loop, loader
+    ctx.note(f"Lesson 08's reference CNN on {ds.describe()}; {precision}; batch {z.loader_batch}. Each "
+             "loader is greenlab.data.make_dataloader (persistent_workers off, as gl.train uses it), so "
+             "worker start-up at each new pass over the data falls inside the windows, as in a lesson. "
+             f"CPU: {os.cpu_count()} logical cores.")

@@ -1,0 +1,529 @@
+"""The orchestrator: provenance, the time plan, one watched subprocess per experiment and lesson,
+the GPU-only pytest run, the bundle of records and ``--unpack``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib.util
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.gpu.probes import gpu_state
+from benchmarks.gpu.records import _clean_row, _read_json, _units_for, write_json
+from benchmarks.gpu.settings import (
+    BUNDLE, BUNDLE_VERSION, DEFAULT_BUDGET_S, DRY_RUN_GPU, DRY_RUN_MARK, DRY_SIZES, ENERGY_TARGETS,
+    EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSONS_SECONDS, LOG, MIN_WINDOW_PERIODS,
+    MIN_WINDOW_S, OVERHEAD_SECONDS, PYTEST_SECONDS, REPO_ROOT, SUMMARY, TARGETS, WATCHDOG_GRACE_S)
+from benchmarks.gpu.worker import worker_main
+
+SUITE_SCRIPT = REPO_ROOT / "benchmarks" / "gpu_suite.py"  # the documented command; workers run it too
+
+
+def main(argv=None) -> int:
+    """Command-line entry point; returns the exit code."""
+    args = _parse_args(argv)
+    if args.unpack:
+        return unpack(args.unpack, args.into, allow_dry_run=args.allow_dry_run)
+    if args.worker:
+        return worker_main(args)
+    import torch
+
+    if not args.dry_run and not torch.cuda.is_available():
+        print("no GPU: nothing to check (torch.cuda.is_available() is False). Nothing was written. "
+              "Run with --dry-run to exercise every experiment on the CPU with tiny sizes.")
+        return EXIT_NO_GPU
+    Suite(args).run()
+    return EXIT_OK
+
+
+class Suite:
+    """One call: provenance, the time plan, one watched subprocess per experiment and lesson."""
+
+    def __init__(self, args):
+        import torch
+
+        self.t_start = time.monotonic()
+        self.args = args
+        self.torch = torch
+        self.dry_run = bool(args.dry_run)
+        self.sizes = DRY_SIZES if self.dry_run else GPU_SIZES
+        self.out = Path(args.out)
+        self.date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+        self.command = "python benchmarks/gpu_suite.py " + shlex.join(args.raw)
+        self.budget_s = float(args.budget_s)
+        self.deadline = self.t_start + self.budget_s
+        self.selected = [n for n in EXPERIMENTS if not args.only or n in args.only]
+        self.lessons = select_lessons(args.lessons, self.dry_run)
+        plan = {n: EXPERIMENTS[n][1] for n in self.selected}
+        lesson_s = LESSONS_SECONDS if self.lessons else 0
+        total = sum(plan.values()) + lesson_s + PYTEST_SECONDS + OVERHEAD_SECONDS
+        scale = min(1.0, self.budget_s / total) if not self.dry_run else 1.0
+        self.shares = {n: s * scale for n, s in plan.items()}
+        self.lesson_s = lesson_s * scale
+        self.pytest_s = PYTEST_SECONDS * scale
+        self.records: dict = {}
+        self.results: dict = {}
+        self.lesson_rows: list = []
+        self.measured: dict = {}
+        self.measured_sources: dict = {}
+        self.pytest: dict | None = None
+        self.tmp = Path(tempfile.mkdtemp(prefix="gpu_suite_"))
+        self.log = None
+        self._say_lock = threading.Lock()
+
+    def run(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.log = open(self.out / LOG, "w", encoding="utf-8")
+        try:
+            self._run()
+        finally:
+            self.log.close()
+
+    def _run(self) -> None:
+        self.gpu_state = gpu_state(self.dry_run)
+        self.provenance = self._provenance()
+        self.counter_period_s = self.gpu_state.get("counter_update_period_ms")
+        period = (self.counter_period_s or 0) / 1000.0
+        self.min_window_s = max(self.sizes.min_window_s, MIN_WINDOW_PERIODS * period if not self.dry_run else 0)
+        self.say(f"gpu_suite: {self.provenance['gpu']} | driver {self.provenance['driver']} | "
+                 f"torch {self.provenance['torch']} | "
+                 f"{'DRY RUN on the CPU' if self.dry_run else 'GPU run'} | budget {self.budget_s:.0f} s | "
+                 f"shortest energy window {self.min_window_s:.2f} s")
+        self.say("packages: " + ", ".join(f"{k} {v}" for k, v in preflight().items()))
+        reserve = self.lesson_s + self.pytest_s + OVERHEAD_SECONDS / 2
+        if self.dry_run:  # one worker process for all: the rehearsal checks code paths, not timing
+            scale = 4 * self.budget_s / DEFAULT_BUDGET_S
+            self.run_experiments(self.selected, {n: self.shares[n] * scale for n in self.selected})
+        for i, name in enumerate(self.selected if not self.dry_run else ()):
+            rest = sum(self.shares[n] for n in self.selected[i + 1:])
+            left = self.deadline - time.monotonic() - reserve - rest
+            cap = min(self.shares[name] + max(0.0, left - self.shares[name]) * 0.5, left)
+            self.run_experiments([name], {name: cap})
+        if self.lessons:
+            self.run_lessons()
+            self.write_bundle()
+        self.pytest = self.run_pytest()
+        self.write_bundle()
+        self.say(self.summary_table())
+
+    # --- logging ---
+    def say(self, text: str) -> None:
+        with self._say_lock:  # lessons run in parallel threads
+            print(text, flush=True)
+            if self.log is not None:
+                self.log.write(text + "\n")
+                self.log.flush()
+
+    def stream(self, cmd: list, env: dict, timeout_s: float, prefix: str) -> tuple:
+        """Run ``cmd`` in its own process group, its output into the log; kill the group after
+        ``timeout_s``. Returns (exit code or None when killed, seconds, last output lines)."""
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", start_new_session=True)
+        tail: list = []
+
+        def pump():
+            for line in proc.stdout:
+                line = line.rstrip("\n")
+                tail.append(line)
+                del tail[:-40]
+                self.say(prefix + line)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            code = proc.wait(timeout=max(1.0, timeout_s))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            code = None
+        reader.join(timeout=5)
+        return code, time.monotonic() - t0, tail
+
+    # --- experiments ---
+    def run_experiments(self, names: list, caps: dict) -> None:
+        """Run ``names`` in one watched worker process (each with its time share in ``caps``);
+        a worker past the sum of the shares plus a grace period is killed, keeping finished rows."""
+        names = [n for n in names if caps[n] >= 8.0 or self.dry_run]
+        for name in [n for n in caps if n not in names]:
+            self.results[name] = {"status": "skipped: out of time", "seconds": 0.0}
+            self.record(name, {"rows": [{"label": name, "status": "skipped: out of time"}], "notes": []})
+            self.say(f"[{name}] skipped: out of time")
+        while names:
+            names = self._run_worker(names, caps)  # what a killed worker had not started yet
+
+    def _run_worker(self, names: list, caps: dict) -> list:
+        cap_s = sum(caps[n] for n in names)
+        grace = min(WATCHDOG_GRACE_S, max(2.0, 0.25 * cap_s))
+        cmd = [sys.executable, str(SUITE_SCRIPT), "--worker", ",".join(names),
+               "--part", str(self.tmp), "--cap-s", ",".join(f"{caps[n]:.1f}" for n in names),
+               "--min-window-s", f"{self.min_window_s:.3f}", "--cache", str(self.tmp),
+               "--out", str(self.out)] + (["--dry-run"] if self.dry_run else []) \
+            + (["--hang", self.args.hang] if self.args.hang else [])
+        tag = names[0] if len(names) == 1 else "experiments"
+        self.say(f"[{tag}] start (share {cap_s:.0f} s, watchdog at {cap_s + grace:.0f} s)")
+        code, seconds, tail = self.stream(cmd, _child_env(), cap_s + grace, f"  {tag}| ")
+        not_started = [n for n in names if not (self.tmp / f"{n}.json").exists()] if code is None else []
+        for name in [n for n in names if n not in not_started]:
+            data = _read_json(self.tmp / f"{name}.json") or {"rows": [], "notes": [], "measured": {}}
+            status = data.get("status")
+            if code is None and status in (None, "running"):
+                status = (f"killed by the watchdog after {seconds:.0f} s"
+                          + (f"; {len(data['rows'])} finished row(s) kept" if data.get("rows") else ""))
+            elif code != 0 and status in (None, "running"):
+                last = next((ln for ln in reversed(tail) if ln.strip()), "")
+                status = f"failed: exit code {code}: {last[-200:]}"
+            status = status or "failed: the worker wrote no result"
+            if not data.get("rows"):
+                data["rows"] = [{"label": name, "status": status}]
+            took = seconds if (code is None and status.startswith("killed")) else data.get("seconds", seconds)
+            self.results[name] = {"status": status, "seconds": took if took is not None else 0.0}
+            for key, value in (data.get("measured") or {}).items():
+                self.measured[key] = value
+                self.measured_sources[key] = data.get("energy_source")
+            self.record(name, data)
+            self.say(f"[{name}] {status} in {self.results[name]['seconds']:.1f} s")
+        self.write_bundle()
+        return not_started
+
+    def record(self, experiment: str, data: dict) -> dict:
+        from greenlab import reference
+
+        rows = list(data.get("rows") or [])
+        if self.dry_run:
+            rows = [{**r, "run": DRY_RUN_MARK} for r in rows]
+        notes = ([DRY_RUN_MARK + "."] if self.dry_run else []) + list(data.get("notes") or []) \
+            + [self._state_note()]
+        if data.get("torch_tf32"):
+            notes.append("PyTorch TF32 settings as found (not changed): " + data["torch_tf32"] + ".")
+        record = {
+            "schema_version": reference.SCHEMA_VERSION, "experiment": experiment, "date": self.date,
+            "gpu": self.provenance["gpu"], "driver": self.provenance["driver"],
+            "cuda": self.provenance["cuda"], "torch": self.provenance["torch"], "command": self.command,
+            "results": [_clean_row(r) for r in rows], "gpu_count": 1,
+            "greenlab": self.provenance["greenlab"], "python": self.provenance["python"],
+            "units": _units_for(rows), "notes": " ".join(n for n in notes if n),
+        }
+        source = data.get("energy_source")
+        if source in reference.ENERGY_SOURCES:
+            record["energy_source"] = source
+        if not record["units"]:
+            del record["units"]
+        try:
+            reference.from_dict(record, experiment)
+        except reference.ReferenceRunError as exc:  # kept anyway: a measurement is never thrown away
+            self.results.setdefault(experiment, {})["schema_problem"] = str(exc)
+            self.say(f"WARNING {experiment} does not match the reference schema: {exc}")
+        self.records[experiment] = record
+        return record
+
+    # --- lessons ---
+    def run_lessons(self) -> None:
+        """Every selected lesson headless in quick mode, ``--lesson-jobs`` at a time (they are
+        checked, not measured), each under a watchdog; none starts after the phase's end."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        budget_end = time.monotonic() + self.lesson_s
+        if not self.dry_run:
+            budget_end = min(budget_end, self.deadline - self.pytest_s - 2)
+        else:
+            budget_end = time.monotonic() + self.sizes.lesson_cap_s * len(self.lessons)
+        with ThreadPoolExecutor(max_workers=max(1, self.args.lesson_jobs)) as pool:
+            rows = list(pool.map(lambda path: self.run_lesson(path, budget_end), self.lessons))
+        self.lesson_rows.extend(rows)
+
+    def run_lesson(self, path: Path, budget_end: float) -> dict:
+        cap = min(budget_end - time.monotonic(), self.sizes.lesson_cap_s)
+        row = {"label": f"lesson {path.stem}"}
+        if cap < 10.0:
+            self.say(f"[lesson {path.stem}] not run: out of time")
+            return {**row, "status": "not run: out of time", "seconds": 0.0}
+        env = _child_env()
+        env.update(GREENLAB_QUICK="1", MPLBACKEND="Agg")
+        env.pop("GREENLAB_DEVICE", None)
+        if self.dry_run:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        cmd = [sys.executable, "-m", "greenlab.course", "run", str(path)]
+        self.say(f"[lesson {path.stem}] start (watchdog at {cap:.0f} s)")
+        code, seconds, tail = self.stream(cmd, env, cap, f"  {path.stem}| ")
+        if code == 0:
+            status = "passed"
+        elif code is None:
+            status = f"killed by the watchdog after {seconds:.0f} s"
+        else:
+            failed = next((ln for ln in reversed(tail) if ln.startswith("FAILED ")), "")
+            status = "failed: " + (failed[len("FAILED "):] or f"exit code {code}")[:300]
+        self.say(f"[lesson {path.stem}] {status} in {seconds:.1f} s")
+        return {**row, "status": status, "seconds": seconds, "device": "cpu" if self.dry_run else "cuda",
+                "mode": "quick", "jobs": self.args.lesson_jobs}
+
+    # --- pytest ---
+    def run_pytest(self) -> dict:
+        files = gpu_test_files()
+        shown = "python -m pytest -m gpu " + " ".join(str(f.relative_to(REPO_ROOT)) for f in files)
+        if importlib.util.find_spec("pytest") is None:
+            self.say("pytest -m gpu: not run (pytest is not installed)")
+            return {"outcome": "not run", "summary": "pytest is not installed", "command": shown}
+        if not files:
+            return {"outcome": "not run", "summary": "no test file has gpu-marked tests", "command": shown}
+        left = self.deadline - time.monotonic() - 2 if not self.dry_run else 120.0
+        if left < 10:
+            return {"outcome": "not run", "summary": "out of time", "command": shown}
+        cmd = [sys.executable, "-m", "pytest", "-m", "gpu", *map(str, files), "-q", "-rs",
+               "-p", "no:cacheprovider"]
+        self.say("pytest: " + shown)
+        code, seconds, tail = self.stream(cmd, _child_env(), left, "  pytest| ")
+        summary = next((ln.strip("= ") for ln in reversed(tail)
+                        if any(w in ln for w in ("passed", "failed", "skipped", "error", "no tests"))), "")
+        outcome = {0: "passed", 1: "failed", 5: "no tests collected", None: "killed by the watchdog"}.get(code, "error")
+        return {"outcome": outcome, "exit_code": code, "summary": summary[:300], "seconds": seconds,
+                "command": shown}
+
+    # --- summary and files ---
+    def summary_rows(self) -> list:
+        rows = []
+        for name in EXPERIMENTS:
+            if name in self.results:
+                r = self.results[name]
+                rows.append({"label": name, "lesson": EXPERIMENTS[name][0], "status": r["status"],
+                             "seconds": r.get("seconds"), "schema_problem": r.get("schema_problem")})
+            elif name not in self.selected:
+                rows.append({"label": name, "lesson": EXPERIMENTS[name][0], "status": "not selected (--only)"})
+        rows.extend(self.lesson_rows)
+        for key, text, op, threshold in TARGETS:
+            value, verdict = self.target(key, op, threshold)
+            rows.append({"label": "target: " + text, "measured": value, "threshold": f"{op} {threshold:g}",
+                         "result": verdict})
+        p = self.pytest or {"outcome": "not run yet"}
+        rows.append({"label": "pytest -m gpu", **p})
+        rows.append({"label": "gpu state", **{k: v for k, v in self.gpu_state.items()}})
+        rows.append({"label": "python packages", **preflight()})
+        rows.append({"label": "total", "seconds": time.monotonic() - self.t_start,
+                     "budget_seconds": self.budget_s, "shortest_window_s": self.min_window_s})
+        return rows
+
+    def target(self, key: str, op: str, threshold: float) -> tuple:
+        value = self.measured.get(key)
+        if key in ENERGY_TARGETS and value is not None \
+                and not str(self.measured_sources.get(key) or "").startswith("nvml"):
+            return value, "not measured (no GPU energy counter: not judged on an estimate)"
+        return value, judge(value, op, threshold)
+
+    def write_bundle(self) -> None:
+        self.record(SUMMARY, {"rows": self.summary_rows(), "notes": [
+            "Summary of one gpu_suite call: experiment status, the lessons run headless in quick "
+            "mode, targets (measured, not assumed), the GPU-only pytest run."]})
+        bundle = {"bundle": "greenlab gpu_suite records", "bundle_version": BUNDLE_VERSION,
+                  "command": self.command, "records": [self.records[k] for k in self.records]}
+        write_json(self.out / BUNDLE, bundle)
+
+    def summary_table(self) -> str:
+        """The short table printed last: experiments, lessons, targets, pytest."""
+        lines = ["", "=" * 78, f"gpu_suite summary: {self.provenance['gpu']}, {self.date}"
+                 + (f"  [{DRY_RUN_MARK}]" if self.dry_run else ""), "-" * 78]
+        for name in EXPERIMENTS:
+            if name in self.results:
+                r = self.results[name]
+                lines.append(f"{name:<26} {r['seconds']:6.1f} s  {r['status']}")
+        for row in self.lesson_rows:
+            lines.append(f"{row['label']:<26} {row.get('seconds', 0):6.1f} s  {row['status']}")
+        lines.append("-" * 78)
+        for key, text, op, threshold in TARGETS:
+            value, verdict = self.target(key, op, threshold)
+            shown = "not measured" if value is None else f"{value:.3g}"
+            lines.append(f"{text:<58} {shown:>12} {op} {threshold:g}  {verdict}")
+        lines.append("-" * 78)
+        p = self.pytest or {}
+        lines.append(f"pytest -m gpu: {p.get('outcome', 'not run')} ({p.get('summary', '')})")
+        lines.append(f"files: {BUNDLE} ({len(self.records)} records) and {LOG} in {self.out}")
+        lines.append(f"total {time.monotonic() - self.t_start:.0f} s")
+        return "\n".join(lines)
+
+    def _provenance(self) -> dict:
+        import greenlab
+
+        torch = self.torch
+        if self.dry_run:
+            gpu, driver = DRY_RUN_GPU, "none (dry-run, CPU)"
+        else:
+            gpu = self.gpu_state.get("name")
+            if not isinstance(gpu, str) or gpu.startswith("unavailable"):
+                gpu = torch.cuda.get_device_name(0)
+            driver = self.gpu_state.get("driver") or "unknown (NVML not available)"
+        return {"gpu": gpu, "driver": str(driver), "cuda": str(torch.version.cuda or "none (CPU build)"),
+                "torch": torch.__version__, "greenlab": greenlab.__version__,
+                "python": platform.python_version()}
+
+    def _state_note(self) -> str:
+        s = self.gpu_state
+        keys = ("power_limit_w", "default_power_limit_w", "sm_clock_mhz", "max_sm_clock_mhz",
+                "persistence_mode", "compute_mode", "mig_mode", "counter_update_period_ms")
+        parts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
+        return ("GPU state at start (read-only): " + ", ".join(parts) + ".") if parts else ""
+
+
+def select_lessons(spec: str, dry_run: bool) -> list:
+    """Lessons for ``--lessons``: "all", "none", instructor lesson numbers "00,03" or notebook
+    paths; the dry run's default is lesson 03 alone (a short one), the GPU run's every lesson."""
+    from greenlab.course import instructor_notebooks
+
+    found = instructor_notebooks(REPO_ROOT / "lessons")
+    if spec in (None, ""):
+        spec = "03" if dry_run else "all"
+    if spec == "none":
+        return []
+    if spec == "all":
+        return found
+    chosen, missing = [], []
+    for want in (w.strip() for w in spec.split(",") if w.strip()):
+        if want.endswith(".ipynb"):  # a notebook path
+            (chosen if Path(want).is_file() else missing).append(Path(want).resolve())
+            continue
+        match = [p for p in found if p.stem[:2] == want or p.stem == want]
+        chosen.extend(match) if match else missing.append(want)
+    if missing:
+        raise SystemExit(f"--lessons: no lesson {[str(m) for m in missing]}; have {[p.stem for p in found]}")
+    return chosen
+
+
+def gpu_test_files() -> list:
+    """Test files that hold ``gpu``-marked tests (pytest then runs only those)."""
+    import re
+
+    mark = re.compile(r"^\s*(@|pytestmark\s*=\s*\[?\s*)?pytest\.mark\.gpu\b", re.MULTILINE)
+    return sorted(p for p in (REPO_ROOT / "tests").glob("test_*.py")
+                  if mark.search(p.read_text(encoding="utf-8", errors="replace")))
+
+
+def unpack(bundle_path, into, allow_dry_run: bool = False) -> int:
+    """Write each record of a bundle as ``<gpu-slug>_<date>_<experiment>.json`` in ``into``,
+    after checking it against the reference schema. Dry-run records are refused unless allowed."""
+    from greenlab import reference
+
+    bundle = _read_json(Path(bundle_path))
+    if not bundle or bundle.get("bundle_version") != BUNDLE_VERSION or not isinstance(bundle.get("records"), list):
+        print(f"error: {bundle_path} is not a gpu_suite bundle (version {BUNDLE_VERSION})", file=sys.stderr)
+        return 2
+    folder = Path(into)
+    records = bundle["records"]
+    dry = [r.get("experiment") for r in records if r.get("gpu") == DRY_RUN_GPU]
+    if dry and not allow_dry_run:
+        print(f"error: {bundle_path} holds dry-run records ({DRY_RUN_MARK}); they are not references. "
+              "Nothing was written (--allow-dry-run writes them anyway, e.g. for a test).", file=sys.stderr)
+        return 2
+    problems = []
+    for record in records:
+        try:
+            reference.from_dict(record, f"{bundle_path}: {record.get('experiment')}")
+        except reference.ReferenceRunError as exc:
+            problems.append(str(exc))
+    if problems:
+        print("error: records that do not match the reference schema; nothing was written:\n"
+              + "\n".join(problems), file=sys.stderr)
+        return 2
+    folder.mkdir(parents=True, exist_ok=True)
+    for record in records:
+        path = folder / f"{reference.gpu_slug(record['gpu'])}_{record['date']}_{record['experiment']}.json"
+        write_json(path, record)
+        reference.load_file(path)
+        print(f"wrote {path}")
+    return 0
+
+
+def preflight() -> dict:
+    """Versions of the packages the suite can use (or "missing"), without importing them."""
+    from importlib import metadata
+
+    out = {}
+    for name, module in (("torch", "torch"), ("numpy", "numpy"), ("nvidia-ml-py", "pynvml"),
+                         ("matplotlib", "matplotlib"), ("psutil", "psutil"), ("tqdm", "tqdm"),
+                         ("pytest", "pytest"), ("torchvision", "torchvision"), ("IPython", "IPython"),
+                         ("ipywidgets", "ipywidgets"), ("bitsandbytes", "bitsandbytes"), ("torchao", "torchao")):
+        if importlib.util.find_spec(module) is None:
+            out[name] = "missing"
+            continue
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "present"
+    return out
+
+
+def judge(value, op: str, threshold: float) -> str:
+    """"pass"/"fail" for a measured value against a target; "not measured" for None."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "not measured"
+    ok = {">=": value >= threshold, "<": value < threshold, "<=": value <= threshold}[op]
+    return "pass" if ok else "fail"
+
+
+def _parse_args(argv):
+    p = argparse.ArgumentParser(prog="gpu_suite.py", description="Every GPU check, reference recording and lesson run, in one call.")
+    p.add_argument("--out", help="folder for gpu_suite_records.json and gpu_suite_log.txt (created)")
+    p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                   help=f"total wall-time budget in seconds (default {DEFAULT_BUDGET_S:g})")
+    p.add_argument("--only", default="", help=f"comma-separated experiments: {', '.join(EXPERIMENTS)}")
+    p.add_argument("--lessons", default="", help="instructor lessons to run headless: all, none or "
+                   "numbers such as 00,03 (default: all; the dry run: 03)")
+    p.add_argument("--lesson-jobs", type=int, default=None,
+                   help="lessons run at the same time (default 3 on the GPU, 1 in the dry run)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run everything on the CPU with tiny sizes (not a reference)")
+    p.add_argument("--unpack", help="a gpu_suite_records.json to write out as reference-run files")
+    p.add_argument("--into", default=str(REPO_ROOT / "data" / "reference_runs"),
+                   help="folder for --unpack (default data/reference_runs)")
+    p.add_argument("--allow-dry-run", action="store_true", help="let --unpack write dry-run records")
+    p.add_argument("--hang", default="", help="rehearse the watchdog: this experiment hangs after one row")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--part", help=argparse.SUPPRESS)
+    p.add_argument("--cap-s", default="60", help=argparse.SUPPRESS)
+    p.add_argument("--min-window-s", type=float, default=MIN_WINDOW_S, help=argparse.SUPPRESS)
+    p.add_argument("--cache", help=argparse.SUPPRESS)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = p.parse_args(raw)
+    args.raw = raw
+    if args.unpack:
+        return args
+    if args.worker:
+        args.worker = args.worker.split(",")
+        args.cap_s = [float(c) for c in str(args.cap_s).split(",")]
+        if [w for w in args.worker if w not in EXPERIMENTS] or len(args.cap_s) != len(args.worker):
+            p.error(f"--worker takes known experiments with one --cap-s each, got {args.worker} {args.cap_s}")
+    if not args.out:
+        p.error("--out is required (a folder for the records and the log)")
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in only if s not in EXPERIMENTS]
+    if unknown:
+        p.error(f"unknown experiment(s) {unknown}; allowed: {', '.join(EXPERIMENTS)}")
+    args.only = set(only)
+    if args.lesson_jobs is None:
+        args.lesson_jobs = 1 if args.dry_run else 3
+    if not 1 <= args.lesson_jobs <= 8:
+        p.error(f"--lesson-jobs must be 1 to 8, got {args.lesson_jobs}")
+    if not (math.isfinite(args.budget_s) and 60 <= args.budget_s <= 3600):
+        p.error(f"--budget-s must be between 60 and 3600 seconds, got {args.budget_s}")
+    return args
+
+
+def _child_env() -> dict:
+    env = dict(os.environ)
+    # datasets come from the cache or the announced generated stand-in: no download attempt (and
+    # its network timeouts) inside a timed share, unless the caller asked for one
+    env.setdefault("GREENLAB_DOWNLOAD", "0")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _kill_group(proc) -> None:
+    from greenlab.processes import kill_group
+
+    kill_group(proc)

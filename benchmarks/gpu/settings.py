@@ -1,0 +1,132 @@
+"""The suite's constants: experiments and their time plan, targets, and work sizes (GPU and dry run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+EXIT_OK = 0
+EXIT_NO_GPU = 0  # documented: no CUDA is not an error, there is simply nothing to check
+DRY_RUN_MARK = "dry-run, CPU — not a reference"
+DRY_RUN_GPU = "cpu dry-run (not a reference)"
+SUMMARY = "gpu_suite"
+BUNDLE = "gpu_suite_records.json"
+LOG = "gpu_suite_log.txt"
+BUNDLE_VERSION = 1
+DEFAULT_BUDGET_S = 540.0
+# experiment -> (the lesson that reads it with gl.reference.show, seconds of a 540 s plan)
+EXPERIMENTS = {
+    "measurement_core": ("00", 32),
+    "ddp_scaling": ("01", 27),
+    "mixed_precision": ("02", 40),
+    "mixed_precision-resnet": ("02", 35),
+    "gradient_accumulation": ("03", 28),
+    "batch_sweep": ("04", 32),
+    "architecture_search": ("05", 16),
+    "carbon": ("06", 12),
+    "compression": ("07", 18),
+    "data_pipeline": ("08", 30),
+    "capstone": ("09", 31),
+    "language_model": ("10", 45),
+    "language_model_serving": ("11", 20),
+}
+LESSONS_SECONDS = 130   # every instructor lesson, quick mode, one subprocess each
+PYTEST_SECONDS = 35
+OVERHEAD_SECONDS = 9    # start-up, NVML reads, the counter-period poll, writing files
+WATCHDOG_GRACE_S = 10.0  # an experiment may overrun its share by this much before it is killed
+MIN_WINDOW_S = 3.0
+MIN_WINDOW_PERIODS = 20
+TARGETS = (
+    # key, description, comparison, threshold
+    ("bf16_speedup", "bf16 vs fp32 (PyTorch defaults) speed, reference CNN", ">=", 2.0),
+    ("bf16_energy_saving_pct", "bf16 energy per sample saving vs fp32 (defaults), %", ">=", 40.0),
+    ("monitor_overhead_pct", "PowerMonitor at 10 Hz, training-time overhead, %", "<", 1.0),
+    ("counter_vs_power_pct", "energy counter vs integrated instant power, |difference| %", "<=", 3.0),
+)
+ENERGY_TARGETS = {"bf16_energy_saving_pct", "counter_vs_power_pct"}  # judged on NVML energy only
+
+
+def experiment_names() -> tuple:
+    """The experiments the suite records, in run order (each a name a lesson reads)."""
+    return tuple(EXPERIMENTS)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Work sizes: one set for the H200 (compute-bound, see ``GPU_SIZES``), a tiny one for the CPU
+    dry run. Batch sizes are per optimizer step unless named micro."""
+
+    min_window_s: float = MIN_WINDOW_S   # raised to 20 counter periods when the counter is slower
+    window_margin: float = 1.15         # steps are chosen for this many times the shortest window
+    warmup_s: float = 0.6               # untimed warm-up per configuration (cuDNN choice, clocks)
+    calib_s: float = 0.3                # calibration: double the steps until this long
+    min_steps: int = 3
+    max_steps: int = 100_000
+    repeats: int = 3                    # at most; fewer when the share of time runs short
+    fmnist: tuple = (60000, 10000)        # FashionMNIST-shaped (train, test), every such experiment
+    cifar: tuple = (16384, 4096)
+    cnn: dict = field(default_factory=lambda: {"width": 128})      # reference CNN at 2x width
+    cnn_batch: int = 4096
+    resnet: dict = field(default_factory=lambda: {"depth": 20, "width": 64})
+    resnet_batch: int = 2048
+    accum: tuple = (1024, 4)            # micro-batch x steps against one batch of the product
+    sweep_batches: tuple = (256, 1024, 4096)
+    sweep_target: float = 0.85
+    sweep_evals: int = 8
+    arch_candidates: tuple = (("cnn", {"depth": 3, "width": 32}), ("cnn", {"depth": 3, "width": 64}),
+                              ("cnn", {"depth": 3, "width": 128}),
+                              ("cnn", {"depth": 3, "width": 128, "separable": True}),
+                              ("mlp", {"hidden": (1024, 512)}))
+    infer_batch: int = 4096
+    loader_batch: int = 1024
+    loader_workers: tuple = (0, 4)
+    idle_s: float = 3.0
+    steady_load_s: float = 8.0
+    poll_s: float = 2.0
+    power_interval_s: float = 0.005
+    matmul_n: int = 8192
+    monitor_pairs: int = 3
+    monitor_run_s: float = 1.5
+    ddp_per_worker_batch: int = 1024
+    ddp_epochs: int = 8
+    capstone_scale: float = 1.0
+    capstone_target: float | None = None  # None: the recipes' own target
+    lm: dict = field(default_factory=lambda: {"d_model": 1024, "n_layers": 8, "n_heads": 16, "max_seq_len": 512})
+    lm_batch: int = 32                  # windows of max_seq_len bytes per step
+    lesson_cap_s: float = 60.0
+    dry: bool = False
+
+
+# Why these sizes are compute-bound on an H200 (989 TFLOP/s dense bf16/fp16, 495 TF32,
+# 67 fp32; HBM3e 4.8 TB/s; so a kernel needs about 200 FLOP per byte moved in bf16, about 100 in
+# TF32, to be limited by arithmetic rather than memory), counted with gl.flops:
+# - reference CNN at width 128 (128, 256, 512 channels): 0.233 GFLOP forward per 28x28 image;
+#   its 3x3 convolutions with C in and out channels do 9*C/2 FLOP per byte of bf16 activation
+#   (C=128: 576, C=256: 1152), well above 200. One training step at batch 4096 is
+#   3 x 0.233 x 4096 = 2.9 TFLOP: about 4 ms of GPU time at 700 TFLOP/s (more in fp32/TF32).
+# - ResNet-20 at width 64 (64, 128, 256 channels): 1.3 GFLOP forward per 32x32 image (the lesson's
+#   width-16 ResNet-20 has 1/16 of it and is launch-bound at batch 512); at batch 2048 a step is
+#   3 x 1.3 x 2048 = 8 TFLOP, about 11 ms.
+# - TinyGPT at d_model 1024, 8 layers (about 100 M parameters), 32 windows of 512 bytes per step:
+#   its matrix products have 16384 rows and 1024-4096 columns (over 500 FLOP per bf16 byte), and
+#   a step is about 6 x 1e8 x 16384 = 10 TFLOP plus attention.
+# Launches: torch.profiler counts 76 (CNN) and 412 (ResNet) leaf operators per training step on
+# the CPU (SGD's per-parameter loop there; CUDA's foreach path launches fewer). At ~5 us each the
+# host needs about 0.4 and 2 ms per step, well under the GPU's 4 and 11 ms, so the host runs
+# ahead and the GPU, not launching, sets the pace. The runs record what actually happened:
+# achieved TFLOP/s and, from a torch.profiler trace, the share of wall time the GPU spent in
+# kernels (``device_busy_fraction``; near 1 means not launch-bound).
+GPU_SIZES = Sizes()
+DRY_SIZES = Sizes(
+    min_window_s=0.25, window_margin=1.2, warmup_s=0.02, calib_s=0.02, min_steps=1, max_steps=40,
+    repeats=1, fmnist=(512, 128), cifar=(128, 64), cnn={"width": 8},
+    cnn_batch=32, resnet={"depth": 8, "width": 4}, resnet_batch=16, accum=(16, 2),
+    sweep_batches=(32, 64), sweep_target=0.3, sweep_evals=2,
+    arch_candidates=(("cnn", {"depth": 2, "width": 4}), ("cnn", {"depth": 2, "width": 8, "separable": True})),
+    infer_batch=32, loader_batch=32, loader_workers=(0, 1), idle_s=0.2, steady_load_s=0.3,
+    poll_s=0.2, power_interval_s=0.01, matmul_n=64, monitor_pairs=1, monitor_run_s=0.1,
+    ddp_per_worker_batch=32, ddp_epochs=1, capstone_scale=0.01, capstone_target=0.3,
+    lm={"d_model": 32, "n_layers": 2, "n_heads": 2, "max_seq_len": 32}, lm_batch=4,
+    lesson_cap_s=240.0, dry=True)
