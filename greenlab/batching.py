@@ -455,6 +455,34 @@ def simple_noise_scale(small_sq_norm: float, big_sq_norm: float, small_batch: in
     return g2, trace_cov, (trace_cov / g2 if g2 > 0 else math.inf)
 
 
+def gradient_sq_norms(model, data, small_batch: int = 8, big_batch: int = 128, n_pairs: int = 20,
+                      loss_fn=None, seed: int = 0) -> list:
+    """``n_pairs`` pairs (|G_small|^2, |G_big|^2): squared norms of the gradient of the mean loss
+    on a random batch of ``small_batch`` and one of ``big_batch`` samples (drawn with replacement
+    from ``data``'s training split or a pair (x, y)), at the model's current weights. The model's
+    state and gradients are restored afterwards. The raw input of ``simple_noise_scale``."""
+    _check_positive_int("small_batch", small_batch)
+    _check_positive_int("big_batch", big_batch)
+    if big_batch <= small_batch:
+        raise ValueError(f"big_batch ({big_batch}) must be larger than small_batch ({small_batch})")
+    _check_positive_int("n_pairs", n_pairs)
+    x, y = _xy(data)
+    loss_fn = loss_fn or F.cross_entropy
+    dev = _model_device(model)
+    g = torch.Generator().manual_seed(int(seed))
+    saved = _snapshot(model.state_dict())
+    pairs = []
+    try:
+        for _ in range(n_pairs):
+            small = _grad_sq_norm(model, x, y, loss_fn, small_batch, g, dev)
+            big = _grad_sq_norm(model, x, y, loss_fn, big_batch, g, dev)
+            pairs.append((small, big))
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.load_state_dict(saved)
+    return pairs
+
+
 def gradient_noise_scale(model, data, loss_fn=None, small_batch: int = 8, big_batch: int = 128,
                          n_estimates: int = 20, seed: int = 0, n_bootstrap: int = 1000) -> NoiseScale:
     """Measure the simple gradient noise scale at the model's current weights.
@@ -474,23 +502,12 @@ def gradient_noise_scale(model, data, loss_fn=None, small_batch: int = 8, big_ba
     if big_batch <= small_batch:
         raise ValueError(f"big_batch ({big_batch}) must be larger than small_batch ({small_batch})")
     _check_positive_int("n_estimates", n_estimates)
-    x, y = _xy(data)
-    loss_fn = loss_fn or F.cross_entropy
-    dev = _model_device(model)
-    g = torch.Generator().manual_seed(int(seed))
-    saved = _snapshot(model.state_dict())
     t0 = time.perf_counter()
     g2s, covs = [], []
-    try:
-        for _ in range(n_estimates):
-            small = _grad_sq_norm(model, x, y, loss_fn, small_batch, g, dev)
-            big = _grad_sq_norm(model, x, y, loss_fn, big_batch, g, dev)
-            g2, cov, _ = simple_noise_scale(small, big, small_batch, big_batch)
-            g2s.append(g2)
-            covs.append(cov)
-    finally:
-        model.zero_grad(set_to_none=True)
-        model.load_state_dict(saved)
+    for small, big in gradient_sq_norms(model, data, small_batch, big_batch, n_estimates, loss_fn, seed):
+        g2, cov, _ = simple_noise_scale(small, big, small_batch, big_batch)
+        g2s.append(g2)
+        covs.append(cov)
     seconds = time.perf_counter() - t0
     g2_t, cov_t = torch.tensor(g2s, dtype=torch.float64), torch.tensor(covs, dtype=torch.float64)
     g2, cov = float(g2_t.mean()), float(cov_t.mean())
