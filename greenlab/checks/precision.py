@@ -179,17 +179,9 @@ def fp16_flush_fractions(fn: Any) -> Check:
 
 
 def _flush_reference(grads, scale):
-    import torch
+    from greenlab.numerics import fp16_flush_fractions
 
-    v = grads.float() * scale
-    nonzero = v != 0
-    n = int(nonzero.sum())
-    if n == 0:
-        return 0.0, 0.0
-    half = v.half()
-    flushed = (half == 0) & nonzero
-    subnormal = (half != 0) & (half.abs() < torch.finfo(torch.float16).tiny)
-    return float(flushed.sum()) / n, float(subnormal.sum()) / n
+    return fp16_flush_fractions(grads, scale)
 
 
 # the loss scaler's test: growth every 3 good steps, and a planted overflow (an inf in the input)
