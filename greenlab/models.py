@@ -282,22 +282,3 @@ def _check_int(label, value, minimum=None, maximum=None):
         raise ValueError(f"{label} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{label} must be <= {maximum}, got {value}")
-
-
-def groupnorm_instead_of_batchnorm(model, num_groups: int = 1):
-    """Replace every BatchNorm1d/2d/3d in ``model`` (nested ones too), in place, by a GroupNorm of
-    the same channels in ``num_groups`` groups (``num_groups`` is lowered to the largest divisor of
-    the channel count at or below it). GroupNorm normalises each sample on its own, so a step's
-    gradient no longer depends on how the batch is split into micro-batches. Returns the model."""
-    import torch
-
-    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
-        raise ValueError(f"num_groups must be an integer >= 1, got {num_groups!r}")
-    for name, child in list(model.named_children()):
-        if isinstance(child, torch.nn.modules.batchnorm._BatchNorm):
-            channels = child.num_features
-            groups = max(g for g in range(1, min(num_groups, channels) + 1) if channels % g == 0)
-            setattr(model, name, torch.nn.GroupNorm(groups, channels, eps=child.eps, affine=child.affine))
-        else:
-            groupnorm_instead_of_batchnorm(child, num_groups)
-    return model

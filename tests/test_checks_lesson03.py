@@ -123,7 +123,9 @@ def _swap_wrong_groups(model, num_groups):
 def test_batchnorm_fix_passes_a_correct_swap_and_the_librarys():
     assert checks.batchnorm_fix(_swap_right).passed, checks.batchnorm_fix(_swap_right).text()
     import greenlab as gl
-    assert checks.batchnorm_fix(gl.models.groupnorm_instead_of_batchnorm).passed
+    from greenlab import accumulation
+    assert checks.batchnorm_fix(accumulation.groupnorm_instead_of_batchnorm).passed
+    assert checks.accumulate_gradients(accumulation.accumulate_gradients).passed
 
 
 @pytest.mark.parametrize("wrong, hint", [

@@ -128,10 +128,10 @@ def batchnorm_fix(fn: Any) -> Check:
     micro-batches equal the big batch's. Tried on a small CNN with a BatchNorm at the top level
     and one inside a block; the gradients are compared with ``check_gradients_match`` (big batch
     of 8 against micro-batches of 3, 3 and 2) and the layers with the library's
-    ``greenlab.models.groupnorm_instead_of_batchnorm``."""
+    ``greenlab.accumulation.groupnorm_instead_of_batchnorm``."""
     import torch
 
-    from greenlab.models import groupnorm_instead_of_batchnorm
+    from greenlab.accumulation import groupnorm_instead_of_batchnorm
 
     label = "batchnorm_fix"
     verdict = _not_a_function(fn, label)
