@@ -438,6 +438,51 @@ class NoiseScale:
                 f"{self.small_batch} and {self.big_batch}, measured in {self.seconds:.1f} s")
 
 
+def simple_noise_scale(small_sq_norm: float, big_sq_norm: float, small_batch: int,
+                       big_batch: int) -> tuple:
+    """(|G|^2, tr(Sigma), B_simple) from the squared gradient norms of one batch of
+    ``small_batch`` and one of ``big_batch`` samples (McCandlish et al., 2018, appendix A.1):
+    E|G_B|^2 = |G|^2 + tr(Sigma)/B, solved for the two unknowns. B_simple = tr(Sigma) / |G|^2
+    (samples); inf when the |G|^2 estimate is not positive."""
+    _check_positive_int("small_batch", small_batch)
+    _check_positive_int("big_batch", big_batch)
+    if big_batch <= small_batch:
+        raise ValueError(f"big_batch ({big_batch}) must be larger than small_batch ({small_batch})")
+    small = validation.number("small_sq_norm", small_sq_norm, low=0)
+    big = validation.number("big_sq_norm", big_sq_norm, low=0)
+    g2 = (big_batch * big - small_batch * small) / (big_batch - small_batch)
+    trace_cov = (small - big) / (1.0 / small_batch - 1.0 / big_batch)
+    return g2, trace_cov, (trace_cov / g2 if g2 > 0 else math.inf)
+
+
+def gradient_sq_norms(model, data, small_batch: int = 8, big_batch: int = 128, n_pairs: int = 20,
+                      loss_fn=None, seed: int = 0) -> list:
+    """``n_pairs`` pairs (|G_small|^2, |G_big|^2): squared norms of the gradient of the mean loss
+    on a random batch of ``small_batch`` and one of ``big_batch`` samples (drawn with replacement
+    from ``data``'s training split or a pair (x, y)), at the model's current weights. The model's
+    state and gradients are restored afterwards. The raw input of ``simple_noise_scale``."""
+    _check_positive_int("small_batch", small_batch)
+    _check_positive_int("big_batch", big_batch)
+    if big_batch <= small_batch:
+        raise ValueError(f"big_batch ({big_batch}) must be larger than small_batch ({small_batch})")
+    _check_positive_int("n_pairs", n_pairs)
+    x, y = _xy(data)
+    loss_fn = loss_fn or F.cross_entropy
+    dev = _model_device(model)
+    g = torch.Generator().manual_seed(int(seed))
+    saved = _snapshot(model.state_dict())
+    pairs = []
+    try:
+        for _ in range(n_pairs):
+            small = _grad_sq_norm(model, x, y, loss_fn, small_batch, g, dev)
+            big = _grad_sq_norm(model, x, y, loss_fn, big_batch, g, dev)
+            pairs.append((small, big))
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.load_state_dict(saved)
+    return pairs
+
+
 def gradient_noise_scale(model, data, loss_fn=None, small_batch: int = 8, big_batch: int = 128,
                          n_estimates: int = 20, seed: int = 0, n_bootstrap: int = 1000) -> NoiseScale:
     """Measure the simple gradient noise scale at the model's current weights.
@@ -457,22 +502,12 @@ def gradient_noise_scale(model, data, loss_fn=None, small_batch: int = 8, big_ba
     if big_batch <= small_batch:
         raise ValueError(f"big_batch ({big_batch}) must be larger than small_batch ({small_batch})")
     _check_positive_int("n_estimates", n_estimates)
-    x, y = _xy(data)
-    loss_fn = loss_fn or F.cross_entropy
-    dev = _model_device(model)
-    g = torch.Generator().manual_seed(int(seed))
-    saved = _snapshot(model.state_dict())
     t0 = time.perf_counter()
     g2s, covs = [], []
-    try:
-        for _ in range(n_estimates):
-            small = _grad_sq_norm(model, x, y, loss_fn, small_batch, g, dev)
-            big = _grad_sq_norm(model, x, y, loss_fn, big_batch, g, dev)
-            g2s.append((big_batch * big - small_batch * small) / (big_batch - small_batch))
-            covs.append((small - big) / (1.0 / small_batch - 1.0 / big_batch))
-    finally:
-        model.zero_grad(set_to_none=True)
-        model.load_state_dict(saved)
+    for small, big in gradient_sq_norms(model, data, small_batch, big_batch, n_estimates, loss_fn, seed):
+        g2, cov, _ = simple_noise_scale(small, big, small_batch, big_batch)
+        g2s.append(g2)
+        covs.append(cov)
     seconds = time.perf_counter() - t0
     g2_t, cov_t = torch.tensor(g2s, dtype=torch.float64), torch.tensor(covs, dtype=torch.float64)
     g2, cov = float(g2_t.mean()), float(cov_t.mean())
@@ -537,13 +572,36 @@ class SweepResult:
             lines.append("energy figures include estimated components (see each run's energy sources)")
         return "\n".join(lines)
 
+    def misses(self) -> dict:
+        """batch size -> number of repeats that did not reach the target."""
+        return {b: sum(1 for r in self.rows if r.batch_size == b and not r.reached_target)
+                for b in sorted({r.batch_size for r in self.rows})}
+
+    def paired(self, baseline: int, metric: str = "joules_to_target") -> dict:
+        """batch size -> ``gl.experiments.Paired`` of ``metric`` against batch ``baseline``,
+        repeat by repeat (repeat r of every size shares seed and sample order). A repeat where
+        either run missed the target has no figure and is left out of the pair."""
+        from greenlab.experiments import paired
+
+        sizes = sorted({r.batch_size for r in self.rows})
+        if baseline not in sizes:
+            raise ValueError(f"baseline must be one of the swept sizes {sizes}, got {baseline!r}")
+
+        def values(b):
+            by_rep = {r.repeat: getattr(r, metric) for r in self.rows if r.batch_size == b}
+            return [by_rep[k] for k in sorted(by_rep)]
+
+        base = values(baseline)
+        return {b: paired(values(b), base, metric, variant=f"batch {b}", baseline=f"batch {baseline}")
+                for b in sizes if b != baseline}
+
     def to_dict(self) -> dict:
         return {"target_accuracy": self.target_accuracy, "rows": [dataclasses.asdict(r) for r in self.rows]}
 
 
 def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float, repeats: int = 1,
-                      scale_lr: bool = True, train_fn=None, verbose: bool = True,
-                      **train_kwargs) -> SweepResult:
+                      scale_lr: bool = True, train_fn=None, verbose: bool = True, lrs: dict | None = None,
+                      max_samples: int | None = None, **train_kwargs) -> SweepResult:
     """Train a fresh ``model_fn()`` at each batch size in ``sizes`` until ``target_accuracy``.
 
     ``base_config``: a ``TrainConfig``; each run copies it with ``batch_size``, ``target_accuracy``
@@ -554,6 +612,11 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
     the same amount of data: ``base_config.eval_every`` steps become ``eval_every_samples`` =
     eval_every x base_config's effective batch size (an ``eval_every_samples`` is kept as is).
     The target is validation accuracy.
+    ``lrs``: {batch size: learning rate}, e.g. each size's rate tuned with the same budget
+    (``gl.recipes.tune_lr``); it replaces the linear scaling (every size must be in it).
+    ``max_samples``: cap every run at this many training samples (``max_steps`` =
+    ceil(max_samples / batch), epochs raised to fit), so each size gets the same data budget
+    rather than the same epochs (which would give a large batch very few updates).
     """
     sizes = list(sizes)
     if not sizes:
@@ -568,12 +631,29 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
         base_config = dataclasses.replace(
             base_config, eval_every=None,
             eval_every_samples=base_config.eval_every * base_config.batch_size * base_config.accum_steps)
+    if lrs is not None:
+        missing = [b for b in sizes if b not in lrs]
+        if missing:
+            raise ValueError(f"lrs has no learning rate for batch size(s) {missing}")
+        for b in sizes:
+            validation.number(f"lrs[{b}]", lrs[b], low=0, low_open=True)
+    if max_samples is not None:
+        _check_positive_int("max_samples", max_samples)
+    n_train = int(_xy(data)[0].shape[0]) if max_samples is not None else None
     rows, runs = [], []
     for b in sizes:
         for rep in range(repeats):
-            lr = linear_scaling_lr(base_config.lr, base_config.batch_size, b) if scale_lr else base_config.lr
+            if lrs is not None:
+                lr = float(lrs[b])
+            else:
+                lr = linear_scaling_lr(base_config.lr, base_config.batch_size, b) if scale_lr else base_config.lr
+            cap = {}
+            if max_samples is not None:
+                per_step = b * getattr(base_config, "accum_steps", 1)
+                cap = {"max_steps": math.ceil(max_samples / per_step),
+                       "epochs": max(base_config.epochs, math.ceil(max_samples / max(1, n_train)))}
             cfg = dataclasses.replace(base_config, batch_size=b, lr=lr, target_accuracy=target_accuracy,
-                                      seed=base_config.seed + rep)
+                                      seed=base_config.seed + rep, **cap)
             res = train_fn(model_fn(), data, cfg, **train_kwargs)
             reached = res.joules_to_target is not None
             energy = getattr(res, "energy", None)
@@ -657,6 +737,55 @@ def batch_growth_vs_lr_decay(base_config, n_train: int, milestones, factor: floa
     growth = dataclasses.replace(base_config, batch_schedule=Stepwise(sizes), lr_schedule="constant",
                                  label="batch-growth")
     return {"lr-decay": decay, "batch-growth": growth}
+
+
+def grow_batch_then_decay(epoch: int, base_batch: int, base_lr: float, milestones, factor: float,
+                          max_batch: int) -> tuple:
+    """(batch size, learning rate) for ``epoch`` under Smith et al.'s (2018) hybrid schedule:
+    at every milestone epoch reached, the batch grows ``factor`` times while the grown batch
+    stays within ``max_batch`` (the memory limit); once it would not, the learning rate is
+    divided by ``factor`` instead. The batch is rounded to a whole number of samples."""
+    _check_epoch(epoch)
+    _check_positive_int("base_batch", base_batch)
+    _check_positive_int("max_batch", max_batch)
+    if max_batch < base_batch:
+        raise ValueError(f"max_batch ({max_batch}) must be at least base_batch ({base_batch})")
+    validation.number("base_lr", base_lr, low=0, low_open=True)
+    validation.number("factor", factor, low=1, low_open=True, high=1e6)
+    batch, lr = base_batch, float(base_lr)
+    for m in sorted(_check_epoch(m, "milestones entries") for m in milestones):
+        if m > epoch:
+            break
+        grown = int(round(batch * factor))
+        if grown <= max_batch:
+            batch = grown
+        else:
+            lr /= factor
+    return batch, lr
+
+
+def schedule_config(base_config, schedule, n_train: int):
+    """``base_config`` with the batch size and learning rate of ``schedule(epoch) -> (batch, lr)``:
+    ``batch_schedule`` per epoch, ``lr`` = the rate of epoch 0 and ``lr_schedule`` the multiplier
+    per optimiser step (an epoch of ``n_train`` samples at batch b takes ceil(n_train / b) steps,
+    as ``gl.train`` counts them). For ``gl.train`` or ``gl.compare``."""
+    _check_positive_int("n_train", n_train)
+    if not callable(schedule):
+        raise validation.ArgumentTypeError(f"schedule must be a callable epoch -> (batch, lr), got {schedule!r}")
+    plan = [schedule(e) for e in range(base_config.epochs)]
+    for e, (b, lr) in enumerate(plan):
+        _check_positive_int(f"schedule({e}) batch", b)
+        validation.number(f"schedule({e}) lr", lr, low=0, low_open=True)
+    accum = getattr(base_config, "accum_steps", 1)
+    first_steps, step = [], 0
+    for b, _ in plan:
+        first_steps.append(step)
+        step += math.ceil(n_train / (b * accum))
+    lr0 = float(plan[0][1])
+    multipliers = [lr / lr0 for _, lr in plan]
+    sizes = {e: b for e, (b, _) in enumerate(plan)}
+    return dataclasses.replace(base_config, lr=lr0, batch_schedule=Stepwise(sizes),
+                               lr_schedule=_EpochMultiplier(first_steps, multipliers))
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -872,3 +1001,19 @@ def _check_positive_int(label, value) -> int:
 def _check_epoch(epoch, label="epoch"):
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
         raise ValueError(f"{label} must be an integer >= 0, got {epoch!r}")
+    return epoch
+
+
+class _EpochMultiplier:
+    """Step -> learning-rate multiplier that is constant within each epoch."""
+
+    def __init__(self, first_steps, multipliers):
+        self.first_steps, self.multipliers = list(first_steps), list(multipliers)
+
+    def __call__(self, step: int) -> float:
+        import bisect
+
+        return self.multipliers[max(0, bisect.bisect_right(self.first_steps, step) - 1)]
+
+    def __repr__(self) -> str:
+        return f"per-epoch lr multipliers {[round(m, 4) for m in self.multipliers]}"

@@ -268,6 +268,54 @@ def scaling_efficiency(t1_seconds: float, tn_seconds: float, n_devices: int) -> 
     return t1 / (n * tn)
 
 
+def ring_all_reduce(tensors) -> tuple:
+    """Simulate a ring all-reduce (sum) of one tensor per rank in a single process.
+
+    Each of the N ranks splits its tensor into N chunks. Reduce-scatter: in N - 1 steps rank r
+    sends one chunk to rank r + 1, which adds it to its own, so that rank r ends up holding the
+    full sum of chunk (r + 1) mod N. All-gather: N - 1 more steps pass the summed chunks round the
+    ring. Returns (the N summed tensors, bytes each rank sent): 2 (N - 1) / N x the tensor's bytes
+    when it splits evenly (``greenlab.sharding.ring_allreduce_bytes``)."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("tensors must hold one tensor per rank (at least one)")
+    shape = tensors[0].shape
+    if any(t.shape != shape for t in tensors):
+        raise ValueError("every rank's tensor must have the same shape")
+    n = len(tensors)
+    chunks = [list(t.detach().reshape(-1).clone().tensor_split(n)) for t in tensors]
+    sent = [0] * n
+    for phase in ("reduce-scatter", "all-gather"):
+        for step in range(n - 1):
+            # each rank's outgoing chunk is chosen before anything changes in this step
+            offset = step if phase == "reduce-scatter" else step - 1
+            outgoing = [(r, (r - offset) % n, chunks[r][(r - offset) % n].clone()) for r in range(n)]
+            for r, c, payload in outgoing:
+                dst = (r + 1) % n
+                if phase == "reduce-scatter":
+                    chunks[dst][c] += payload
+                else:
+                    chunks[dst][c] = payload
+                sent[r] += payload.numel() * payload.element_size()
+    return [_cat(cs).reshape(shape) for cs in chunks], sent
+
+
+def fit_energy_per_device_hour(device_hours, energy) -> float:
+    """k of ``energy ~ k x device-hours``: the least-squares slope through the origin,
+    sum(x y) / sum(x^2), in energy units per device-hour."""
+    xs = [_positive(x, "device_hours") for x in device_hours]
+    ys = [_non_negative(y, "energy") for y in energy]
+    if not xs or len(xs) != len(ys):
+        raise ValueError(f"device_hours and energy need the same, non-zero length (got {len(xs)} and {len(ys)})")
+    return sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
+
+
+def _cat(chunks):
+    import torch
+
+    return torch.cat(chunks)
+
+
 SCALE_OUT_QUESTIONS: tuple[Question, ...] = (
     Question(
         key="fits_on_one_device",

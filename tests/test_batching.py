@@ -325,3 +325,57 @@ def test_plot_sweep_runs():
     res = gb.sweep_batch_sizes(lambda: None, None, [32, 64], Cfg(), 0.8, train_fn=train, verbose=False)
     ax = gb.plot_sweep(res)
     assert "not reached" in ax.get_title()
+
+
+def test_sweep_takes_tuned_rates_and_a_sample_cap():
+    from greenlab.train import TrainConfig
+
+    train, seen = _fake_train({16: (10.0, True), 64: (12.0, True)})
+    data = (torch.zeros(100, 2), torch.zeros(100))
+    gb.sweep_batch_sizes(lambda: None, data, [16, 64], TrainConfig(batch_size=16, epochs=1), 0.8,
+                         lrs={16: 0.05, 64: 0.3}, max_samples=640, train_fn=train, verbose=False)
+    assert [(c.lr, c.max_steps, c.epochs) for c in seen] == [(0.05, 40, 7), (0.3, 10, 7)]
+    with pytest.raises(ValueError, match="no learning rate"):
+        gb.sweep_batch_sizes(lambda: None, data, [16, 64], TrainConfig(batch_size=16), 0.8,
+                             lrs={16: 0.05}, train_fn=train, verbose=False)
+
+
+def test_sweep_pairs_sizes_repeat_by_repeat_and_counts_misses():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Cfg:
+        batch_size: int = 32
+        lr: float = 0.1
+        seed: int = 0
+        target_accuracy: float | None = None
+
+    outcomes = {(32, 0): 100.0, (32, 1): 110.0, (32, 2): 90.0,
+                (128, 0): 50.0, (128, 1): 56.0, (128, 2): 44.0, (512, 0): None, (512, 1): 80.0, (512, 2): None}
+
+    def train(model, data, cfg):
+        j = outcomes[(cfg.batch_size, cfg.seed)]
+        reach = j is not None
+        return SimpleNamespace(status="target-reached" if reach else "completed", seconds=1.0, joules=j or 200.0,
+                               seconds_to_target=1.0 if reach else None, joules_to_target=j,
+                               final_accuracy=0.9, energy=SimpleNamespace(estimated=True))
+
+    res = gb.sweep_batch_sizes(lambda: None, None, [32, 128, 512], Cfg(), 0.8, repeats=3, train_fn=train,
+                               verbose=False)
+    assert res.misses() == {32: 0, 128: 0, 512: 2}
+    verdicts = res.paired(32)
+    assert verdicts[128].n == 3 and verdicts[128].detectable
+    assert verdicts[128].estimate == pytest.approx(0.5, rel=0.02)
+    assert verdicts[512].n == 1 and verdicts[512].detectable is None  # one pair: no interval
+    with pytest.raises(ValueError, match="baseline"):
+        res.paired(64)
+
+
+def test_schedule_helpers_reject_bad_input():
+    with pytest.raises(ValueError, match="max_batch"):
+        gb.grow_batch_then_decay(0, 64, 0.1, [1], 2, 32)
+    with pytest.raises(ValueError, match="epoch"):
+        gb.grow_batch_then_decay(-1, 64, 0.1, [1], 2, 128)
+    assert gb.grow_batch_then_decay(5, 64, 0.1, [1, 2, 3], 2, 128) == (128, pytest.approx(0.025))
+    with pytest.raises(ValueError, match="small_batch"):
+        gb.simple_noise_scale(1.0, 0.5, 0, 10)

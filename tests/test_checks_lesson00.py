@@ -5,6 +5,7 @@ import time
 import pytest
 
 import greenlab as gl
+from greenlab import checks
 from greenlab.checks import FAILED, NOT_ATTEMPTED, PASSED
 from greenlab.energy import ComponentEnergy, Measurement
 from greenlab.energy.sources import EnergySource
@@ -97,3 +98,104 @@ def test_incomplete_window_fails_naming_what_was_lost():
     result = gl.check.energy_window(m)
     assert result.status == FAILED
     assert any("incomplete" in d and "gpu:0" in d for d in result.details)
+
+
+# --- counter_joules: two reads of a wrapping RAPL-style counter ---
+
+def _counter_right(before_uj, after_uj, max_range_uj):
+    delta = after_uj - before_uj
+    if delta < 0:
+        delta += max_range_uj
+    return delta * 1e-6
+
+
+def test_counter_joules_passes_a_correct_answer_that_is_not_the_librarys():
+    result = checks.counter_joules(_counter_right)
+    assert result.passed, result.text()
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda b, a, m: (a - b) / 1e6, "counter wrapped"),
+    (lambda b, a, m: float(_counter_right(b, a, m) * 1e6), "microjoules"),
+    (lambda b, a, m: abs(a - b) / 1e6, "abs()"),
+    (lambda b, a, m: ((a - b + 2 * m) if a < b else (a - b)) / 1e6, "not twice"),
+])
+def test_counter_joules_names_each_mistake(wrong, hint):
+    result = checks.counter_joules(wrong)
+    assert result.status == FAILED
+    assert any(hint in d for d in result.details), result.text()
+
+
+def test_counter_joules_placeholder_is_not_attempted():
+    assert checks.counter_joules(lambda *a: None).status == NOT_ATTEMPTED
+
+
+# --- integrate_power: trapezoid over irregular samples, gaps not bridged ---
+
+def _power_right(times_s, watts, max_gap_s):
+    joules = missing = 0.0
+    for i in range(1, len(times_s)):
+        dt = times_s[i] - times_s[i - 1]
+        if dt > max_gap_s:
+            missing += dt
+        else:
+            joules += dt * (watts[i] + watts[i - 1]) / 2
+    return joules, missing
+
+
+def _bridged(times_s, watts, max_gap_s):
+    return _power_right(times_s, watts, float("inf"))[0], _power_right(times_s, watts, max_gap_s)[1]
+
+
+def _left_rectangles(times_s, watts, max_gap_s):
+    joules = sum(w * (t1 - t0) for t0, t1, w in zip(times_s, times_s[1:], watts) if t1 - t0 <= max_gap_s)
+    return joules, _power_right(times_s, watts, max_gap_s)[1]
+
+
+def _no_missing(times_s, watts, max_gap_s):
+    return _power_right(times_s, watts, max_gap_s)[0], 0.0
+
+
+def _stops_at_gap(times_s, watts, max_gap_s):
+    joules = 0.0
+    for i in range(1, len(times_s)):
+        dt = times_s[i] - times_s[i - 1]
+        if dt > max_gap_s:
+            break
+        joules += dt * (watts[i] + watts[i - 1]) / 2
+    return joules, _power_right(times_s, watts, max_gap_s)[1]
+
+
+def test_integrate_power_passes_a_correct_answer_that_is_not_the_librarys():
+    result = checks.integrate_power(_power_right)
+    assert result.passed, result.text()
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (_bridged, "gap was bridged"),
+    (_left_rectangles, "rectangle rule"),
+    (_no_missing, "missing_s is the total length"),
+    (_stops_at_gap, "both sides"),
+])
+def test_integrate_power_names_each_mistake(wrong, hint):
+    result = checks.integrate_power(wrong)
+    assert result.status == FAILED
+    assert any(hint in d for d in result.details), result.text()
+
+
+def test_integrate_power_reference_is_torch_trapezoid_per_segment():
+    from greenlab.checks.measuring import _power_reference
+
+    assert _power_reference([0.0, 1.0, 2.0, 4.0], [100.0] * 4, 1.5) == pytest.approx((200.0, 2.0))
+    assert checks.integrate_power(lambda *a: None).status == NOT_ATTEMPTED
+
+
+def test_gap_aware_joules_passes_the_checker_and_rejects_bad_input():
+    from greenlab.energy.sources import gap_aware_joules
+
+    assert checks.integrate_power(gap_aware_joules).passed
+    assert gap_aware_joules([0.0, 1.0, 3.0, 4.0], [2.0, 2.0, 4.0, 4.0], 1.5) == pytest.approx((6.0, 2.0))
+    with pytest.raises(ValueError):
+        gap_aware_joules([0.0, 1.0], [1.0], 1.0)
+    with pytest.raises(ValueError):
+        gap_aware_joules([0.0, 1.0], [1.0, 1.0], 0)

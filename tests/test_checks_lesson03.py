@@ -1,5 +1,6 @@
 """Lesson 03 checker: accumulate_gradients (gradient accumulation equals one big batch)."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -82,3 +83,72 @@ def test_checker_leaves_the_global_random_state_alone():
     torch.manual_seed(7)
     checks.accumulate_gradients(right)
     assert torch.equal(torch.rand(3), expected)
+
+
+# --- batchnorm_fix: GroupNorm in place of BatchNorm, checked by gradient equality ---
+
+def _swap_right(model, num_groups):
+    """Swaps through named_modules() and the parent's attribute (not the library's recursion)."""
+    targets = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for name, bn in targets:
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, torch.nn.GroupNorm(num_groups, bn.num_features))
+    return model
+
+
+def _swap_top_level_only(model, num_groups):
+    for name, child in list(model.named_children()):
+        if isinstance(child, torch.nn.BatchNorm2d):
+            setattr(model, name, torch.nn.GroupNorm(num_groups, child.num_features))
+    return model
+
+
+def _swap_to_identity(model, num_groups):
+    for name, bn in [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]:
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, torch.nn.Identity())
+    return model
+
+
+def _swap_wrong_groups(model, num_groups):
+    for name, bn in [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]:
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, torch.nn.GroupNorm(1, bn.num_features))
+    return model
+
+
+def test_batchnorm_fix_passes_a_correct_swap_and_the_librarys():
+    assert checks.batchnorm_fix(_swap_right).passed, checks.batchnorm_fix(_swap_right).text()
+    import greenlab as gl
+    from greenlab import accumulation
+    assert checks.batchnorm_fix(accumulation.groupnorm_instead_of_batchnorm).passed
+    assert checks.accumulate_gradients(accumulation.accumulate_gradients).passed
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (_swap_top_level_only, "replace the nested ones too"),
+    (_swap_to_identity, "no longer normalises"),
+    (_swap_wrong_groups, "expected GroupNorm(2, 4)"),
+])
+def test_batchnorm_fix_names_each_mistake(wrong, hint):
+    result = checks.batchnorm_fix(wrong)
+    assert result.status == FAILED
+    assert hint in result.text(), result.text()
+
+
+def test_batchnorm_fix_placeholder_and_why_batchnorm_needs_it():
+    assert checks.batchnorm_fix(lambda m, g: None).status == NOT_ATTEMPTED
+    # with BatchNorm left in, micro-batches do not give the big batch's gradient: the check can fail
+    from greenlab.checks.accumulation import _bn_model
+
+    result = checks.batchnorm_fix(lambda m, g: m)
+    assert result.status == FAILED and "still in the model" in result.message
+    whole, pieces = _bn_model(), _bn_model()
+    x, y = torch.randn(8, 3, 8, 8), torch.randint(0, 3, (8,))
+    torch.nn.functional.cross_entropy(whole(x), y).backward()
+    for xb, yb in zip(x.split(3), y.split(3)):
+        (torch.nn.functional.cross_entropy(pieces(xb), yb, reduction="sum") / 8).backward()
+    assert not checks.check_gradients_match(whole, pieces).passed

@@ -211,3 +211,24 @@ def test_default_power_fraction_is_labelled_a_whole_node_ratio():
     assert any("whole-node ratio" in n for n in default.notes)
     own = scaling.cost_benefit("NVIDIA A100 SXM 80GB", 2, 10.0, 0.9, utilisation_power_fraction=0.5)
     assert not any("whole-node" in n for n in own.notes)
+
+
+def test_ring_all_reduce_sums_uneven_chunks_and_rejects_bad_input():
+    import torch
+
+    tensors = [torch.arange(10.0) * (r + 1) for r in range(3)]
+    summed, sent = scaling.ring_all_reduce(tensors)
+    assert all(torch.equal(s, torch.arange(10.0) * 6) for s in summed)
+    assert sum(sent) == 2 * 2 * 40  # every chunk goes round twice (N - 1 hops each phase), 4 B per value
+    with pytest.raises(ValueError, match="same shape"):
+        scaling.ring_all_reduce([torch.zeros(3), torch.zeros(4)])
+    with pytest.raises(ValueError, match="at least one"):
+        scaling.ring_all_reduce([])
+
+
+def test_fit_energy_per_device_hour_is_the_slope_through_zero():
+    assert scaling.fit_energy_per_device_hour([1.0, 2.0], [10.0, 20.0]) == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="same, non-zero length"):
+        scaling.fit_energy_per_device_hour([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError):
+        scaling.fit_energy_per_device_hour([0.0], [1.0])

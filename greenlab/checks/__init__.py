@@ -9,8 +9,9 @@ their own, named after the lesson's topic, and are all reachable here by the exe
     gl.check.joules_per_gflop(joules_per_gflop)   # a green tick, a red cross or a grey "not attempted"
 """
 
-from greenlab.checks.accumulation import accumulate_gradients  # lesson 03
-from greenlab.checks.batching import scaled_lr_with_warmup  # lesson 04
+from greenlab.checks.accumulation import accumulate_gradients, batchnorm_fix  # lesson 03
+from greenlab.checks.batching import (batch_then_lr_schedule, noise_scale_from_norms,  # lesson 04
+                                      scaled_lr_with_warmup)
 from greenlab.checks.capstone import capstone_submission  # lesson 09
 from greenlab.checks.carbon import best_start_hour, co2e_grams  # lesson 06
 from greenlab.checks.compression import break_even, tensor_sparsity  # lesson 07
@@ -19,9 +20,9 @@ from greenlab.checks.core import (FAILED, NOT_ATTEMPTED, PASSED, Check, check_cl
 from greenlab.checks.data_pipeline import most_uncertain  # lesson 08
 from greenlab.checks.knowledge import quiz_answer  # every lesson's knowledge check, graded
 from greenlab.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 10, 11
-from greenlab.checks.measuring import energy_window, joules_per_gflop  # lesson 00
-from greenlab.checks.precision import amp_step  # lesson 02
-from greenlab.checks.scaling import scale_out_costs  # lesson 01
+from greenlab.checks.measuring import counter_joules, energy_window, integrate_power, joules_per_gflop  # lesson 00
+from greenlab.checks.precision import amp_step, fp16_flush_fractions, loss_scaler  # lesson 02
+from greenlab.checks.scaling import energy_per_device_hour, ring_all_reduce, scale_out_costs  # lesson 01
 from greenlab.checks.search import pareto_indices, separable_conv_flops  # lesson 05
 
 __all__ = [
@@ -31,4 +32,6 @@ __all__ = [
     "scaled_lr_with_warmup", "separable_conv_flops", "pareto_indices", "co2e_grams", "best_start_hour",
     "tensor_sparsity", "break_even", "most_uncertain", "capstone_submission", "zero_bytes_per_rank",
     "lora_trainable_params", "quiz_answer",
+    "counter_joules", "integrate_power", "ring_all_reduce", "energy_per_device_hour", "loss_scaler",
+    "fp16_flush_fractions", "batchnorm_fix", "noise_scale_from_norms", "batch_then_lr_schedule",
 ]

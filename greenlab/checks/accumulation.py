@@ -121,3 +121,74 @@ def _flat_grads(model):
     if len(grads) != len(list(model.parameters())):
         return None
     return torch.cat(grads)
+
+
+def batchnorm_fix(fn: Any) -> Check:
+    """Check a learner's ``fn(model, num_groups) -> model``: every BatchNorm (nested ones too)
+    replaced by a GroupNorm over the same channels, so that gradients accumulated over
+    micro-batches equal the big batch's. Tried on a small CNN with a BatchNorm at the top level
+    and one inside a block; the gradients are compared with ``check_gradients_match`` (big batch
+    of 8 against micro-batches of 3, 3 and 2) and the layers with the library's
+    ``greenlab.accumulation.groupnorm_instead_of_batchnorm``."""
+    import torch
+
+    from greenlab.accumulation import groupnorm_instead_of_batchnorm
+
+    label = "batchnorm_fix"
+    verdict = _not_a_function(fn, label)
+    if verdict is not None:
+        return verdict
+    model = _bn_model()
+    try:
+        out = fn(model, 2)
+    except Exception as exc:  # the learner's code failed: report it, never raise
+        return Check(label, FAILED, f"your function raised {type(exc).__name__}: {exc}")
+    if is_placeholder(out):
+        return Check(label, NOT_ATTEMPTED, "the function still returns None; fill it in.")
+    mine = out if isinstance(out, torch.nn.Module) else model
+    left = [n for n, m in mine.named_modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if left:
+        return Check(label, FAILED, f"BatchNorm is still in the model at {', '.join(left)}.",
+                     ["replace the nested ones too: walk named_children() recursively (or named_modules()) "
+                      "and setattr the parent's attribute."])
+    ref = groupnorm_instead_of_batchnorm(_bn_model(), 2)
+    want = {n: m for n, m in ref.named_modules() if isinstance(m, torch.nn.GroupNorm)}
+    got = dict(mine.named_modules())
+    for name, gn in want.items():
+        m = got.get(name)
+        if isinstance(m, (torch.nn.Identity, torch.nn.Dropout)) or m is None:
+            return Check(label, FAILED, f"{name} no longer normalises anything ({type(m).__name__}).",
+                         ["removing the normalisation makes the gradients agree but changes the model; "
+                          "put a torch.nn.GroupNorm(num_groups, channels) in its place."])
+        if not isinstance(m, torch.nn.GroupNorm):
+            return Check(label, FAILED, f"{name} is a {type(m).__name__}, expected a GroupNorm.",
+                         ["LayerNorm or InstanceNorm take other arguments; use torch.nn.GroupNorm(num_groups, channels)."])
+        if (m.num_channels, m.num_groups) != (gn.num_channels, gn.num_groups):
+            return Check(label, FAILED, f"{name} is GroupNorm({m.num_groups}, {m.num_channels}), "
+                         f"expected GroupNorm({gn.num_groups}, {gn.num_channels}).",
+                         ["the channel count is the BatchNorm's num_features; the groups are num_groups."])
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(8, 3, 8, 8, generator=g)
+    y = torch.randint(0, 3, (8,), generator=g)
+    whole, pieces = copy.deepcopy(mine), copy.deepcopy(mine)
+    torch.nn.functional.cross_entropy(whole(x), y).backward()
+    for xb, yb in zip(x.split(3), y.split(3)):
+        (torch.nn.functional.cross_entropy(pieces(xb), yb, reduction="sum") / len(x)).backward()
+    grads = check_gradients_match(whole, pieces, atol=1e-5, rtol=1e-4)
+    if not grads.passed:
+        return Check(label, FAILED, f"accumulated gradients still differ from the big batch's: {grads.message}",
+                     grads.details)
+    return Check(label, PASSED, f"no BatchNorm left, {len(want)} GroupNorm layers in place, and micro-batches "
+                 "of 3, 3 and 2 give the big batch's gradients.")
+
+
+def _bn_model():
+    """A small CNN with a BatchNorm at the top level and one nested in a block."""
+    import torch
+    from torch import nn
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(12)
+        block = nn.Sequential(nn.Conv2d(4, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU())
+        return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), block,
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 3))

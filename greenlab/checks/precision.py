@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import math
 from typing import Any
 
 from greenlab.checks.core import (
@@ -10,6 +12,7 @@ from greenlab.checks.core import (
     PASSED,
     Check,
     _not_a_function,
+    check_function,
     is_placeholder,
 )
 
@@ -131,3 +134,162 @@ def _amp_compare(case: str, mine: dict, ref: dict, unchanged: bool) -> str | Non
         return (f"the updated weights differ from the reference by up to {diff:.3g} "
                 f"(the reference update is {change:.3g}).{hint}")
     return None
+
+
+def fp16_flush_fractions(fn: Any) -> Check:
+    """Check a learner's ``fn(grads, scale) -> (flushed, subnormal)``: of the non-zero values in
+    ``grads`` (fp32), multiplied by ``scale`` and cast to float16, the fraction that become 0
+    and the fraction that land among fp16's subnormals (non-zero but below
+    ``torch.finfo(torch.float16).tiny``, about 6.1e-5, where precision is lost). Expected
+    values come from torch's own float16 cast."""
+    import torch
+
+    values = torch.tensor([0.0, 1e-2, 3e-5, 1e-6, 1e-7, 2e-8, 1e-9, -4e-6, -1e-10, 0.0, 5e-4, 1e-12])
+    g = torch.Generator().manual_seed(3)
+    drawn = torch.randn(200, generator=g) * torch.logspace(-12, -1, 200)
+    inputs = [(values, 1.0), (values, 2.0 ** 16), (drawn, 1.0), (drawn, 2.0 ** 12), (torch.zeros(3), 1.0)]
+    cases = [(args, _flush_reference(*args)) for args in inputs]
+
+    def hint(args, expected, got):
+        try:
+            flushed, subnormal = float(got[0]), float(got[1])
+        except (TypeError, ValueError, IndexError, KeyError):
+            return "return two fractions: (flushed, subnormal)."
+        grads, scale = args
+        v = (grads * scale)
+        nonzero = v != 0
+        n = int(nonzero.sum())
+        if n == 0:
+            return "with no non-zero gradient both fractions are 0 (nothing can be lost)."
+        tiny = torch.finfo(torch.float16).tiny
+        if math.isclose(flushed, float(((v.abs() < tiny) & nonzero).sum()) / n, rel_tol=1e-6) and expected[1] > 0:
+            return ("values below fp16's smallest normal number (6.1e-5) are not zero yet: fp16 has "
+                    "subnormals down to 6e-8; cast with .half() and compare with 0.")
+        if math.isclose(flushed, float(((v.half() == 0)).sum()) / v.numel(), rel_tol=1e-6):
+            return "count among the non-zero gradients only: a gradient that was already 0 is not lost."
+        raw = _flush_reference(grads, 1.0)
+        if scale != 1.0 and math.isclose(flushed, raw[0], rel_tol=1e-6) and not math.isclose(raw[0], expected[0]):
+            return "multiply the gradients by scale before the cast: that is what loss scaling does."
+        bf = float(((v.bfloat16() == 0) & nonzero).sum()) / n
+        if math.isclose(flushed, bf, rel_tol=1e-6) and not math.isclose(bf, expected[0]):
+            return "that is bfloat16 (fp32's range); the question is about float16 (torch.float16 / .half())."
+        return None
+
+    return check_function(fn, cases, rtol=1e-6, atol=1e-9, name="fp16_flush_fractions", hint=hint)
+
+
+def _flush_reference(grads, scale):
+    from greenlab.numerics import fp16_flush_fractions
+
+    return fp16_flush_fractions(grads, scale)
+
+
+# the loss scaler's test: growth every 3 good steps, and a planted overflow (an inf in the input)
+_SCALER_SETTINGS = {"init_scale": 2.0 ** 10, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 3}
+_SCALER_OVERFLOWS = (3, 4, 9)
+_SCALER_STEPS = 12
+
+
+def loss_scaler(make_scaler: Any) -> Check:
+    """Check a learner's dynamic loss scaler: ``make_scaler(init_scale, growth_factor,
+    backoff_factor, growth_interval)`` returns an object with a ``scale`` attribute (the current
+    factor), ``scale_loss(loss)`` (the loss times the scale) and ``step(optimizer)``, which
+    divides every gradient by the scale, skips the optimizer step when any gradient is inf or
+    NaN, and then updates the scale as ``torch.amp.GradScaler`` does: times ``backoff_factor``
+    after an overflow (restarting the count of good steps), times ``growth_factor`` after
+    ``growth_interval`` good steps in a row. Run step by step beside ``GradScaler("cpu")`` on a
+    tiny model with overflows planted at steps 3, 4 and 9."""
+    import torch
+
+    label = "loss_scaler"
+    if is_placeholder(make_scaler):
+        return Check(label, NOT_ATTEMPTED, "no scaler yet (still None).")
+    if not callable(make_scaler):
+        return Check(label, FAILED, f"expected a class or function that makes a scaler, got {type(make_scaler).__name__}.")
+    try:
+        mine = make_scaler(**_SCALER_SETTINGS)
+    except Exception as exc:  # the learner's code failed: report it, never raise
+        return Check(label, FAILED, f"making the scaler raised {type(exc).__name__}: {exc}")
+    if is_placeholder(mine):
+        return Check(label, NOT_ATTEMPTED, "the scaler is not written yet (it returned None).")
+    missing = [a for a in ("scale", "scale_loss", "step") if not hasattr(mine, a)]
+    if missing:
+        return Check(label, FAILED, f"the scaler has no {', '.join(missing)}.",
+                     ["it needs a scale attribute and the methods scale_loss(loss) and step(optimizer)."])
+
+    ref = torch.amp.GradScaler("cpu", **_SCALER_SETTINGS)
+    models, optimizers, batches = _scaler_setup()
+    for step in range(_SCALER_STEPS):
+        x, y = batches[step]
+        try:
+            before_scale = float(mine.scale)
+            optimizers[1].zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(models[1](x), y)
+            scaled = mine.scale_loss(loss)
+            if is_placeholder(scaled):
+                return Check(label, NOT_ATTEMPTED, "scale_loss still returns None; fill it in.")
+            scaled.backward()
+            mine.step(optimizers[1])
+            got_scale = float(mine.scale)
+        except Exception as exc:  # the learner's code failed: report it, never raise
+            return Check(label, FAILED, f"step {step}: your scaler raised {type(exc).__name__}: {exc}")
+        optimizers[0].zero_grad(set_to_none=True)
+        ref_loss = torch.nn.functional.cross_entropy(models[0](x), y)
+        if step == 0 and not math.isclose(float(scaled), float(ref.scale(ref_loss)), rel_tol=1e-6):
+            return Check(label, FAILED, f"step 0: scale_loss gave {float(scaled):.6g}, expected the loss "
+                         f"times the scale ({float(ref.scale(ref_loss)):.6g}).")
+        ref.scale(ref_loss).backward()
+        ref.step(optimizers[0])
+        ref.update()
+        problem = _scaler_problem(step, models, before_scale, got_scale, ref.get_scale())
+        if problem:
+            return Check(label, FAILED, f"step {step}{' (overflow planted)' if step in _SCALER_OVERFLOWS else ''}: "
+                         f"{problem}")
+    return Check(label, PASSED, f"your scaler matches torch.amp.GradScaler at all {_SCALER_STEPS} steps "
+                 f"(weights and scale), through {len(_SCALER_OVERFLOWS)} planted overflows and "
+                 "the growth after good steps.")
+
+
+def _scaler_setup():
+    """Two identical tiny models with SGD, and the batches (inf planted at the overflow steps)."""
+    import torch
+
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 3))
+    models = [model, copy.deepcopy(model)]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in models]
+    g = torch.Generator().manual_seed(6)
+    batches = []
+    for step in range(_SCALER_STEPS):
+        x = torch.randn(8, 4, generator=g)
+        if step in _SCALER_OVERFLOWS:
+            x[0, 0] = float("inf")
+        batches.append((x, torch.randint(0, 3, (8,), generator=g)))
+    return models, optimizers, batches
+
+
+def _scaler_problem(step, models, before_scale, got_scale, want_scale) -> str | None:
+    import torch
+
+    ref_w = [p.detach() for p in models[0].parameters()]
+    my_w = [p.detach() for p in models[1].parameters()]
+    overflow = step in _SCALER_OVERFLOWS
+    if not all(bool(torch.isfinite(w).all()) for w in my_w):
+        return ("the weights became inf or NaN: when any gradient is inf or NaN, skip optimizer.step() "
+                "for that step.")
+    diff = max(float((a - b).abs().max()) for a, b in zip(my_w, ref_w))
+    if diff > 1e-5:
+        return (f"the weights differ from GradScaler's by up to {diff:.3g}: divide every gradient by the "
+                "scale (p.grad /= scale) before optimizer.step(), so the update uses the true gradient.")
+    if math.isclose(got_scale, want_scale, rel_tol=1e-9):
+        return None
+    if overflow and math.isclose(got_scale, before_scale, rel_tol=1e-9):
+        return (f"the scale stayed at {got_scale:g} after an overflow; multiply it by backoff_factor "
+                f"(expected {want_scale:g}).")
+    if got_scale > want_scale and not overflow:
+        return (f"the scale grew to {got_scale:g} too early (expected {want_scale:g}): count good steps "
+                "in a row, and start the count again after an overflow.")
+    if got_scale < want_scale and not overflow:
+        return (f"the scale is {got_scale:g}, expected {want_scale:g}: after growth_interval good steps in a "
+                "row multiply it by growth_factor (and restart the count).")
+    return f"the scale is {got_scale:g}, expected {want_scale:g}."

@@ -449,3 +449,25 @@ def _gpu_source(lib: _nvml.Nvml, gpu: _nvml.VisibleGpu):
     except Exception as exc:
         return None, (f"{component}: visible but unreadable: neither the energy counter nor power "
                       f"readings work ({exc}); its energy is not measured")
+
+
+def gap_aware_joules(times_s, watts, max_gap_s: float) -> tuple:
+    """(joules, missing seconds) of a power trace (seconds, watts) by the trapezoid rule, without
+    bridging two samples more than ``max_gap_s`` apart: the power between them is unknown, so
+    their interval adds no energy and counts as missing (the figure is then incomplete)."""
+    from greenlab import validation
+
+    max_gap_s = validation.number("max_gap_s", max_gap_s, low=0, low_open=True)
+    times_s = list(validation.items("times_s", times_s))
+    watts = list(validation.items("watts", watts))
+    if len(times_s) != len(watts):
+        raise ValueError(f"times_s and watts differ in length ({len(times_s)} vs {len(watts)})")
+    joules = missing = 0.0
+    start = 0
+    for i in range(1, len(times_s) + 1):
+        if i == len(times_s) or times_s[i] - times_s[i - 1] > max_gap_s:
+            joules += trapezoid_joules(times_s[start:i], watts[start:i])
+            if i < len(times_s):
+                missing += times_s[i] - times_s[i - 1]
+            start = i
+    return joules, missing
