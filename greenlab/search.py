@@ -283,6 +283,56 @@ def regularized_evolution(space: SearchSpace, evaluate, budget: int, population:
     return _result(evals, objectives, "regularized evolution", seed, time.perf_counter() - t0)
 
 
+def evolution_loop(space: SearchSpace, fitness_of, budget: int, population: int, sample_size: int,
+                   rng) -> list:
+    """The bare regularized-evolution loop (Real et al., 2019) on one fitness (higher is
+    better): ``population`` random architectures first (``space.sample(rng)``), then until
+    ``budget`` evaluations: sample ``sample_size`` living members (``rng.sample``), mutate the
+    fittest (``space.mutate(parent, rng)``), evaluate the child, add it and retire the OLDEST.
+    ``fitness_of(arch) -> float``. Returns every evaluation in order as (arch, fitness) pairs."""
+    _check_budget(budget)
+    _check_positive("population", population)
+    _check_positive("sample_size", sample_size)
+    rng = _rng(rng)
+    history, alive = [], []
+    while len(history) < min(population, budget):
+        arch = space.sample(rng)
+        history.append((arch, fitness_of(arch)))
+        alive.append(history[-1])
+    while len(history) < budget:
+        parent = max(rng.sample(alive, min(sample_size, len(alive))), key=lambda member: member[1])
+        child = space.mutate(parent[0], rng)
+        history.append((child, fitness_of(child)))
+        alive.append(history[-1])
+        alive.pop(0)
+    return history
+
+
+def evolve(space: SearchSpace, evaluate, budget: int, fitness, population: int = 8, sample_size: int = 3,
+           seed: int = 0, loop=None, objectives=DEFAULT_OBJECTIVES) -> SearchResult:
+    """Regularized evolution run by ``loop(space, fitness_of, budget, population, sample_size, rng)``
+    (default ``evolution_loop``; e.g. a learner's own), with every evaluation recorded like
+    ``regularized_evolution``'s: ``evaluate(arch) -> dict`` (objectives and measured "joules")
+    and ``fitness(evaluation dict) -> float`` (higher is better)."""
+    _check_budget(budget)
+    objectives = _check_objectives(objectives)
+    loop = evolution_loop if loop is None else loop
+    if not callable(loop) or not callable(fitness):
+        raise ValueError("loop and fitness must be functions")
+    evals = []
+
+    def fitness_of(arch):
+        if len(evals) >= budget:
+            raise ValueError(f"the loop evaluated more than budget={budget} architectures")
+        ev = _evaluate(space, evaluate, arch, len(evals), objectives)
+        evals.append(ev)
+        return float(fitness(ev))
+
+    t0 = time.perf_counter()
+    loop(space, fitness_of, budget, population, sample_size, random.Random(seed))
+    return _result(evals, objectives, "regularized evolution", seed, time.perf_counter() - t0)
+
+
 def train_evaluator(data, config, space: SearchSpace, train_kwargs=None):
     """An ``evaluate(arch)`` that trains ``space.build(arch)`` with ``greenlab.train.train`` and
     returns accuracy (validation accuracy at the end: the search selects on it), test_accuracy

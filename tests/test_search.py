@@ -253,3 +253,25 @@ def test_train_evaluator_real_run():
     res = gs.random_search(space, evaluate, budget=2, seed=0)
     assert len(res.evaluations) == 2
     assert res.joules == pytest.approx(sum(e["joules"] for e in res.evaluations)) and res.joules > 0
+
+
+def test_evolve_runs_a_given_loop_and_records_every_evaluation():
+    from greenlab import search as gsearch
+
+    space = gsearch.SearchSpace(depth=(1, 2), width=(4, 8), kernel_size=(3,), separable=(False, True))
+
+    def evaluate(arch):
+        return {"accuracy": arch.depth / 10 + arch.width / 100, "joules": float(arch.width)}
+
+    result = gsearch.evolve(space, evaluate, budget=7, fitness=lambda e: e["accuracy"], population=3,
+                            sample_size=3, seed=0)
+    assert len(result.evaluations) == 7 and result.joules == sum(e["joules"] for e in result.evaluations)
+    history = gsearch.evolution_loop(space, lambda a: evaluate(a)["accuracy"], 7, 3, 3, 0)
+    assert [e["arch"] for e in result.evaluations] == [a for a, _ in history]
+
+    def greedy(space, fitness_of, budget, population, sample_size, rng):
+        for _ in range(budget + 1):
+            fitness_of(space.sample(rng))
+
+    with pytest.raises(ValueError, match="more than budget"):
+        gsearch.evolve(space, evaluate, budget=3, fitness=lambda e: e["accuracy"], loop=greedy)

@@ -13,7 +13,8 @@ from greenlab.checks.accumulation import accumulate_gradients  # lesson 03
 from greenlab.checks.batching import scaled_lr_with_warmup  # lesson 04
 from greenlab.checks.capstone import capstone_submission  # lesson 09
 from greenlab.checks.carbon import best_start_hour, co2e_grams  # lesson 06
-from greenlab.checks.compression import break_even, tensor_sparsity  # lesson 07
+from greenlab.checks.compression import (break_even, channel_prune, distillation_loss,  # lesson 07
+                                         fine_grained_prune, linear_quantize, tensor_sparsity)
 from greenlab.checks.core import (FAILED, NOT_ATTEMPTED, PASSED, Check, check_close, check_function,
                                   check_gradients_match, is_placeholder, number_or_none)
 from greenlab.checks.data_pipeline import most_uncertain  # lesson 08
@@ -21,7 +22,8 @@ from greenlab.checks.language_models import lora_trainable_params, zero_bytes_pe
 from greenlab.checks.measuring import energy_window, joules_per_gflop  # lesson 00
 from greenlab.checks.precision import amp_step  # lesson 02
 from greenlab.checks.scaling import scale_out_costs  # lesson 01
-from greenlab.checks.search import pareto_indices, separable_conv_flops  # lesson 05
+from greenlab.checks.search import (grad_norm_proxy, pareto_indices, regularized_evolution,  # lesson 05
+                                   separable_conv_flops)
 
 __all__ = [
     "Check", "PASSED", "FAILED", "NOT_ATTEMPTED", "is_placeholder", "check_close", "check_function",
@@ -29,5 +31,6 @@ __all__ = [
     "joules_per_gflop", "energy_window", "scale_out_costs", "amp_step", "accumulate_gradients",
     "scaled_lr_with_warmup", "separable_conv_flops", "pareto_indices", "co2e_grams", "best_start_hour",
     "tensor_sparsity", "break_even", "most_uncertain", "capstone_submission", "zero_bytes_per_rank",
-    "lora_trainable_params",
+    "lora_trainable_params", "fine_grained_prune", "channel_prune", "linear_quantize", "distillation_loss",
+    "regularized_evolution", "grad_norm_proxy",
 ]
