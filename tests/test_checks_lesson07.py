@@ -280,3 +280,34 @@ def test_distillation_loss_without_gradient_fails():
     result = checks.distillation_loss(lambda *a: torch.tensor(distill_by_hand(*a).item()))
     assert result.status == checks.FAILED
     assert "gradient" in details(result)
+
+
+def fake_quant_by_hand(w, bits, straight_through=True, detach_all=False, integers=False, scaled=False):
+    q, scale, zero = quantize_by_hand(w.detach(), bits, False)
+    fake = dequantize_by_hand(q, scale, zero)
+    if integers:
+        return w + (q.float() - w).detach()
+    if detach_all:
+        return fake
+    if scaled:
+        return (w / scale) + (fake - w / scale).detach()
+    if straight_through:
+        return w + (fake - w).detach()
+    qmin, qmax = -2 ** (bits - 1), 2 ** (bits - 1) - 1
+    return scale * (torch.clamp(torch.round(w / scale) + zero, qmin, qmax) - zero)  # round: zero gradient
+
+
+def test_fake_quantize_passes_a_correct_implementation():
+    assert checks.fake_quantize(fake_quant_by_hand).passed
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"straight_through": False}, "gradient is zero"),
+    ({"detach_all": True}, "no gradient"),
+    ({"integers": True}, "integers"),
+    ({"scaled": True}, "not 1"),
+])
+def test_fake_quantize_mistakes_get_their_own_hint(kwargs, hint):
+    result = checks.fake_quantize(lambda w, b: fake_quant_by_hand(w, b, **kwargs))
+    assert result.status == checks.FAILED
+    assert hint in details(result)

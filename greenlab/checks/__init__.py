@@ -14,7 +14,8 @@ from greenlab.checks.batching import scaled_lr_with_warmup  # lesson 04
 from greenlab.checks.capstone import capstone_submission  # lesson 09
 from greenlab.checks.carbon import best_start_hour, co2e_grams  # lesson 06
 from greenlab.checks.compression import (break_even, channel_prune, distillation_loss,  # lesson 07
-                                         fine_grained_prune, linear_quantize, tensor_sparsity)
+                                         fake_quantize, fine_grained_prune, linear_quantize,
+                                         tensor_sparsity)
 from greenlab.checks.core import (FAILED, NOT_ATTEMPTED, PASSED, Check, check_close, check_function,
                                   check_gradients_match, is_placeholder, number_or_none)
 from greenlab.checks.data_pipeline import most_uncertain  # lesson 08
@@ -32,5 +33,6 @@ __all__ = [
     "scaled_lr_with_warmup", "separable_conv_flops", "pareto_indices", "co2e_grams", "best_start_hour",
     "tensor_sparsity", "break_even", "most_uncertain", "capstone_submission", "zero_bytes_per_rank",
     "lora_trainable_params", "fine_grained_prune", "channel_prune", "linear_quantize", "distillation_loss",
+    "fake_quantize",
     "regularized_evolution", "grad_norm_proxy",
 ]

@@ -323,3 +323,51 @@ def distillation_loss(fn: Any) -> Check:
         return f"T={temp}, alpha={alpha}: expected {want:.5g}, got {value:.5g}. Hint: divide both logits by T before the softmax."
 
     return _run_cases("distillation_loss", fn, cases, judge)
+
+
+def fake_quantize(fn: Any) -> Check:
+    """Check a learner's ``fn(weight, bits) -> tensor`` for quantisation-aware training: the
+    forward value is the weight rounded onto the per-tensor integer grid and back (as
+    ``torch.fake_quantize_per_tensor_affine`` with ``gl.compress.linear_quantize``'s scale and
+    zero point) and the gradient passes straight through (d out / d weight = 1)."""
+    import torch
+
+    from greenlab.compress import fake_quantize as reference
+    from greenlab.compress import linear_quantize as qparams
+
+    w = torch.tensor([[0.9, -0.1, 0.4, -0.8, 0.2], [-0.3, 0.7, -0.05, 0.6, -0.5],
+                      [0.15, -0.95, 0.35, 0.01, -0.65]])
+    cases = [(w, 8), (w, 4), (w, 3), (torch.tensor([0.2, 0.5, 1.0, 0.1]), 4)]
+
+    def judge(args, got):
+        weight, bits = args
+        want = reference(weight, bits).detach()
+        q, scale, zero = qparams(weight, bits)
+        value = torch.as_tensor(got)
+        if value.shape != weight.shape:
+            return f"bits={bits}: the output has shape {tuple(value.shape)}, expected {tuple(weight.shape)}."
+        exact = weight / scale
+        on_boundary = ((exact - exact.floor()) - 0.5).abs() < 1e-3  # float rounding may go either way there
+        diff = (value.detach().float() - want).abs()
+        off = (diff > float(scale) * 1e-3 + 1e-6) & ~(on_boundary & (diff <= float(scale) * 1.001))
+        if bool(off.any()):
+            if torch.allclose(value.detach().float(), q.float(), atol=0.51):
+                return (f"bits={bits}: those are the integers. Hint: fake quantisation returns the float value "
+                        "scale * (q - zero_point), the weight as int8 inference would see it.")
+            return (f"bits={bits}: {int(off.sum())} values are not the weight rounded to the {bits}-bit grid and "
+                    "back. Hint: round(w / scale) + zero_point, clamped, then scale * (q - zero_point).")
+        leaf = weight.clone().requires_grad_(True)
+        out = fn(leaf, bits)
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            return (f"bits={bits}: the output carries no gradient. Hint: do not detach the result; the "
+                    "straight-through estimator is out = w + (fake - w).detach().")
+        (grad,) = torch.autograd.grad(out.sum(), leaf, allow_unused=True)
+        if grad is None or bool((grad == 0).all()):
+            return (f"bits={bits}: the gradient is zero. Hint: torch.round has zero gradient almost everywhere; "
+                    "pass it straight through with out = w + (fake - w).detach().")
+        if not torch.allclose(grad, torch.ones_like(grad)):
+            return (f"bits={bits}: the gradient is not 1 (it is {float(grad.flatten()[0]):.3g}...). Hint: the "
+                    "straight-through estimator passes the gradient unchanged: detach the whole rounding step.")
+        return None
+
+    return _run_cases("fake_quantize", fn, cases, judge)
