@@ -75,7 +75,7 @@ def sparsity(model: nn.Module) -> float:
     return zeros / total
 
 
-def prune_channels(model: nn.Module, amount: float) -> nn.Module:
+def prune_channels(model: nn.Module, amount: float, channel_fn=None) -> nn.Module:
     """A smaller dense copy of ``model`` with the fraction ``amount`` of output channels removed
     from every Conv2d whose output feeds another conv or linear layer.
 
@@ -84,14 +84,32 @@ def prune_channels(model: nn.Module, amount: float) -> nn.Module:
     At least one channel stays; with GroupNorm the kept count is a multiple of its groups.
     Supports greenlab's ``"cnn"`` models (``features`` + ``head``) and plain ``nn.Sequential``
     nets of Conv2d, BatchNorm2d/GroupNorm, pooling, activations, Flatten and Linear layers.
+
+    ``channel_fn(conv, next_layer, keep) -> (new_conv, new_next, kept)`` (e.g. a learner's
+    ``channel_prune``; sorted kept indices) chooses and slices a conv and the layer that reads its
+    channels wherever that layer is a plain Conv2d, or a Linear reading one value per channel,
+    with no GroupNorm or depthwise conv between; elsewhere the L2 choice above applies.
     """
     amount = _check_amount(amount)
+    if channel_fn is not None and not callable(channel_fn):
+        raise ValueError(f"channel_fn must be a function (conv, next_layer, keep), got {channel_fn!r}")
     pruned = copy.deepcopy(model)
     leaves = _chain_leaves(pruned)
     pending = None  # indices of the channels kept so far, or None when unchanged
     channels = None  # channel count reaching the current layer before pruning
+    replaced = {}  # leaf index -> the consumer layer channel_fn already sliced
     for i, (parent, name, module) in enumerate(leaves):
-        if isinstance(module, nn.Conv2d):
+        if i in replaced:  # already sliced on its inputs; its own outputs may still be pruned
+            module, pending = replaced.pop(i), None
+        if isinstance(module, nn.Conv2d) and channel_fn is not None and pending is None \
+                and module.groups == 1 and amount > 0 and _consumer(leaves, i) is not None:
+            j = _consumer(leaves, i)
+            n = module.out_channels
+            keep = max(1, n - int(round(amount * n)))
+            module, replaced[j], kept = channel_fn(module, leaves[j][2], keep)
+            channels = n
+            pending = torch.as_tensor(kept, dtype=torch.long).flatten().sort().values
+        elif isinstance(module, nn.Conv2d):
             if _is_depthwise(module):
                 if pending is not None:
                     module = _slice_depthwise(module, pending)
@@ -222,13 +240,15 @@ class DistillResult:
 
 
 def distill(teacher: nn.Module, student: nn.Module, data, config=None, temperature: float = 4.0,
-            alpha: float = 0.5, device=None) -> DistillResult:
+            alpha: float = 0.5, device=None, loss_fn=None) -> DistillResult:
     """Train a copy of ``student`` to match ``teacher``'s softened outputs and the labels.
 
     ``data``: a greenlab ``Dataset`` (``train_x``/``train_y``, tested on ``test_x``/``test_y``).
     ``config``: a ``TrainConfig`` (uses ``batch_size``, ``lr``, ``epochs``, ``max_steps``, ``seed``)
     or None for defaults. The teacher runs in eval mode without gradients; the whole loop,
     teacher forward passes included, is one ``greenlab.energy.measure`` window.
+    ``loss_fn(student_logits, teacher_logits, targets, temperature, alpha)``: the loss to train
+    with (default ``distillation_loss``), e.g. a learner's own.
     """
     from greenlab.data import DeviceLoader
 
@@ -236,6 +256,9 @@ def distill(teacher: nn.Module, student: nn.Module, data, config=None, temperatu
         raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
     if not float(temperature) > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    loss_of = distillation_loss if loss_fn is None else loss_fn
+    if not callable(loss_of):
+        raise ValueError(f"loss_fn must be a function, got {loss_fn!r}")
     opts = _loop_options(config)
     dev = torch.device(device) if device is not None else _model_device(teacher)
     teacher_was_training = teacher.training
@@ -252,7 +275,7 @@ def distill(teacher: nn.Module, student: nn.Module, data, config=None, temperatu
             for xb, yb in loader:
                 with torch.no_grad():
                     teacher_logits = teacher(xb)
-                loss = distillation_loss(student(xb), teacher_logits, yb, float(temperature), float(alpha))
+                loss = loss_of(student(xb), teacher_logits, yb, float(temperature), float(alpha))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
@@ -305,7 +328,8 @@ def fine_tune(model: nn.Module, new_num_classes: int, freeze_features: bool = Tr
 @dataclass
 class InferenceCost:
     """Cost of inference per sample: seconds and joules (from one ``measure`` window over all
-    repeats), the median seconds per batch over the repeats, and the window's provenance."""
+    repeats), the median seconds per batch over the repeats, the window's provenance and
+    whether it was still too short to read (``short_window``; show ``flag`` beside it)."""
 
     seconds_per_sample: float
     joules_per_sample: float
@@ -315,9 +339,15 @@ class InferenceCost:
     energy: object  # greenlab.energy Measurement
     estimated: bool
     sources: dict
+    short_window: bool = False  # the window stayed too short to read even at max_repeats
+
+    @property
+    def flag(self) -> str:
+        """"" or the mark every table showing this figure carries: " (short window)"."""
+        return " (short window)" if self.short_window else ""
 
     def to_dict(self) -> dict:
-        return {"seconds_per_sample": self.seconds_per_sample,
+        return {"seconds_per_sample": self.seconds_per_sample, "short_window": self.short_window,
                 "joules_per_sample": self.joules_per_sample,
                 "median_seconds_per_batch": self.median_seconds_per_batch,
                 "batch_size": self.batch_size, "repeats": self.repeats,
@@ -326,22 +356,45 @@ class InferenceCost:
 
 
 def energy_per_inference(model: nn.Module, x: torch.Tensor, repeats: int = 20,
-                         warmup: int = 2) -> InferenceCost:
+                         warmup: int = 2, max_repeats: int = 5000) -> InferenceCost:
     """Run ``model(x)`` ``repeats`` times (after ``warmup`` untimed runs) in eval mode without
-    gradients inside one energy window; report seconds and joules per sample."""
+    gradients inside one energy window; report seconds and joules per sample. While the
+    energy library flags the window as too short to read (``ShortWindowWarning``), the passes
+    are doubled and measured again, up to ``max_repeats``; a figure still from a short window
+    says so (``short_window=True``, and "short window" in ``to_dict``)."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
     if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[0] < 1:
         raise ValueError("x must be a batch tensor with at least one sample")
+    max_repeats = validation.integer("max_repeats", max_repeats, low=repeats)
     was_training = model.training
     model.eval()
-    times = []
     try:
         with torch.inference_mode():
             for _ in range(warmup):
                 model(x)
+            r, times, repeats, short = _timed_window(model, x, repeats, max_repeats)
+    finally:
+        model.train(was_training)
+    n = repeats * x.shape[0]
+    return InferenceCost(seconds_per_sample=r.seconds / n, joules_per_sample=r.joules / n,
+                         median_seconds_per_batch=statistics.median(times), batch_size=x.shape[0],
+                         repeats=repeats, energy=r, estimated=r.estimated, sources=r.sources,
+                         short_window=short)
+
+
+def _timed_window(model, x, repeats: int, max_repeats: int):
+    """One energy window over ``repeats`` forward passes (per-pass times kept), doubling the
+    passes and measuring again while the library flags the window as too short, up to
+    ``max_repeats``. Returns (Measurement, per-pass seconds, passes, still_short)."""
+    from greenlab.energy import ShortWindowWarning
+
+    while True:
+        times = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ShortWindowWarning)
             window = _measure("inference")
             with window:
                 for _ in range(repeats):
@@ -349,13 +402,13 @@ def energy_per_inference(model: nn.Module, x: torch.Tensor, repeats: int = 20,
                     model(x)
                     _sync(x)
                     times.append(time.perf_counter() - t0)
-    finally:
-        model.train(was_training)
-    r = window.result
-    n = repeats * x.shape[0]
-    return InferenceCost(seconds_per_sample=r.seconds / n, joules_per_sample=r.joules / n,
-                         median_seconds_per_batch=statistics.median(times), batch_size=x.shape[0],
-                         repeats=repeats, energy=r, estimated=r.estimated, sources=r.sources)
+        short = any(issubclass(w.category, ShortWindowWarning) for w in caught)
+        for w in caught:  # pass on everything but the short-window warnings this loop handles
+            if not issubclass(w.category, ShortWindowWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if not short or repeats >= max_repeats:
+            return window.result, times, repeats, short
+        repeats = min(2 * repeats, max_repeats)
 
 
 @dataclass
@@ -440,6 +493,223 @@ def compare_inference_speed(variants: dict, x: torch.Tensor, rounds: int = 25, w
                            ratios=ratios, baseline=baseline, rounds=rounds, batch_size=x.shape[0],
                            round_ratios=round_ratios)
 
+def joules_text(joules: float) -> str:
+    """Energy in words a reader takes in: "0.213 mJ", "4.1 J", "3.6 kJ" (three significant figures)."""
+    from greenlab.units import format_energy
+
+    joules = validation.number("joules", joules)
+    if 0 < abs(joules) < 1:
+        return f"{joules * 1e3:.3g} mJ" if abs(joules) >= 1e-3 else f"{joules * 1e6:.3g} µJ"
+    return format_energy(joules)
+
+
+@dataclass
+class BreakEven:
+    """When a one-off cost (joules) is repaid by a per-use saving measured in paired rounds.
+
+    ``saving``: mean per-use saving (joules; before - after) over ``rounds`` paired rounds,
+    ``low``/``high`` its 95% t-interval (None with fewer than 3 rounds). ``uses``/``uses_low``/
+    ``uses_high``: the break-even count at the mean saving and across the interval, stated only
+    when the whole interval is a saving (``detectable``); otherwise None: with a saving that may
+    be zero or negative the honest break-even is "possibly never"."""
+
+    one_off_joules: float
+    saving: float
+    low: float | None
+    high: float | None
+    rounds: int
+    what: str = "use"
+
+    @property
+    def detectable(self) -> bool:
+        """True when the interval of the per-use saving lies above zero."""
+        return self.low is not None and self.low > 0
+
+    @property
+    def costs_more(self) -> bool:
+        """True when the interval lies below zero: each use costs more, it never pays back."""
+        return self.high is not None and self.high < 0
+
+    def _count(self, saving) -> int:
+        if self.one_off_joules == 0:
+            return 0
+        n = self.one_off_joules / saving
+        return math.ceil(n - 1e-9 * n)
+
+    @property
+    def uses(self) -> int | None:
+        return self._count(self.saving) if self.detectable else None
+
+    @property
+    def uses_low(self) -> int | None:
+        return self._count(self.high) if self.detectable else None
+
+    @property
+    def uses_high(self) -> int | None:
+        return self._count(self.low) if self.detectable else None
+
+    def sentence(self) -> str:
+        """The break-even in words, following the verdict on the saving."""
+        format_energy = joules_text
+        once = format_energy(self.one_off_joules)
+        if self.low is None:
+            return (f"{once} spent once; {self.rounds} paired round(s) are too few for an interval on "
+                    f"the saving per {self.what}, so no break-even is stated")
+        if self.detectable:
+            return (f"{once} spent once is repaid after about {self.uses:,} {self.what}s "
+                    f"(95% interval {self.uses_low:,}-{self.uses_high:,}; saving per {self.what} "
+                    f"{format_energy(self.saving)}, {self.rounds} paired rounds)")
+        if self.costs_more:
+            return (f"{once} spent once is never repaid: each {self.what} costs more "
+                    f"({format_energy(-self.saving)} more on average, {self.rounds} paired rounds)")
+        return (f"{once} spent once; no detectable saving per {self.what} over {self.rounds} paired "
+                f"rounds (the interval includes zero), so no break-even to report: it may never be repaid")
+
+    def to_dict(self) -> dict:
+        return {"one_off_joules": self.one_off_joules, "saving": self.saving, "low": self.low,
+                "high": self.high, "rounds": self.rounds, "what": self.what,
+                "detectable": self.detectable, "uses": self.uses, "uses_low": self.uses_low,
+                "uses_high": self.uses_high}
+
+
+def break_even_interval(one_off_joules: float, before, after, what: str = "use") -> BreakEven:
+    """The break-even of a one-off cost (joules) from paired per-round figures: ``before[i]`` and
+    ``after[i]`` are the joules per use of the old and new model in round i (measured side by
+    side, so shared noise cancels in the difference). See ``BreakEven``."""
+    from greenlab.experiments import summarize
+
+    one_off_joules = validation.number("one_off_joules", one_off_joules, low=0)
+    before, after = list(before), list(after)
+    if len(before) != len(after) or not before:
+        raise ValueError(f"before and after need the same number of rounds (>= 1), got "
+                         f"{len(before)} and {len(after)}")
+    diffs = [validation.number("before", b) - validation.number("after", a) for b, a in zip(before, after)]
+    stat = summarize(diffs)
+    low = high = None
+    if stat.ci95 is not None and len(diffs) >= 3:
+        low, high = stat.mean - stat.ci95, stat.mean + stat.ci95
+    return BreakEven(one_off_joules, stat.mean, low, high, len(diffs), validation.text("what", what))
+
+
+@dataclass
+class InferenceComparison:
+    """Inference of several models measured side by side: ``rounds`` interleaved rounds, each
+    giving every model one energy window (in a rotating order), so background load and drift hit
+    all of them alike. Per model: ``joules`` (joules per sample, one per round), ``seconds``
+    (median seconds per batch within each round's window) and ``short`` (rounds whose window
+    stayed too short to read). Every figure of one table comes from one such comparison."""
+
+    names: list
+    joules: dict
+    seconds: dict
+    short: dict
+    baseline: str
+    rounds: int
+    batch_size: int
+    estimated: bool
+    sources: dict
+
+    def _check(self, name):
+        if name not in self.joules:
+            raise ValueError(f"name must be one of {self.names}, got {name!r}")
+
+    def joules_per_sample(self, name: str) -> float:
+        """Median over the rounds of ``name``'s joules per sample."""
+        self._check(name)
+        return statistics.median(self.joules[name])
+
+    def seconds_per_batch(self, name: str) -> float:
+        """Median over the rounds of ``name``'s median seconds per batch."""
+        self._check(name)
+        return statistics.median(self.seconds[name])
+
+    def flag(self, name: str) -> str:
+        """" (short window)" when any of ``name``'s windows stayed too short to read, else ""."""
+        self._check(name)
+        return " (short window)" if any(self.short[name]) else ""
+
+    def verdict(self, name: str, metric: str = "joules"):
+        """``name`` against the baseline, paired by round: a ``greenlab.experiments.Paired`` on
+        the per-round ratios of ``metric`` ("joules" per sample or "seconds" per batch)."""
+        from greenlab.experiments import paired
+
+        self._check(name)
+        if metric not in ("joules", "seconds"):
+            raise ValueError(f"metric must be 'joules' or 'seconds', got {metric!r}")
+        values = self.joules if metric == "joules" else self.seconds
+        return paired(values[name], values[self.baseline], metric, name, self.baseline)
+
+    def break_even(self, name: str, one_off_joules: float, baseline: str | None = None) -> BreakEven:
+        """How many inferences of ``name`` repay ``one_off_joules`` against ``baseline``
+        (default: the comparison's baseline), from the paired per-round energies."""
+        self._check(name)
+        base = self.baseline if baseline is None else baseline
+        self._check(base)
+        return break_even_interval(one_off_joules, self.joules[base], self.joules[name], what="prediction")
+
+    def table(self) -> str:
+        """Median time per batch and energy per sample, with each model's paired energy verdict."""
+        format_energy = joules_text
+        lines = [f"{'model':<20} {'ms/batch':>9} {'energy/image':>13}  energy vs {self.baseline}"]
+        for name in self.names:
+            verdict = "-" if name == self.baseline else self.verdict(name).short()
+            lines.append(f"{name:<20} {self.seconds_per_batch(name) * 1e3:>9.2f} "
+                         f"{format_energy(self.joules_per_sample(name)):>13}  {verdict}{self.flag(name)}")
+        kind = "estimate" if self.estimated else "measured"
+        lines.append(f"(medians of {self.rounds} interleaved rounds, batch of {self.batch_size}; "
+                     f"energy {kind}, sources {self.sources})")
+        return "\n".join(lines)
+
+
+def compare_inference(variants: dict, x: torch.Tensor, rounds: int = 5, repeats: int = 10,
+                      warmup: int = 2, baseline: str | None = None,
+                      max_repeats: int = 5000) -> InferenceComparison:
+    """Measure ``model(x)`` for each model of ``variants`` (name -> model) in ``rounds``
+    interleaved rounds: each round runs every model, in an order rotated round by round, inside
+    its own energy window of ``repeats`` passes (doubled while the window is too short to read,
+    up to ``max_repeats``; the count found is kept for later rounds). Eval mode, no gradients.
+    ``baseline``: the name verdicts and break-evens compare against (default: the first)."""
+    if not isinstance(variants, dict) or not variants:
+        raise ValueError("variants must be a non-empty dict of name -> model")
+    rounds = validation.integer("rounds", rounds, low=1)
+    repeats = validation.integer("repeats", repeats, low=1)
+    warmup = validation.integer("warmup", warmup, low=0)
+    max_repeats = validation.integer("max_repeats", max_repeats, low=repeats)
+    if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[0] < 1:
+        raise ValueError("x must be a batch tensor with at least one sample")
+    names = list(variants)
+    baseline = names[0] if baseline is None else baseline
+    if baseline not in variants:
+        raise ValueError(f"baseline must be one of {names}, got {baseline!r}")
+    modes = {name: m.training for name, m in variants.items()}
+    passes = {name: repeats for name in names}
+    joules = {name: [] for name in names}
+    seconds = {name: [] for name in names}
+    short = {name: [] for name in names}
+    estimated, sources = False, {}
+    try:
+        with torch.inference_mode():
+            for m in variants.values():
+                m.eval()
+                for _ in range(warmup):
+                    m(x)
+            for r in range(rounds):
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    result, times, passes[name], is_short = _timed_window(
+                        variants[name], x, passes[name], max_repeats)
+                    joules[name].append(result.joules / (passes[name] * x.shape[0]))
+                    seconds[name].append(statistics.median(times))
+                    short[name].append(is_short)
+                    estimated = estimated or result.estimated
+                    sources = result.sources
+    finally:
+        for name, m in variants.items():
+            m.train(modes[name])
+    return InferenceComparison(names=names, joules=joules, seconds=seconds, short=short,
+                               baseline=baseline, rounds=rounds, batch_size=x.shape[0],
+                               estimated=estimated, sources=sources)
+
+
 
 def break_even_inferences(compression_joules: float, joules_per_inference_before: float,
                           joules_per_inference_after: float) -> float:
@@ -461,6 +731,202 @@ def break_even_inferences(compression_joules: float, joules_per_inference_before
         return math.inf
     n = compression_joules / saving
     return math.ceil(n - 1e-9 * n)  # 1e-9: so 1.0 / (0.3 - 0.1) counts 5, not 6
+
+
+# --- the techniques one tensor at a time (the lesson's exercises' reference answers) ----------
+
+def fine_grained_prune(weight: torch.Tensor, sparsity: float):
+    """Magnitude pruning of one tensor: ``(pruned, mask)``, where ``mask`` (bool, same shape) is
+    False for the ``round(sparsity * numel)`` entries of smallest absolute value (ties broken by
+    torch's ``topk``) and ``pruned = weight * mask``. ``weight`` itself is left untouched.
+    Through ``torch.nn.utils.prune.L1Unstructured``."""
+    if not isinstance(weight, torch.Tensor) or weight.numel() == 0:
+        raise ValueError("weight must be a non-empty torch.Tensor")
+    sparsity = validation.number("sparsity (a fraction of entries to zero)", sparsity, low=0, high=1)
+    w = weight.detach()
+    mask = prune.L1Unstructured(amount=sparsity).compute_mask(w, default_mask=torch.ones_like(w))
+    mask = mask.bool()
+    return w * mask, mask
+
+
+def channel_prune(conv: nn.Conv2d, next_layer: nn.Module, keep: int):
+    """Keep the ``keep`` output channels of ``conv`` whose filters have the largest L1 norm:
+    ``(new_conv, new_next, kept)``, with ``kept`` the sorted indices of the kept channels,
+    ``new_conv`` holding only those filters (and biases) and ``new_next`` (a Conv2d or a Linear
+    that reads ``conv``'s channels directly) only the matching input channels. On the kept
+    channels ``new_conv``'s output equals ``conv``'s. Channels chosen with
+    ``torch.nn.utils.prune.ln_structured(n=1)``; the layers passed in are left untouched."""
+    if not isinstance(conv, nn.Conv2d) or conv.groups != 1:
+        raise ValueError("conv must be an nn.Conv2d with groups=1")
+    if not isinstance(next_layer, (nn.Conv2d, nn.Linear)):
+        raise ValueError(f"next_layer must be an nn.Conv2d or nn.Linear, got {type(next_layer).__name__}")
+    inputs = next_layer.in_channels if isinstance(next_layer, nn.Conv2d) else next_layer.in_features
+    if inputs != conv.out_channels or getattr(next_layer, "groups", 1) != 1:
+        raise ValueError(f"next_layer must read conv's {conv.out_channels} channels directly, "
+                         f"it reads {inputs}")
+    keep = validation.integer("keep (output channels to keep)", keep, low=1, high=conv.out_channels)
+    n = conv.out_channels
+    if keep == n:
+        kept = torch.arange(n)
+    else:
+        probe = nn.Conv2d(conv.in_channels, n, conv.kernel_size, bias=False)
+        probe.weight.data.copy_(conv.weight.detach().cpu())
+        prune.ln_structured(probe, "weight", amount=n - keep, n=1, dim=0)
+        kept = torch.nonzero(probe.weight_mask.flatten(1).amax(dim=1), as_tuple=False).flatten()
+    new_conv = _slice_conv(conv, outputs=kept)
+    if isinstance(next_layer, nn.Conv2d):
+        new_next = _slice_conv(next_layer, inputs=kept)
+    else:
+        new_next = _slice_linear_inputs(next_layer, kept, n)
+    return new_conv, new_next, kept
+
+
+def quantization_range(bits: int) -> tuple:
+    """(qmin, qmax) of signed ``bits``-bit integers: (-2^(bits-1), 2^(bits-1) - 1)."""
+    bits = validation.integer("bits", bits, low=2, high=8)
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def linear_quantize(weight: torch.Tensor, bits: int = 8, per_channel: bool = False):
+    """Asymmetric (affine) linear quantisation to signed ``bits``-bit integers:
+    ``(q, scale, zero_point)`` with ``weight ~ scale * (q - zero_point)``. The range
+    [min(w, 0), max(w, 0)] maps onto [qmin, qmax]; ``scale = range / (qmax - qmin)``,
+    ``zero_point = qmin - round(min / scale)``, ``q = clamp(round(w / scale) + zero_point)``.
+    ``per_channel``: one scale and zero point per row (dim 0, an output channel), else one
+    for the tensor. ``q`` is int32; scale float32 and zero_point int32 (shape () or (rows,)).
+    Parameters from torch's min/max observers, integers from ``torch.quantize_per_tensor`` /
+    ``quantize_per_channel`` at 8 bits and ``torch.fake_quantize_per_*_affine`` below."""
+    from torch.ao.quantization.observer import MinMaxObserver, PerChannelMinMaxObserver
+
+    if not isinstance(weight, torch.Tensor) or not weight.is_floating_point() or weight.numel() == 0:
+        raise ValueError("weight must be a non-empty floating-point torch.Tensor")
+    qmin, qmax = quantization_range(bits)
+    validation.flag("per_channel", per_channel)
+    w = weight.detach().float().cpu()
+    if per_channel and w.dim() < 1:
+        raise ValueError("per_channel quantisation needs a tensor with at least one dimension")
+    with _quiet_quantization():
+        if per_channel:
+            observer = PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8, quant_min=qmin, quant_max=qmax,
+                                                qscheme=torch.per_channel_affine)
+        else:
+            observer = MinMaxObserver(dtype=torch.qint8, quant_min=qmin, quant_max=qmax,
+                                      qscheme=torch.per_tensor_affine)
+        observer(w)
+        scale, zero_point = observer.calculate_qparams()
+        scale, zero_point = scale.float(), zero_point.int()
+        if per_channel:
+            if bits == 8:
+                q = torch.quantize_per_channel(w, scale.double(), zero_point.long(), 0, torch.qint8).int_repr()
+            else:
+                fq = torch.fake_quantize_per_channel_affine(w, scale, zero_point, 0, qmin, qmax)
+                shape = (-1,) + (1,) * (w.dim() - 1)
+                q = torch.round(fq / scale.view(shape)) + zero_point.view(shape)
+        else:
+            scale, zero_point = scale.reshape(()), zero_point.reshape(())
+            if bits == 8:
+                q = torch.quantize_per_tensor(w, float(scale), int(zero_point), torch.qint8).int_repr()
+            else:
+                fq = torch.fake_quantize_per_tensor_affine(w, float(scale), int(zero_point), qmin, qmax)
+                q = torch.round(fq / scale) + zero_point
+    return q.to(torch.int32), scale, zero_point
+
+
+def dequantize(q: torch.Tensor, scale, zero_point) -> torch.Tensor:
+    """Float values ``scale * (q - zero_point)`` of integers from ``linear_quantize``; a scale
+    and zero point of shape (rows,) apply per row (dim 0)."""
+    scale = torch.as_tensor(scale, dtype=torch.float32)
+    zero_point = torch.as_tensor(zero_point, dtype=torch.float32)
+    if scale.dim() == 1 and q.dim() >= 1:
+        shape = (-1,) + (1,) * (q.dim() - 1)
+        scale, zero_point = scale.view(shape), zero_point.view(shape)
+    return scale * (q.float() - zero_point)
+
+
+def fake_quantize(weight: torch.Tensor, bits: int = 8) -> torch.Tensor:
+    """Per-tensor fake quantisation for quantisation-aware training: the forward value is
+    ``dequantize(*linear_quantize(weight, bits))`` (rounded onto the integer grid and back); the
+    gradient passes straight through (the straight-through estimator of Bengio et al., 2013, as
+    used by Jacob et al., 2018). Through ``torch.fake_quantize_per_tensor_affine``."""
+    _q, scale, zero_point = linear_quantize(weight, bits)
+    qmin, qmax = quantization_range(bits)
+    return torch.fake_quantize_per_tensor_affine(weight, float(scale), int(zero_point), qmin, qmax)
+
+
+def prune_with_masks(model: nn.Module, amount: float, prune_fn=None):
+    """A copy of ``model`` with the fraction ``amount`` of all conv/linear weights zeroed,
+    chosen globally by ``prune_fn(weights, sparsity) -> (pruned, mask)`` (default
+    ``fine_grained_prune``) applied to every such weight flattened into one vector; returns
+    ``(pruned_model, masks)``, ``masks`` a dict of parameter name -> bool mask, for
+    ``keep_masks`` during fine-tuning. Lets a lesson prune a model with a learner's function."""
+    validation.module("model", model)
+    amount = _check_amount(amount)
+    prune_fn = fine_grained_prune if prune_fn is None else prune_fn
+    if not callable(prune_fn):
+        raise ValueError(f"prune_fn must be a function (weights, sparsity) -> (pruned, mask), got {prune_fn!r}")
+    pruned = copy.deepcopy(model)
+    params = [(f"{name}.weight", m.weight) for name, m in pruned.named_modules() if isinstance(m, PRUNABLE)]
+    if not params:
+        raise ValueError("the model has no Conv/Linear layers to prune")
+    flat = torch.cat([p.detach().flatten() for _, p in params])
+    _values, mask = prune_fn(flat.clone(), amount)
+    mask = torch.as_tensor(mask).to(device=flat.device).flatten().bool()
+    if mask.numel() != flat.numel():
+        raise ValueError(f"prune_fn returned a mask of {mask.numel()} entries for {flat.numel()} weights")
+    masks, start = {}, 0
+    with torch.no_grad():
+        for name, p in params:
+            m = mask[start:start + p.numel()].view_as(p)
+            p.mul_(m)
+            masks[name] = m.clone()
+            start += p.numel()
+    return pruned, masks
+
+
+def keep_masks(masks: dict):
+    """A ``greenlab.train`` callback that multiplies each masked parameter by its mask after every
+    optimizer step, so pruned weights stay exactly zero while a pruned model is fine-tuned."""
+    if not isinstance(masks, dict) or not masks:
+        raise ValueError("masks must be a non-empty dict of parameter name -> mask")
+
+    def keep(state):
+        with torch.no_grad():
+            for name, p in state.model.named_parameters():
+                if name in masks:
+                    p.mul_(masks[name].to(p.device, p.dtype))
+
+    return keep
+
+
+class _FakeQuantized(nn.Module):
+    """A parametrisation: the weight as ``fake_quant(weight, bits)`` sees it."""
+
+    def __init__(self, fake_quant, bits: int):
+        super().__init__()
+        self.fake_quant, self.bits = fake_quant, bits
+
+    def forward(self, weight):
+        return self.fake_quant(weight, self.bits)
+
+
+def fake_quantized(model: nn.Module, bits: int = 8, fake_quant=None) -> nn.Module:
+    """A copy of ``model`` whose conv/linear weights pass through ``fake_quant(weight, bits)``
+    (default ``fake_quantize``) on every forward pass, through
+    ``torch.nn.utils.parametrize``: evaluated as is, it is post-training weight quantisation;
+    trained with ``greenlab.train``, it is quantisation-aware training (the gradient reaches the
+    float weights through the straight-through estimator)."""
+    from torch.nn.utils import parametrize
+
+    validation.module("model", model)
+    qmin, qmax = quantization_range(bits)
+    fake_quant = fake_quantize if fake_quant is None else fake_quant
+    if not callable(fake_quant):
+        raise ValueError(f"fake_quant must be a function (weight, bits) -> tensor, got {fake_quant!r}")
+    work = copy.deepcopy(model)
+    for m in work.modules():
+        if isinstance(m, PRUNABLE):
+            parametrize.register_parametrization(m, "weight", _FakeQuantized(fake_quant, bits))
+    return work
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -524,6 +990,22 @@ def _lookahead(leaves: list, i: int):
             return groups if m.groups == 1 else None
         elif isinstance(m, nn.Linear):
             return groups
+    return None
+
+
+def _consumer(leaves: list, i: int):
+    """Index of the layer reading conv ``i``'s channels when ``channel_fn`` can slice it: a plain
+    Conv2d, or a Linear with one input per channel, reached through BatchNorm, activations and
+    pooling only; else None."""
+    channels = leaves[i][2].out_channels
+    for j in range(i + 1, len(leaves)):
+        m = leaves[j][2]
+        if isinstance(m, nn.Conv2d):
+            return j if m.groups == 1 and m.in_channels == channels else None
+        if isinstance(m, nn.Linear):
+            return j if m.in_features == channels else None
+        if isinstance(m, nn.GroupNorm):
+            return None
     return None
 
 

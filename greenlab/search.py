@@ -7,6 +7,10 @@
   both add up the joules their evaluations measured.
 - Zero-cost proxies from one mini-batch (Abdelfattah et al., 2021): ``synflow``, ``grad_norm``;
   ``spearman`` to see how well a proxy ranks candidates.
+- ``evolution_loop`` / ``evolve``: the bare aging-evolution loop on one fitness, and a search run by
+  any such loop (a learner's own).
+- ``compare_archs``: finalists retrained in paired, interleaved repeats, to pick a winner on means
+  and verdicts rather than on one noisy run each.
 - ``break_even``: how many uses before a search pays for itself; ``energy_per_inference``.
 """
 
@@ -283,6 +287,56 @@ def regularized_evolution(space: SearchSpace, evaluate, budget: int, population:
     return _result(evals, objectives, "regularized evolution", seed, time.perf_counter() - t0)
 
 
+def evolution_loop(space: SearchSpace, fitness_of, budget: int, population: int, sample_size: int,
+                   rng) -> list:
+    """The bare regularized-evolution loop (Real et al., 2019) on one fitness (higher is
+    better): ``population`` random architectures first (``space.sample(rng)``), then until
+    ``budget`` evaluations: sample ``sample_size`` living members (``rng.sample``), mutate the
+    fittest (``space.mutate(parent, rng)``), evaluate the child, add it and retire the OLDEST.
+    ``fitness_of(arch) -> float``. Returns every evaluation in order as (arch, fitness) pairs."""
+    _check_budget(budget)
+    _check_positive("population", population)
+    _check_positive("sample_size", sample_size)
+    rng = _rng(rng)
+    history, alive = [], []
+    while len(history) < min(population, budget):
+        arch = space.sample(rng)
+        history.append((arch, fitness_of(arch)))
+        alive.append(history[-1])
+    while len(history) < budget:
+        parent = max(rng.sample(alive, min(sample_size, len(alive))), key=lambda member: member[1])
+        child = space.mutate(parent[0], rng)
+        history.append((child, fitness_of(child)))
+        alive.append(history[-1])
+        alive.pop(0)
+    return history
+
+
+def evolve(space: SearchSpace, evaluate, budget: int, fitness, population: int = 8, sample_size: int = 3,
+           seed: int = 0, loop=None, objectives=DEFAULT_OBJECTIVES) -> SearchResult:
+    """Regularized evolution run by ``loop(space, fitness_of, budget, population, sample_size, rng)``
+    (default ``evolution_loop``; e.g. a learner's own), with every evaluation recorded like
+    ``regularized_evolution``'s: ``evaluate(arch) -> dict`` (objectives and measured "joules")
+    and ``fitness(evaluation dict) -> float`` (higher is better)."""
+    _check_budget(budget)
+    objectives = _check_objectives(objectives)
+    loop = evolution_loop if loop is None else loop
+    if not callable(loop) or not callable(fitness):
+        raise ValueError("loop and fitness must be functions")
+    evals = []
+
+    def fitness_of(arch):
+        if len(evals) >= budget:
+            raise ValueError(f"the loop evaluated more than budget={budget} architectures")
+        ev = _evaluate(space, evaluate, arch, len(evals), objectives)
+        evals.append(ev)
+        return float(fitness(ev))
+
+    t0 = time.perf_counter()
+    loop(space, fitness_of, budget, population, sample_size, random.Random(seed))
+    return _result(evals, objectives, "regularized evolution", seed, time.perf_counter() - t0)
+
+
 def train_evaluator(data, config, space: SearchSpace, train_kwargs=None):
     """An ``evaluate(arch)`` that trains ``space.build(arch)`` with ``greenlab.train.train`` and
     returns accuracy (validation accuracy at the end: the search selects on it), test_accuracy
@@ -299,6 +353,66 @@ def train_evaluator(data, config, space: SearchSpace, train_kwargs=None):
                 "status": res.status}
 
     return evaluate
+
+
+@dataclass
+class ArchComparison:
+    """Architectures trained side by side in paired, interleaved repeats: repeat r trains every
+    architecture once with seed ``seed + r``, one after the other, so a slow spell of the machine
+    hits all of them. ``runs[arch]``: one ``RunResult`` per repeat."""
+
+    archs: list
+    runs: dict
+    repeats: int
+
+    def values(self, arch: Arch, metric: str) -> list:
+        """Per-repeat figures of ``metric`` ("joules", "seconds", "val_accuracy", ...)."""
+        if arch not in self.runs:
+            raise ValueError(f"arch must be one of {[str(a) for a in self.archs]}, got {arch!r}")
+        return [getattr(run, metric) for run in self.runs[arch]]
+
+    def mean(self, arch: Arch, metric: str) -> float:
+        """Mean of ``metric`` over the repeats that have it."""
+        values = [v for v in self.values(arch, metric) if v is not None]
+        if not values:
+            raise ValueError(f"no repeat of {arch} has {metric!r}")
+        return sum(values) / len(values)
+
+    def paired(self, arch: Arch, baseline: Arch, metric: str):
+        """``arch`` against ``baseline`` on ``metric``, paired by repeat (``experiments.Paired``)."""
+        from greenlab.experiments import paired
+
+        return paired(self.values(arch, metric), self.values(baseline, metric), metric, str(arch), str(baseline))
+
+    @property
+    def joules(self) -> float:
+        """Energy of every training in the comparison (joules): part of a search's bill."""
+        return float(sum(run.joules for runs in self.runs.values() for run in runs))
+
+    @property
+    def estimated(self) -> bool:
+        return any(bool(run.estimated) for runs in self.runs.values() for run in runs)
+
+
+def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, train_kwargs=None) -> ArchComparison:
+    """Train each of ``archs`` (distinct ``Arch``es) ``repeats`` times with ``greenlab.train``, in
+    paired, interleaved repeats (see ``ArchComparison``): to confirm a search's winner with
+    repeated runs instead of trusting one noisy evaluation each."""
+    import dataclasses
+
+    from greenlab.train import train
+
+    archs = list(dict.fromkeys(validation.items("archs", archs)))
+    if not archs or not all(isinstance(a, Arch) for a in archs):
+        raise ValueError("archs must be a non-empty list of Arch")
+    repeats = validation.integer("repeats", repeats, low=1)
+    kwargs = {"log": False} if train_kwargs is None else dict(train_kwargs)
+    runs = {a: [] for a in archs}
+    for r in range(repeats):
+        for arch in archs:
+            cfg = dataclasses.replace(config, seed=config.seed + r, label=f"{arch} repeat {r + 1}")
+            runs[arch].append(train(space.build(arch), data, cfg, **kwargs))
+    return ArchComparison(archs=archs, runs=runs, repeats=repeats)
 
 
 # --- zero-cost proxies -------------------------------------------------------------------

@@ -107,3 +107,87 @@ def test_pareto_indices_duplicates_must_both_stay():
 def test_pareto_indices_stub_not_attempted():
     assert checks.pareto_indices(lambda pts: None).status == checks.NOT_ATTEMPTED
     assert checks.pareto_indices(None).status == checks.NOT_ATTEMPTED
+
+
+# --- implementation exercises: one correct answer not the library's, planted mistakes ---------
+
+import copy  # noqa: E402
+
+import pytest  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def details(result):
+    return " ".join(result.details)
+
+
+def evolve_by_hand(space, fitness_of, budget, population, sample_size, rng, retire="oldest",
+                   extra_call=False, pick=max):
+    members, history = [], []
+    for _ in range(min(population, budget)):
+        arch = space.sample(rng)
+        history.append((arch, fitness_of(arch)))
+        members.append(history[-1])
+    if extra_call:
+        fitness_of(members[0][0])
+    while len(history) < budget:
+        sample = rng.sample(members, sample_size)
+        parent = pick(sample, key=lambda m: m[1])
+        child = space.mutate(parent[0], rng)
+        history.append((child, fitness_of(child)))
+        members.append(history[-1])
+        if retire == "oldest":
+            del members[0]
+        else:  # the non-regularised variant: the worst member dies
+            members.remove(min(members, key=lambda m: m[1]))
+    return history
+
+
+def test_regularized_evolution_passes_a_correct_implementation():
+    assert checks.regularized_evolution(evolve_by_hand).passed
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"retire": "worst"}, "OLDEST"),
+    ({"extra_call": True}, "counts toward the budget"),
+    ({"pick": min}, "fittest"),
+])
+def test_regularized_evolution_mistakes_get_their_own_hint(kwargs, hint):
+    result = checks.regularized_evolution(lambda *a: evolve_by_hand(*a, **kwargs))
+    assert result.status == checks.FAILED
+    assert hint in details(result)
+
+
+def test_regularized_evolution_stub_is_not_attempted():
+    assert checks.regularized_evolution(lambda *a: None).status == checks.NOT_ATTEMPTED
+
+
+def grad_norm_by_hand(model, x, y, which="layers", how="per layer", copy_model=True):
+    net = copy.deepcopy(model) if copy_model else model
+    net.train()
+    F.cross_entropy(net(x), y).backward()
+    if which == "layers":
+        grads = [m.weight.grad for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    else:
+        grads = [p.grad for p in net.parameters()]
+    if how == "per layer":
+        return sum(float(g.norm()) for g in grads)
+    if how == "squared":
+        return sum(float((g * g).sum()) for g in grads)
+    return float(torch.cat([g.flatten() for g in grads]).norm())
+
+
+def test_grad_norm_proxy_passes_a_correct_implementation():
+    assert checks.grad_norm_proxy(grad_norm_by_hand).passed
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"which": "all"}, "no biases"),
+    ({"how": "global"}, "single norm"),
+    ({"how": "squared"}, "squared"),
+    ({"copy_model": False}, "deepcopy"),
+])
+def test_grad_norm_proxy_mistakes_get_their_own_hint(kwargs, hint):
+    result = checks.grad_norm_proxy(lambda m, x, y: grad_norm_by_hand(m, x, y, **kwargs))
+    assert result.status == checks.FAILED
+    assert hint in details(result)

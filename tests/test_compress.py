@@ -271,3 +271,159 @@ def test_compare_inference_speed_structure():
     assert "channels" in result.table() and dense.training
     with pytest.raises(ValueError, match="baseline"):
         compress.compare_inference_speed(variants, torch.randn(4, 1, 28, 28), baseline="sparse")
+
+
+# --- the exercises' reference answers --------------------------------------------------------
+
+def test_fine_grained_prune_zeroes_exactly_the_smallest_magnitudes_and_keeps_the_input():
+    w = torch.tensor([[0.5, -0.5, 0.5, 2.0], [-0.5, 1.0, 0.5, -3.0]])
+    before = w.clone()
+    pruned, mask = compress.fine_grained_prune(w, 0.5)
+    assert torch.equal(w, before)
+    assert int((~mask).sum()) == 4 and torch.equal(pruned, w * mask)
+    assert float(w[~mask].abs().max()) <= float(w[mask].abs().min())
+
+
+def test_channel_prune_keeps_the_largest_l1_filters_and_the_outputs_on_them():
+    torch.manual_seed(0)
+    conv, nxt = nn.Conv2d(3, 6, 3, padding=1), nn.Conv2d(6, 4, 3, padding=1)
+    new_conv, new_next, kept = compress.channel_prune(conv, nxt, 3)
+    l1 = conv.weight.abs().sum(dim=(1, 2, 3))
+    assert kept.tolist() == torch.topk(l1, 3).indices.sort().values.tolist()
+    x = torch.randn(2, 3, 5, 5)
+    with torch.no_grad():
+        full = conv(x)
+        assert torch.allclose(new_conv(x), full[:, kept])
+        masked = full.clone()
+        masked[:, [i for i in range(6) if i not in kept.tolist()]] = 0
+        assert torch.allclose(new_next(new_conv(x)), nxt(masked), atol=1e-6)
+    with pytest.raises(ValueError, match="keep"):
+        compress.channel_prune(conv, nxt, 0)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_linear_quantize_matches_torch_and_round_trips_within_half_a_step(per_channel):
+    torch.manual_seed(0)
+    w = torch.randn(4, 6)
+    q, scale, zero = compress.linear_quantize(w, 8, per_channel)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if per_channel:
+            ref = torch.quantize_per_channel(w, scale.double(), zero.long(), 0, torch.qint8)
+        else:
+            ref = torch.quantize_per_tensor(w, float(scale), int(zero), torch.qint8)
+    assert torch.equal(q, ref.int_repr().int())
+    step = scale.view(-1, 1) if per_channel else scale
+    assert bool(((compress.dequantize(q, scale, zero) - w).abs() <= step / 2 + 1e-6).all())
+    q4, _, _ = compress.linear_quantize(w, 4, per_channel)
+    assert int(q4.min()) >= -8 and int(q4.max()) <= 7
+
+
+def test_fake_quantize_rounds_forward_and_passes_the_gradient_straight_through():
+    w = torch.randn(5, 3, requires_grad=True)
+    out = compress.fake_quantize(w, 4)
+    q, scale, zero = compress.linear_quantize(w.detach(), 4)
+    assert torch.allclose(out.detach(), compress.dequantize(q, scale, zero), atol=1e-6)
+    out.sum().backward()
+    assert torch.equal(w.grad, torch.ones_like(w))
+
+
+def test_fake_quantized_model_keeps_its_shape_and_trains_float_weights():
+    model = _tiny_mlp()
+    fq = compress.fake_quantized(model, bits=4)
+    x = torch.randn(3, 64)
+    fq(x).sum().backward()
+    assert fq[1].parametrizations.weight.original.grad is not None
+    assert torch.unique(fq[1].weight.detach()).numel() <= 16  # 4 bits: at most 16 values
+
+
+def test_prune_with_masks_uses_the_given_function_globally():
+    model = _tiny_cnn()
+    calls = []
+
+    def by_hand(weights, sparsity):
+        calls.append(weights.numel())
+        k = round(sparsity * weights.numel())
+        mask = torch.ones_like(weights, dtype=torch.bool)
+        mask[torch.argsort(weights.abs())[:k]] = False
+        return weights * mask, mask
+
+    pruned, masks = compress.prune_with_masks(model, 0.4, prune_fn=by_hand)
+    assert len(calls) == 1 and abs(compress.sparsity(pruned) - 0.4) < 1e-3
+    assert compress.sparsity(model) < 0.01
+    keep = compress.keep_masks(masks)
+    with torch.no_grad():
+        for p in pruned.parameters():
+            p.add_(1.0)
+
+    class State:
+        pass
+
+    state = State()
+    state.model = pruned
+    keep(state)
+    assert abs(compress.sparsity(pruned) - 0.4) < 1e-3
+
+
+def test_prune_channels_with_a_channel_function_matches_the_default_in_shape():
+    model = _tiny_cnn(depth=2).eval()
+    default = compress.prune_channels(model, 0.5)
+    mine = compress.prune_channels(model, 0.5, channel_fn=compress.channel_prune)
+    assert models.count_params(mine) == models.count_params(default)
+    assert mine(torch.randn(2, 1, 28, 28)).shape == (2, 10)
+
+
+def test_distill_trains_with_the_given_loss():
+    calls = []
+
+    def loss(student, teacher, targets, temperature, alpha):
+        calls.append(temperature)
+        return compress.distillation_loss(student, teacher, targets, temperature, alpha)
+
+    ds = _small_dataset()
+    result = compress.distill(_tiny_mlp(), _tiny_mlp(), ds, TrainConfig(max_steps=2, batch_size=16), loss_fn=loss)
+    assert result.steps == 2 and calls == [4.0, 4.0]
+
+
+def _small_dataset():
+    from types import SimpleNamespace
+
+    torch.manual_seed(0)
+    x = torch.randn(48, 64)
+    y = torch.randint(0, 10, (48,))
+    return SimpleNamespace(train_x=x, train_y=y, test_x=x[:16], test_y=y[:16])
+
+
+# --- paired, interleaved inference measurements and break-evens --------------------------------
+
+def test_energy_per_inference_repeats_until_the_window_is_long_enough_or_flags_it():
+    tiny = nn.Linear(2, 2)
+    x = torch.randn(1, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the short-window warning is handled, not passed on
+        cost = compress.energy_per_inference(tiny, x, repeats=1, warmup=0, max_repeats=4)
+    assert cost.repeats == 4 and cost.short_window and "short" in cost.flag
+
+
+def test_compare_inference_pairs_rounds_and_gives_verdicts():
+    variants = {"a": _tiny_mlp(), "b": _tiny_mlp()}
+    result = compress.compare_inference(variants, torch.randn(8, 64), rounds=3, repeats=2, max_repeats=8)
+    assert all(len(result.joules[n]) == 3 for n in variants)
+    assert result.verdict("b").n == 3
+    assert "energy vs a" in result.table()
+    with pytest.raises(ValueError):
+        result.verdict("c")
+
+
+def test_break_even_interval_is_stated_only_when_the_saving_is_detectable():
+    clear = compress.break_even_interval(100.0, [1.0, 1.1, 0.9, 1.0], [0.5, 0.6, 0.4, 0.5])
+    assert clear.detectable and clear.uses == 200
+    assert clear.uses_low <= clear.uses <= clear.uses_high
+    assert "repaid after about 200" in clear.sentence()
+    unclear = compress.break_even_interval(100.0, [1.0, 0.5, 1.2], [0.6, 0.9, 0.8])
+    assert not unclear.detectable and unclear.uses is None
+    assert "no break-even" in unclear.sentence()
+    worse = compress.break_even_interval(100.0, [1.0, 1.0, 1.0], [1.5, 1.6, 1.4])
+    assert worse.costs_more and "never" in worse.sentence()
+    few = compress.break_even_interval(100.0, [1.0, 1.0], [0.5, 0.5])
+    assert few.uses is None and "too few" in few.sentence()

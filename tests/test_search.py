@@ -253,3 +253,43 @@ def test_train_evaluator_real_run():
     res = gs.random_search(space, evaluate, budget=2, seed=0)
     assert len(res.evaluations) == 2
     assert res.joules == pytest.approx(sum(e["joules"] for e in res.evaluations)) and res.joules > 0
+
+
+def test_evolve_runs_a_given_loop_and_records_every_evaluation():
+    from greenlab import search as gsearch
+
+    space = gsearch.SearchSpace(depth=(1, 2), width=(4, 8), kernel_size=(3,), separable=(False, True))
+
+    def evaluate(arch):
+        return {"accuracy": arch.depth / 10 + arch.width / 100, "joules": float(arch.width)}
+
+    result = gsearch.evolve(space, evaluate, budget=7, fitness=lambda e: e["accuracy"], population=3,
+                            sample_size=3, seed=0)
+    assert len(result.evaluations) == 7 and result.joules == sum(e["joules"] for e in result.evaluations)
+    history = gsearch.evolution_loop(space, lambda a: evaluate(a)["accuracy"], 7, 3, 3, 0)
+    assert [e["arch"] for e in result.evaluations] == [a for a, _ in history]
+
+    def greedy(space, fitness_of, budget, population, sample_size, rng):
+        for _ in range(budget + 1):
+            fitness_of(space.sample(rng))
+
+    with pytest.raises(ValueError, match="more than budget"):
+        gsearch.evolve(space, evaluate, budget=3, fitness=lambda e: e["accuracy"], loop=greedy)
+
+
+def test_compare_archs_trains_every_arch_per_repeat_with_paired_seeds():
+    from greenlab import data
+    from greenlab.train import TrainConfig
+
+    ds = data.generate("synthetic", n_train=64, n_test=32, seed=0, shape=(1, 8, 8))
+    space = gs.SearchSpace(depth=(1,), width=(4, 8), kernel_size=(3,), separable=(False,),
+                           input_shape=(1, 8, 8), num_classes=ds.num_classes)
+    a, b = space.candidates()
+    result = gs.compare_archs(space, [a, b, a], ds, TrainConfig(batch_size=32, max_steps=2, seed=5), repeats=3,
+                              train_kwargs={"log": False, "save": False})
+    assert result.archs == [a, b] and all(len(result.runs[x]) == 3 for x in (a, b))
+    assert [r.config["seed"] for r in result.runs[a]] == [5, 6, 7] == [r.config["seed"] for r in result.runs[b]]
+    assert result.paired(b, a, "joules").n == 3
+    assert result.joules == sum(r.joules for x in (a, b) for r in result.runs[x])
+    with pytest.raises(ValueError):
+        result.values(gs.Arch(2, 4, 3, False), "joules")

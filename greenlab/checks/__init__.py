@@ -14,7 +14,9 @@ from greenlab.checks.batching import (batch_then_lr_schedule, noise_scale_from_n
                                       scaled_lr_with_warmup)
 from greenlab.checks.capstone import capstone_submission  # lesson 09
 from greenlab.checks.carbon import best_start_hour, co2e_grams  # lesson 06
-from greenlab.checks.compression import break_even, tensor_sparsity  # lesson 07
+from greenlab.checks.compression import (break_even, channel_prune, distillation_loss,  # lesson 07
+                                         fake_quantize, fine_grained_prune, linear_quantize,
+                                         tensor_sparsity)
 from greenlab.checks.core import (FAILED, NOT_ATTEMPTED, PASSED, Check, check_close, check_function,
                                   check_gradients_match, is_placeholder, number_or_none)
 from greenlab.checks.data_pipeline import most_uncertain  # lesson 08
@@ -23,7 +25,8 @@ from greenlab.checks.language_models import lora_trainable_params, zero_bytes_pe
 from greenlab.checks.measuring import counter_joules, energy_window, integrate_power, joules_per_gflop  # lesson 00
 from greenlab.checks.precision import amp_step, fp16_flush_fractions, loss_scaler  # lesson 02
 from greenlab.checks.scaling import energy_per_device_hour, ring_all_reduce, scale_out_costs  # lesson 01
-from greenlab.checks.search import pareto_indices, separable_conv_flops  # lesson 05
+from greenlab.checks.search import (grad_norm_proxy, pareto_indices, regularized_evolution,  # lesson 05
+                                   separable_conv_flops)
 
 __all__ = [
     "Check", "PASSED", "FAILED", "NOT_ATTEMPTED", "is_placeholder", "check_close", "check_function",
@@ -34,4 +37,6 @@ __all__ = [
     "lora_trainable_params", "quiz_answer",
     "counter_joules", "integrate_power", "ring_all_reduce", "energy_per_device_hour", "loss_scaler",
     "fp16_flush_fractions", "batchnorm_fix", "noise_scale_from_norms", "batch_then_lr_schedule",
+    "fine_grained_prune", "channel_prune", "linear_quantize", "distillation_loss", "fake_quantize",
+    "regularized_evolution", "grad_norm_proxy",
 ]
