@@ -115,12 +115,49 @@ def batch(data: torch.Tensor, seq_len: int, batch_size: int, generator: torch.Ge
 # --- the model ---------------------------------------------------------------------------------
 
 
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal scaled-dot-product attention of (batch, heads, seq, head_dim) tensors: PyTorch's
+    ``scaled_dot_product_attention`` with ``is_causal=True`` (a fused kernel where one exists)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def checkpoint_blocks(blocks, x: torch.Tensor, segment: int = 1) -> torch.Tensor:
+    """Run ``blocks`` in order on ``x``, keeping for the backward pass only the input of each run of
+    ``segment`` consecutive blocks (``torch.utils.checkpoint``, non-reentrant) and recomputing the
+    rest. ``segment=1``: every block's input (the per-block variant); ``segment`` near the square
+    root of the depth: Chen et al. (2016)'s sqrt(n) segments."""
+    blocks = list(blocks)
+    segment = validation.integer("segment", segment, low=1, high=max(1, len(blocks)))
+    for start in range(0, len(blocks), segment):
+        group = blocks[start:start + segment]
+
+        def run(h, group=group):
+            for block in group:
+                h = block(h)
+            return h
+
+        x = torch.utils.checkpoint.checkpoint(run, x, use_reentrant=False) if torch.is_grad_enabled() else run(x)
+    return x
+
+
+def use_attention(model: nn.Module, attention=None) -> nn.Module:
+    """Make every block of ``model`` compute its attention with ``attention(q, k, v)`` (None: the
+    library's :func:`causal_attention`), e.g. a learner's own implementation. Returns ``model``."""
+    if attention is not None and not callable(attention):
+        raise ValueError(f"attention must be a function (q, k, v) -> output or None, got {type(attention).__name__}")
+    for block in getattr(model, "blocks", ()):
+        block.attention = attention or causal_attention
+    return model
+
+
 class Block(nn.Module):
-    """Pre-norm transformer block: causal self-attention (SDPA) and a 4x-wide GELU MLP."""
+    """Pre-norm transformer block: causal self-attention (``self.attention``, by default
+    :func:`causal_attention`) and a 4x-wide GELU MLP."""
 
     def __init__(self, d_model: int, n_heads: int):
         super().__init__()
         self.n_heads = n_heads
+        self.attention = causal_attention
         self.ln1 = nn.LayerNorm(d_model)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
@@ -130,7 +167,7 @@ class Block(nn.Module):
     def forward(self, x):
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        att = self.attention(q, k, v)
         x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
         return x + self.mlp(self.ln2(x))
 
@@ -140,7 +177,9 @@ class TinyGPT(nn.Module):
     blocks, a final LayerNorm and an output layer tied to the token embedding.
 
     ``checkpoint=True`` recomputes each block's activations in the backward pass instead of
-    keeping them (``torch.utils.checkpoint``, non-reentrant): less memory, one more forward pass."""
+    keeping them (``torch.utils.checkpoint``, non-reentrant): less memory, one more forward pass.
+    ``run_blocks``: when set to a function ``(blocks, x) -> x`` (e.g. :func:`checkpoint_blocks`
+    with another segment length, or a learner's own), the forward pass runs the blocks through it."""
 
     def __init__(self, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, max_seq_len: int = 256,
                  checkpoint: bool = False, vocab: int = VOCAB):
@@ -160,12 +199,15 @@ class TinyGPT(nn.Module):
         self.ln = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab, bias=False)
         self.head.weight = self.tok.weight
+        self.run_blocks = None
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Logits (batch, seq, vocab) for int64 byte ids (batch, seq)."""
         if idx.shape[-1] > self.max_seq_len:
             raise ValueError(f"sequence length {idx.shape[-1]} exceeds max_seq_len {self.max_seq_len}")
         x = self.tok(idx) + self.pos(torch.arange(idx.shape[-1], device=idx.device))
+        if self.run_blocks is not None:
+            return self.head(self.ln(self.run_blocks(self.blocks, x)))
         for block in self.blocks:
             if self.checkpoint and torch.is_grad_enabled():
                 x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)

@@ -18,6 +18,9 @@ from greenlab.checks.core import (FAILED, NOT_ATTEMPTED, PASSED, Check, check_cl
                                   check_gradients_match, is_placeholder, number_or_none)
 from greenlab.checks.data_pipeline import most_uncertain  # lesson 08
 from greenlab.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 10, 11
+from greenlab.checks.lm_serving import int8_per_channel, kv_cache_bytes, kv_decode_step, lora_linear  # lesson 11
+from greenlab.checks.lm_training import (activation_bytes_per_layer, causal_attention,  # lesson 10
+                                         checkpoint_blocks, zero1_step)
 from greenlab.checks.measuring import energy_window, joules_per_gflop  # lesson 00
 from greenlab.checks.precision import amp_step  # lesson 02
 from greenlab.checks.scaling import scale_out_costs  # lesson 01
@@ -29,5 +32,6 @@ __all__ = [
     "joules_per_gflop", "energy_window", "scale_out_costs", "amp_step", "accumulate_gradients",
     "scaled_lr_with_warmup", "separable_conv_flops", "pareto_indices", "co2e_grams", "best_start_hour",
     "tensor_sparsity", "break_even", "most_uncertain", "capstone_submission", "zero_bytes_per_rank",
-    "lora_trainable_params",
+    "lora_trainable_params", "causal_attention", "checkpoint_blocks", "zero1_step",
+    "activation_bytes_per_layer", "lora_linear", "kv_decode_step", "int8_per_channel", "kv_cache_bytes",
 ]
