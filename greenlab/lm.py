@@ -229,7 +229,9 @@ def lm_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 class LMConfig:
     """One language-model run. ``steps`` optimizer steps of ``batch_size`` windows of ``seq_len``
     bytes (tokens per step = batch_size x seq_len); AdamW at ``lr``; ``fused``: the fused AdamW
-    kernel (one kernel for all parameters) instead of the default multi-tensor one;
+    kernel (a tensor's whole update in one kernel; on a CPU one call per tensor, on CUDA one launch
+    per group of tensors) instead of the multi-tensor ``foreach`` one this library asks for
+    otherwise (PyTorch's own default on a CPU is the per-tensor loop);
     ``precision``: "fp32" or "bf16" (autocast); ``optimizer_states``: "fp32" (torch AdamW) or
     "8bit" (bitsandbytes' AdamW8bit, see ``greenlab.optimizers``); evaluation every
     ``eval_every`` steps on ``eval_batches`` fixed validation batches; ``target_loss``: validation loss (nats/byte) whose
@@ -299,7 +301,8 @@ class LMRun:
 
     @property
     def joules_per_token(self) -> float:
-        """Training energy per training token, joules (evaluation included, as in ``joules``)."""
+        """Energy of the run per training token, joules: the window includes the periodic evaluation
+        passes (as ``joules`` does), so this is not training-only energy."""
         return joules_per_token(self.joules, self.tokens)
 
     @property
@@ -521,3 +524,65 @@ def compile_break_even_steps(compile_seconds: float, eager_step_seconds: float,
     compiled = validation.number("compiled_step_seconds", compiled_step_seconds, low=0, low_open=True)
     saved = eager - compiled
     return compile_seconds / saved if saved > 0 else math.inf
+
+
+# --- words for results ---------------------------------------------------------------------------
+
+
+def plain_verdict(p) -> str:
+    """A paired verdict (``greenlab.experiments.Paired``) in words a stakeholder reads, no interval
+    figures: "about 23% lower", "no detectable difference", or "too few repeats to tell"."""
+    if p.estimate is None or p.low is None:
+        return "too few repeats to tell"
+    if not p.detectable:
+        return "no detectable difference"
+    if p.kind == "difference":
+        return f"about {abs(p.estimate) * 100:.1f} points {'higher' if p.estimate > 0 else 'lower'}"
+    if p.estimate >= 2:
+        return f"about {p.estimate:.2g} times higher"
+    return f"about {abs(p.estimate - 1):.0%} {'higher' if p.estimate > 1 else 'lower'}"
+
+
+def explain_bf16(p, native: bool) -> str:
+    """Which explanation fits a measured bf16-against-fp32 energy verdict ``p`` (a ``Paired`` of
+    bf16 / fp32 joules), on hardware whose bf16 is ``native`` or emulated."""
+    if not native:
+        return ("bf16 is emulated on this CPU (no AVX-512 BF16 or AMX): each bf16 operation is done in "
+                "software, so the measured cost is the emulation's and says nothing about bf16 units.")
+    if p.low is None:
+        return "too few repeats for an interval: the run cannot say which way bf16 went here."
+    if not p.detectable:
+        return ("no detectable difference: at this model's size the time bf16 units save in the matrix "
+                "multiplications is about what autocast spends casting weights and activations, memory-bound "
+                "work they do not speed up.")
+    if p.estimate < 1:
+        return ("bf16 used less energy: the native bf16 units did the matrix multiplications faster than "
+                "fp32 by more than autocast's casts cost, as predicted for hardware with bf16 units.")
+    return ("bf16 used more energy although this CPU has bf16 units: the matrices here are small (64 wide "
+            "in quick mode), so each matmul is short and the casts autocast adds around it (weights and "
+            "activations to bf16 and back, every step) are memory-bound work the bf16 units do not speed up; "
+            "on the roofline this model sits on the memory side, where halving the arithmetic's cost buys "
+            "little. Larger matrices move it towards the compute side, where bf16 pays.")
+
+
+def tune_lr(model_fn, corpus: Corpus, config: LMConfig, rates, device=None) -> tuple:
+    """The same small tuning budget for any recipe: one run of ``config`` (its steps and seed) per
+    learning rate in ``rates``, scored by the final validation loss (a diverging rate scores inf).
+    ``model_fn(config)`` returns a fresh model. Returns (best rate, {rate: LMRun or None}, joules
+    spent on tuning: the bill of the search itself)."""
+    from greenlab.config import seed_everything
+
+    rates = [validation.number("rate", r, low=0, high=10, low_open=True) for r in rates]
+    if not rates:
+        raise ValueError("rates must hold at least one learning rate")
+    runs, spent = {}, 0.0
+    for rate in rates:
+        cfg = dataclasses.replace(config, lr=rate)
+        seed_everything(cfg.seed)
+        try:
+            runs[rate] = train_lm(model_fn(cfg), corpus, cfg, device=device)
+            spent += runs[rate].joules
+        except FloatingPointError:
+            runs[rate] = None
+    best = min(rates, key=lambda r: runs[r].val_loss if runs[r] is not None else math.inf)
+    return best, runs, spent

@@ -147,16 +147,21 @@ class GenerationComparison:
         values = [getattr(r, metric) for r in self._runs(name)]
         return sum(values) / len(values)
 
-    def verdict(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token") -> str:
-        """One sentence on ``variant`` against ``baseline`` (default: the first set-up), paired by
-        repeat, with its 95% interval (``greenlab.experiments.paired``)."""
+    def paired(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token"):
+        """``variant`` against ``baseline`` (default: the first set-up) on ``metric``, paired by
+        repeat: a ``greenlab.experiments.Paired`` (estimate, 95% interval, detectable)."""
         from greenlab.experiments import paired
 
         validation.choice("metric", metric, tuple(_VERDICT_METRIC))
         baseline = self.names[0] if baseline is None else baseline
         return paired([getattr(r, metric) for r in self._runs(variant)],
                       [getattr(r, metric) for r in self._runs(baseline)],
-                      _VERDICT_METRIC[metric], variant, baseline).sentence()
+                      _VERDICT_METRIC[metric], variant, baseline)
+
+    def verdict(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token") -> str:
+        """One sentence on ``variant`` against ``baseline`` (default: the first set-up), paired by
+        repeat, with its 95% interval (``greenlab.experiments.paired``)."""
+        return self.paired(variant, baseline, metric).sentence()
 
     def _runs(self, name: str) -> list:
         if name not in self.runs:
