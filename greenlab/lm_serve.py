@@ -109,8 +109,9 @@ class GenerationRun:
 
 
 def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True,
-                       repeats: int = 1, sources=None, label: str = "") -> GenerationRun:
-    """Generate ``repeats`` times inside one energy window; energy and time per generated token."""
+                       repeats: int = 1, sources=None, label: str = "", step=None) -> GenerationRun:
+    """Generate ``repeats`` times inside one energy window; energy and time per generated token.
+    ``step``: the decoding step ``generate`` uses with the cache (default: the library's)."""
     from greenlab.energy import measure
 
     repeats = validation.integer("repeats", repeats, low=1, high=10_000)
@@ -118,7 +119,7 @@ def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, k
     window = measure(label, sources=sources)
     with window:
         for _ in range(repeats):
-            generate(model, prompts, new_tokens, kv_cache=kv_cache)
+            generate(model, prompts, new_tokens, kv_cache=kv_cache, step=step)
     r = window.result
     return GenerationRun(label=label, tokens=repeats * prompts.shape[0] * new_tokens,
                          seconds=r.seconds, joules=r.joules, estimated=r.estimated, problems=list(r.problems))

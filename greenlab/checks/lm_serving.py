@@ -201,7 +201,7 @@ def int8_per_channel(fn: Any) -> Check:
         return Check(label, NOT_ATTEMPTED, "the function still returns a placeholder (None); fill it in.")
     if failures:
         return Check(label, FAILED, f"{len(failures)} of 3 weights wrong.", failures)
-    return Check(label, PASSED, "int8 values equal torch.fake_quantize_per_channel_affine's with one scale per row, "
+    return Check(label, PASSED, "int8 values equal torch.fake_quantize_per_channel_affine's (a tie may round either way) with one scale per row, "
                                 "each within scale / 2 of the weight.")
 
 
@@ -232,7 +232,9 @@ def _int8_problem(w: torch.Tensor, result) -> str | None:
     fake = torch.fake_quantize_per_channel_affine(w, scale, torch.zeros(w.shape[0], dtype=torch.int32), 0,
                                                   -128, 127)
     want = (fake / scale[:, None]).round().to(torch.int8)
-    if torch.equal(q, want):
+    error = (q.float() * scale[:, None] - w).abs()
+    # torch multiplies by 1 / scale where a learner divides: the two may round a tie differently
+    if (q.int() - want.int()).abs().max() <= 1 and (error <= scale[:, None] / 2 * (1 + 1e-4) + 1e-12).all():
         return None
     ratio = w / scale[:, None]
     if torch.equal(q, ratio.trunc().to(torch.int8)):
