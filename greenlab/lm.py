@@ -127,12 +127,49 @@ def batch(data: torch.Tensor, seq_len: int, batch_size: int, generator: torch.Ge
 # --- the model ---------------------------------------------------------------------------------
 
 
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal scaled-dot-product attention of (batch, heads, seq, head_dim) tensors: PyTorch's
+    ``scaled_dot_product_attention`` with ``is_causal=True`` (a fused kernel where one exists)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def checkpoint_blocks(blocks, x: torch.Tensor, segment: int = 1) -> torch.Tensor:
+    """Run ``blocks`` in order on ``x``, keeping for the backward pass only the input of each run of
+    ``segment`` consecutive blocks (``torch.utils.checkpoint``, non-reentrant) and recomputing the
+    rest. ``segment=1``: every block's input (the per-block variant); ``segment`` near the square
+    root of the depth: Chen et al. (2016)'s sqrt(n) segments."""
+    blocks = list(blocks)
+    segment = validation.integer("segment", segment, low=1, high=max(1, len(blocks)))
+    for start in range(0, len(blocks), segment):
+        group = blocks[start:start + segment]
+
+        def run(h, group=group):
+            for block in group:
+                h = block(h)
+            return h
+
+        x = torch.utils.checkpoint.checkpoint(run, x, use_reentrant=False) if torch.is_grad_enabled() else run(x)
+    return x
+
+
+def use_attention(model: nn.Module, attention=None) -> nn.Module:
+    """Make every block of ``model`` compute its attention with ``attention(q, k, v)`` (None: the
+    library's :func:`causal_attention`), e.g. a learner's own implementation. Returns ``model``."""
+    if attention is not None and not callable(attention):
+        raise ValueError(f"attention must be a function (q, k, v) -> output or None, got {type(attention).__name__}")
+    for block in getattr(model, "blocks", ()):
+        block.attention = attention or causal_attention
+    return model
+
+
 class Block(nn.Module):
-    """Pre-norm transformer block: causal self-attention (SDPA) and a 4x-wide GELU MLP."""
+    """Pre-norm transformer block: causal self-attention (``self.attention``, by default
+    :func:`causal_attention`) and a 4x-wide GELU MLP."""
 
     def __init__(self, d_model: int, n_heads: int):
         super().__init__()
         self.n_heads = n_heads
+        self.attention = causal_attention
         self.ln1 = nn.LayerNorm(d_model)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
@@ -142,7 +179,7 @@ class Block(nn.Module):
     def forward(self, x):
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        att = self.attention(q, k, v)
         x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
         return x + self.mlp(self.ln2(x))
 
@@ -152,7 +189,9 @@ class TinyGPT(nn.Module):
     blocks, a final LayerNorm and an output layer tied to the token embedding.
 
     ``checkpoint=True`` recomputes each block's activations in the backward pass instead of
-    keeping them (``torch.utils.checkpoint``, non-reentrant): less memory, one more forward pass."""
+    keeping them (``torch.utils.checkpoint``, non-reentrant): less memory, one more forward pass.
+    ``run_blocks``: when set to a function ``(blocks, x) -> x`` (e.g. :func:`checkpoint_blocks`
+    with another segment length, or a learner's own), the forward pass runs the blocks through it."""
 
     def __init__(self, d_model: int = 64, n_layers: int = 2, n_heads: int = 4, max_seq_len: int = 256,
                  checkpoint: bool = False, vocab: int = VOCAB):
@@ -178,12 +217,15 @@ class TinyGPT(nn.Module):
         self.ln = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab, bias=False)
         self.head.weight = self.tok.weight
+        self.run_blocks = None
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Logits (batch, seq, vocab) for int64 byte ids (batch, seq)."""
         if idx.shape[-1] > self.max_seq_len:
             raise ValueError(f"sequence length {idx.shape[-1]} exceeds max_seq_len {self.max_seq_len}")
         x = self.tok(idx) + self.pos(torch.arange(idx.shape[-1], device=idx.device))
+        if self.run_blocks is not None:
+            return self.head(self.ln(self.run_blocks(self.blocks, x)))
         for block in self.blocks:
             if self.checkpoint and torch.is_grad_enabled():
                 x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
@@ -205,7 +247,9 @@ def lm_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 class LMConfig:
     """One language-model run. ``steps`` optimizer steps of ``batch_size`` windows of ``seq_len``
     bytes (tokens per step = batch_size x seq_len); AdamW at ``lr``; ``fused``: the fused AdamW
-    kernel (one kernel for all parameters) instead of the default multi-tensor one;
+    kernel (a tensor's whole update in one kernel; on a CPU one call per tensor, on CUDA one launch
+    per group of tensors) instead of the multi-tensor ``foreach`` one this library asks for
+    otherwise (PyTorch's own default on a CPU is the per-tensor loop);
     ``precision``: "fp32" or "bf16" (autocast); ``optimizer_states``: "fp32" (torch AdamW) or
     "8bit" (bitsandbytes' AdamW8bit, see ``greenlab.optimizers``); evaluation every
     ``eval_every`` steps on ``eval_batches`` fixed validation batches; ``target_loss``: validation loss (nats/byte) whose
@@ -276,7 +320,8 @@ class LMRun:
 
     @property
     def joules_per_token(self) -> float:
-        """Training energy per training token, joules (evaluation included, as in ``joules``)."""
+        """Energy of the run per training token, joules: the window includes the periodic evaluation
+        passes (as ``joules`` does), so this is not training-only energy."""
         return joules_per_token(self.joules, self.tokens)
 
     @property
@@ -550,3 +595,65 @@ def compile_break_even_steps(compile_seconds: float, eager_step_seconds: float,
         raise ValueError(f"compile_seconds {compile_seconds:g} over a step_seconds saving of {saved:g} s "
                          "overflows: the figures are not on one scale")
     return compile_seconds / saved if saved > 0 else math.inf
+
+
+# --- words for results ---------------------------------------------------------------------------
+
+
+def plain_verdict(p) -> str:
+    """A paired verdict (``greenlab.experiments.Paired``) in words a stakeholder reads, no interval
+    figures: "about 23% lower", "no detectable difference", or "too few repeats to tell"."""
+    if p.estimate is None or p.low is None:
+        return "too few repeats to tell"
+    if not p.detectable:
+        return "no detectable difference"
+    if p.kind == "difference":
+        return f"about {abs(p.estimate) * 100:.1f} points {'higher' if p.estimate > 0 else 'lower'}"
+    if p.estimate >= 2:
+        return f"about {p.estimate:.2g} times higher"
+    return f"about {abs(p.estimate - 1):.0%} {'higher' if p.estimate > 1 else 'lower'}"
+
+
+def explain_bf16(p, native: bool) -> str:
+    """Which explanation fits a measured bf16-against-fp32 energy verdict ``p`` (a ``Paired`` of
+    bf16 / fp32 joules), on hardware whose bf16 is ``native`` or emulated."""
+    if not native:
+        return ("bf16 is emulated on this CPU (no AVX-512 BF16 or AMX): each bf16 operation is done in "
+                "software, so the measured cost is the emulation's and says nothing about bf16 units.")
+    if p.low is None:
+        return "too few repeats for an interval: the run cannot say which way bf16 went here."
+    if not p.detectable:
+        return ("no detectable difference: at this model's size the time bf16 units save in the matrix "
+                "multiplications is about what autocast spends casting weights and activations, memory-bound "
+                "work they do not speed up.")
+    if p.estimate < 1:
+        return ("bf16 used less energy: the native bf16 units did the matrix multiplications faster than "
+                "fp32 by more than autocast's casts cost, as predicted for hardware with bf16 units.")
+    return ("bf16 used more energy although this CPU has bf16 units: the matrices here are small (64 wide "
+            "in quick mode), so each matmul is short and the casts autocast adds around it (weights and "
+            "activations to bf16 and back, every step) are memory-bound work the bf16 units do not speed up; "
+            "on the roofline this model sits on the memory side, where halving the arithmetic's cost buys "
+            "little. Larger matrices move it towards the compute side, where bf16 pays.")
+
+
+def tune_lr(model_fn, corpus: Corpus, config: LMConfig, rates, device=None) -> tuple:
+    """The same small tuning budget for any recipe: one run of ``config`` (its steps and seed) per
+    learning rate in ``rates``, scored by the final validation loss (a diverging rate scores inf).
+    ``model_fn(config)`` returns a fresh model. Returns (best rate, {rate: LMRun or None}, joules
+    spent on tuning: the bill of the search itself)."""
+    from greenlab.config import seed_everything
+
+    rates = [validation.number("rate", r, low=0, high=10, low_open=True) for r in rates]
+    if not rates:
+        raise ValueError("rates must hold at least one learning rate")
+    runs, spent = {}, 0.0
+    for rate in rates:
+        cfg = dataclasses.replace(config, lr=rate)
+        seed_everything(cfg.seed)
+        try:
+            runs[rate] = train_lm(model_fn(cfg), corpus, cfg, device=device)
+            spent += runs[rate].joules
+        except FloatingPointError:
+            runs[rate] = None
+    best = min(rates, key=lambda r: runs[r].val_loss if runs[r] is not None else math.inf)
+    return best, runs, spent

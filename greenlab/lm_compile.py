@@ -8,7 +8,9 @@ compiled, and measures:
 - then windows of ``steps`` ordinary steps, eager and compiled alternately (paired, order rotated),
   read as a ``greenlab.experiments.Comparison`` with a verdict and spread;
 - the **break-even**: compile cost / saving per step, in steps, for time and for energy (infinite
-  when the compiled step is not cheaper: then compiling never pays).
+  when the compiled step is not cheaper: then compiling never pays). ``summary`` and ``plot`` state
+  a break-even only where the paired windows show a detectable saving per step; otherwise there is
+  none to report (a finite figure from an undetectable saving would be noise divided into a cost).
 
 PyTorch keeps compiled code in an on-disk cache (the "FX graph cache"), so the second compile of
 the same model in a later process is much cheaper than the first. ``cache`` says which happened,
@@ -74,6 +76,17 @@ class CompileMeasurement:
             return math.inf
         return compile_break_even_steps(self.compile_joules, eager, compiled)
 
+    def saving_detectable(self, metric: str = "seconds") -> bool:
+        """True when the paired windows show the compiled step detectably cheaper in ``metric``
+        ("seconds" or "joules"): the interval of the compiled/eager ratio lies below 1."""
+        validation.choice("metric", metric, ("seconds", "joules"))
+        p = self.comparison.paired("compiled", "eager", metric=metric)
+        return bool(p.detectable) and p.estimate < 1
+
+    def reported_break_even(self, metric: str = "seconds") -> float | None:
+        """The break-even in steps where the saving per step is detectable, else None."""
+        return self.break_even_steps(metric) if self.saving_detectable(metric) else None
+
     def summary(self) -> str:
         est = " (estimate)" if self.estimated else ""
         lines = [f"first compiled step: {self.first_step_seconds:.3g} s, {self.first_step_joules:.4g} J{est} "
@@ -82,9 +95,14 @@ class CompileMeasurement:
                  f"{self.step_seconds('compiled') * 1e3:.3g} ms; compile cost {self.compile_seconds:.3g} s, "
                  f"{self.compile_joules:.4g} J{est}"]
         for metric, word in (("seconds", "time"), ("joules", "energy")):
-            steps = self.break_even_steps(metric)
-            lines.append(f"break-even in {word}: " + (f"{steps:,.0f} steps" if math.isfinite(steps) else
-                                                     "never (the compiled step is not cheaper here)"))
+            steps = self.reported_break_even(metric)
+            if steps is not None:
+                lines.append(f"break-even in {word}: {steps:,.0f} steps")
+            else:
+                p = self.comparison.paired("compiled", "eager", metric=metric)
+                why = ("the compiled step is detectably dearer" if p.detectable else
+                       "no detectable per-step saving" if p.detectable is False else "too few repeats for an interval")
+                lines.append(f"break-even in {word}: none to report ({why})")
         if self.problems:
             lines.append("incomplete: " + "; ".join(self.problems))
         return "\n".join(lines)
@@ -96,13 +114,14 @@ class CompileMeasurement:
         """Cumulative ``metric`` ("joules" or "seconds") against steps for eager and compiled
         training, from the measured step costs and the first compiled step; where the lines
         cross is the break-even. ``max_steps``: the x range (default: twice the break-even, or
-        1,000 steps when compiling never pays). Returns the axes."""
+        1,000 steps when no break-even is reported: see ``reported_break_even``). Returns the axes."""
         import matplotlib.pyplot as plt
 
         validation.choice("metric", metric, ("seconds", "joules"))
         per_step = self.step_joules if metric == "joules" else self.step_seconds
         first = self.first_step_joules if metric == "joules" else self.first_step_seconds
-        even = self.break_even_steps(metric)
+        reported = self.reported_break_even(metric)
+        even = reported if reported is not None else math.inf
         if max_steps is None:
             max_steps = max(10, int(2 * even)) if math.isfinite(even) else 1000
         max_steps = validation.integer("max_steps", max_steps, low=2, high=10**9)

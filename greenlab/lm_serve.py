@@ -24,9 +24,12 @@ from greenlab.lm import TinyGPT, joules_per_token
 
 
 @torch.no_grad()
-def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True) -> torch.Tensor:
+def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True,
+             step=None) -> torch.Tensor:
     """Greedy continuation of ``prompts`` (int64, batch x prompt length) by ``new_tokens`` bytes;
-    returns the new tokens (batch x new_tokens). Prompt plus new tokens must fit max_seq_len."""
+    returns the new tokens (batch x new_tokens). Prompt plus new tokens must fit max_seq_len.
+    ``step``: with ``kv_cache``, the function ``(model, token, cache) -> (logits, cache)`` that
+    decodes each new token (default :func:`decode_step`; e.g. a learner's own)."""
     validation.instance("model", model, TinyGPT, "a greenlab.lm.TinyGPT")
     validation.tensor("prompts", prompts, dims=2, integer=True)
     if prompts.shape[0] < 1 or prompts.shape[1] < 1:
@@ -41,6 +44,9 @@ def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: b
         raise ValueError(f"prompt length {prompts.shape[1]} + new_tokens {new_tokens} exceeds the "
                          f"model's max_seq_len {model.max_seq_len}")
     validation.flag("kv_cache", kv_cache)
+    if step is not None and not callable(step):
+        raise ValueError(f"step must be a function (model, token, cache) -> (logits, cache), got {type(step).__name__}")
+    step = step or decode_step
     prompts = prompts.to(next(model.parameters()).device)
     was_training = model.training
     model.eval()
@@ -51,7 +57,7 @@ def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: b
             nxt = logits[:, -1].argmax(-1, keepdim=True)
             out.append(nxt)
             if len(out) < new_tokens:
-                logits, cache = _forward_cached(model, nxt, cache)
+                logits, cache = step(model, nxt, cache)
     else:
         for _ in range(new_tokens):
             nxt = model(seq)[:, -1].argmax(-1, keepdim=True)
@@ -59,6 +65,26 @@ def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: b
             seq = torch.cat([seq, nxt], dim=1)
     model.train(was_training)
     return torch.cat(out, dim=1)
+
+
+def prefill(model: TinyGPT, prompts: torch.Tensor):
+    """Run ``prompts`` (batch x length) through ``model`` once: (logits, cache), the cache a list
+    with one (keys, values) pair per layer, each (batch, heads, length, head_dim)."""
+    return _forward_cached(model, prompts, None)
+
+
+def decode_step(model: TinyGPT, token: torch.Tensor, cache: list):
+    """One decoding step: logits (batch, 1, vocab) of the next position for ``token`` (batch, 1)
+    after the positions in ``cache``, and the cache with this position's keys and values appended.
+    Equal to running the whole sequence again (``model(sequence)[:, -1:]``)."""
+    if cache is None:
+        raise ValueError("decode_step continues a cache: make the first one with prefill(model, prompts)")
+    return _forward_cached(model, token, cache)
+
+
+def cache_bytes(cache: list) -> int:
+    """Bytes of a KV cache's tensors as they are (keys and values of every layer)."""
+    return sum(k.nbytes + v.nbytes for k, v in cache)
 
 
 def kv_cache_bytes(model: TinyGPT, batch_size: int, seq_len: int, bytes_per_value: int = 4) -> int:
@@ -90,8 +116,9 @@ class GenerationRun:
 
 
 def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True,
-                       repeats: int = 1, sources=None, label: str = "") -> GenerationRun:
-    """Generate ``repeats`` times inside one energy window; energy and time per generated token."""
+                       repeats: int = 1, sources=None, label: str = "", step=None) -> GenerationRun:
+    """Generate ``repeats`` times inside one energy window; energy and time per generated token.
+    ``step``: the decoding step ``generate`` uses with the cache (default: the library's)."""
     from greenlab.energy import measure
 
     repeats = validation.integer("repeats", repeats, low=1, high=10_000)
@@ -103,7 +130,7 @@ def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, k
     window = measure(label, sources=sources)
     with window:
         for _ in range(repeats):
-            generate(model, prompts, new_tokens, kv_cache=kv_cache)
+            generate(model, prompts, new_tokens, kv_cache=kv_cache, step=step)
     r = window.result
     return GenerationRun(label=label, tokens=repeats * prompts.shape[0] * new_tokens,
                          seconds=r.seconds, joules=r.joules, estimated=r.estimated, problems=list(r.problems))
@@ -132,16 +159,21 @@ class GenerationComparison:
         values = [getattr(r, metric) for r in self._runs(name)]
         return sum(values) / len(values)
 
-    def verdict(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token") -> str:
-        """One sentence on ``variant`` against ``baseline`` (default: the first set-up), paired by
-        repeat, with its 95% interval (``greenlab.experiments.paired``)."""
+    def paired(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token"):
+        """``variant`` against ``baseline`` (default: the first set-up) on ``metric``, paired by
+        repeat: a ``greenlab.experiments.Paired`` (estimate, 95% interval, detectable)."""
         from greenlab.experiments import paired
 
         validation.choice("metric", metric, tuple(_VERDICT_METRIC))
         baseline = self.names[0] if baseline is None else baseline
         return paired([getattr(r, metric) for r in self._runs(variant)],
                       [getattr(r, metric) for r in self._runs(baseline)],
-                      _VERDICT_METRIC[metric], variant, baseline).sentence()
+                      _VERDICT_METRIC[metric], variant, baseline)
+
+    def verdict(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token") -> str:
+        """One sentence on ``variant`` against ``baseline`` (default: the first set-up), paired by
+        repeat, with its 95% interval (``greenlab.experiments.paired``)."""
+        return self.paired(variant, baseline, metric).sentence()
 
     def _runs(self, name: str) -> list:
         if name not in self.runs:
@@ -194,6 +226,57 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
     # global settings for the whole process
     quantization.quantize_(model, quantization.Int8WeightOnlyConfig(set_inductor_config=False),
                            filter_fn=lambda module, name: id(module) in in_blocks)
+    return model
+
+
+def quantize_int8_per_channel(weight: torch.Tensor) -> tuple:
+    """Symmetric weight-only int8 with one scale per output channel (row) of a (out, in) weight:
+    (int8 values, fp32 scales of shape (out,)). The scales are PyTorch's own
+    (``PerChannelMinMaxObserver``, per-channel symmetric: max |w| / 127.5, at least float eps) and
+    the values those of ``torch.fake_quantize_per_channel_affine``: round(w / scale), clamped to
+    [-128, 127]."""
+    from torch.ao.quantization.observer import PerChannelMinMaxObserver
+
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        raise ValueError("weight must be a 2-D tensor (out_features, in_features)")
+    observer = PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8, qscheme=torch.per_channel_symmetric)
+    observer(weight.detach().float())
+    scale, zero_point = observer.calculate_qparams()
+    scale = scale.float()
+    fake = torch.fake_quantize_per_channel_affine(weight.detach().float(), scale, zero_point.int(), 0, -128, 127)
+    return (fake / scale[:, None]).round().to(torch.int8), scale
+
+
+class Int8Linear(nn.Module):
+    """A linear layer whose weight is stored as int8 values and one fp32 scale per output row; each
+    call widens it to the input's dtype (``q * scale``) and runs an ordinary matmul (eager, no int8
+    kernel), so only the stored bytes change, not the arithmetic's cost."""
+
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        if q.dtype != torch.int8 or q.dim() != 2 or scale.shape != (q.shape[0],):
+            raise ValueError("q must be int8 (out, in) and scale of shape (out,)")
+        self.register_buffer("q", q)
+        self.register_buffer("scale", scale.float())
+        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+
+    def forward(self, x):
+        return F.linear(x, self.q.to(x.dtype) * self.scale.to(x.dtype)[:, None], self.bias)
+
+
+def quantize_linears_int8(model: nn.Module, quantize=None) -> nn.Module:
+    """Replace every ``nn.Linear`` inside ``model.blocks`` by an :class:`Int8Linear` made by
+    ``quantize(weight) -> (int8 values, scales per row)`` (default
+    :func:`quantize_int8_per_channel`; e.g. a learner's own), in place. Needs no torchao."""
+    blocks = getattr(model, "blocks", None)
+    if blocks is None:
+        raise ValueError("model must be a greenlab.lm.TinyGPT (it has no .blocks)")
+    quantize = quantize or quantize_int8_per_channel
+    for parent in list(blocks.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear:
+                q, scale = quantize(child.weight.detach())
+                setattr(parent, name, Int8Linear(q, scale, child.bias))
     return model
 
 

@@ -43,9 +43,10 @@ class LoRALinear(nn.Module):
         return self.base(x) + F.linear(F.linear(x, self.lora_a), self.lora_b) * (self.alpha / self.rank)
 
 
-def add_lora(model: nn.Module, rank: int = 4, alpha: float = 8.0) -> nn.Module:
+def add_lora(model: nn.Module, rank: int = 4, alpha: float = 8.0, layer=None) -> nn.Module:
     """Freeze every parameter of ``model`` and wrap each ``nn.Linear`` inside its transformer blocks
-    (``model.blocks``) in a :class:`LoRALinear` (in place). Returns ``model``."""
+    (``model.blocks``) in a :class:`LoRALinear` (in place; ``layer``: another class called as
+    ``layer(base, rank, alpha)``, e.g. a learner's own). Returns ``model``."""
     validation.module("model", model)
     blocks = getattr(model, "blocks", None)
     if blocks is None or not isinstance(blocks, nn.Module):
@@ -59,7 +60,7 @@ def add_lora(model: nn.Module, rank: int = 4, alpha: float = 8.0) -> nn.Module:
         for parent in [block] + list(block.modules()):
             for name, child in list(parent.named_children()):
                 if type(child) is nn.Linear:
-                    setattr(parent, name, LoRALinear(child, rank, alpha))
+                    setattr(parent, name, (layer or LoRALinear)(child, rank, alpha))
     return model
 
 

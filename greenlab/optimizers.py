@@ -5,8 +5,8 @@
     gl.optimizers.state_bytes(opt)          # counted from opt.state's tensors, each storage once
 
 fp32 states are PyTorch's ``torch.optim.AdamW``. 8-bit states are bitsandbytes' ``AdamW8bit``
-(Dettmers et al., 2022: block-wise quantization, 256 values per block with an fp32 scale each,
-and a dynamic 8-bit code); by bitsandbytes' default a tensor of fewer than ``MIN_8BIT_SIZE``
+(Dettmers et al., 2022: block-wise quantization with an fp32 scale per block, 256 values per block
+by bitsandbytes' default where the paper used 2,048, and a dynamic 8-bit code); by bitsandbytes' default a tensor of fewer than ``MIN_8BIT_SIZE``
 values keeps 32-bit states. bitsandbytes is optional at run time: ``greenlab.optional.missing`` says why it
 cannot be used here, and :func:`adamw` raises ``LibraryMissing`` instead of a bare ImportError.
 """

@@ -15,11 +15,23 @@ Default byte counts are for fp32 training with AdamW: 4 bytes per parameter, 4 p
 8 of optimizer state (two moments). The paper's mixed-precision setting is
 ``param_bytes=2, grad_bytes=2, optimizer_bytes=12`` (fp32 master weights and two moments).
 A sharded piece is rounded up to whole elements per rank (shards are padded to equal size).
+
+ZeRO stage 1 simulated in one process (:func:`rank_optimizers`, :func:`zero1_step`,
+:func:`train_zero1`): every rank holds the whole parameter vector but the AdamW moments of only its
+own slice, 1/N of the elements (the last slice zero-padded to equal size). One step averages the
+ranks' gradients (the all-reduce; a reduce-scatter would deliver each rank only its slice, the
+same numbers), lets each rank update its slice with its own PyTorch AdamW (over a leaf tensor that
+is that slice) and puts the updated slices together again (the all-gather). AdamW is element-wise,
+so the parameters are those of one plain AdamW over the whole vector.
 """
 
 from __future__ import annotations
 
 import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
 from greenlab import validation
 
@@ -87,6 +99,90 @@ def pipeline_bytes_per_step(batch_size: int, seq_len: int, d_model: int, stages:
         validation.integer(name, value, low=1, high=_MAX)
     stages = validation.integer("stages", stages, low=1, high=2**20)
     return (stages - 1) * 2 * batch_size * seq_len * d_model * activation_bytes
+
+
+# --- ZeRO stage 1, simulated in one process ---------------------------------------------------
+
+
+def rank_optimizers(flat_params: torch.Tensor, world_size: int, lr: float, **adamw_options) -> list:
+    """One ``torch.optim.AdamW`` per rank, each over a new leaf tensor holding that rank's slice
+    of the 1-D ``flat_params`` (``ceil(n / world_size)`` elements, the last zero-padded)."""
+    if not isinstance(flat_params, torch.Tensor) or flat_params.dim() != 1:
+        raise ValueError("flat_params must be a 1-D tensor (e.g. torch.nn.utils.parameters_to_vector)")
+    world = validation.integer("world_size", world_size, low=1, high=4096)
+    lr = validation.number("lr", lr, low=0, low_open=True, high=10)
+    shard = math.ceil(flat_params.numel() / world)
+    padded = F.pad(flat_params.detach(), (0, shard * world - flat_params.numel()))
+    return [torch.optim.AdamW([padded[r * shard:(r + 1) * shard].clone().requires_grad_(True)], lr=lr,
+                              **adamw_options) for r in range(world)]
+
+
+def zero1_step(flat_params: torch.Tensor, rank_grads: list, optimizers: list) -> None:
+    """One ZeRO-1 step in place on ``flat_params``: the mean of ``rank_grads`` (one flat gradient per
+    rank), each rank's slice updated by its optimizer from :func:`rank_optimizers`, then gathered."""
+    world = len(optimizers)
+    grad = torch.stack(list(rank_grads)).mean(dim=0)                       # all-reduce (average)
+    shard = optimizers[0].param_groups[0]["params"][0].numel()
+    grad = F.pad(grad, (0, shard * world - grad.numel()))
+    for r, optimizer in enumerate(optimizers):                               # each rank, its slice
+        piece = optimizer.param_groups[0]["params"][0]
+        piece.grad = grad[r * shard:(r + 1) * shard].clone()
+        optimizer.step()
+    gathered = torch.cat([o.param_groups[0]["params"][0].detach() for o in optimizers])  # all-gather
+    with torch.no_grad():
+        flat_params.copy_(gathered[:flat_params.numel()])
+
+
+def train_zero1(model: nn.Module, rank_batches: list, loss_fn, lr: float, world_size: int = 2,
+                step=None, **adamw_options) -> dict:
+    """Train ``model`` in place with simulated ZeRO-1: for each element of ``rank_batches`` (a list
+    of ``world_size`` batches, one per rank), every rank's gradient of ``loss_fn(model, batch)``,
+    then ``step(flat_params, rank_grads, optimizers)`` (default :func:`zero1_step`, or a learner's).
+    Returns {"optimizers", "state_bytes_per_rank"} (bytes counted from each rank's AdamW state)."""
+    from greenlab.optimizers import state_bytes
+
+    step = step or zero1_step
+    params = [p for p in model.parameters() if p.requires_grad]
+    flat = nn.utils.parameters_to_vector(params).detach().clone()
+    optimizers = rank_optimizers(flat, world_size, lr, **adamw_options)
+    for batches in rank_batches:
+        if len(batches) != world_size:
+            raise ValueError(f"each element of rank_batches must hold {world_size} batches, got {len(batches)}")
+        grads = []
+        for b in batches:
+            model.zero_grad(set_to_none=True)
+            loss_fn(model, *b).backward()
+            grads.append(torch.cat([p.grad.reshape(-1) for p in params]))
+        step(flat, grads, optimizers)
+        nn.utils.vector_to_parameters(flat, params)
+    model.zero_grad(set_to_none=True)
+    return {"optimizers": optimizers, "state_bytes_per_rank": [state_bytes(o) for o in optimizers]}
+
+
+def train_plain(model: nn.Module, rank_batches: list, loss_fn, lr: float, **adamw_options) -> torch.optim.AdamW:
+    """The same steps with one plain AdamW over all of ``model``'s parameters and the ranks'
+    gradients averaged: what :func:`train_zero1` must reproduce. Returns the optimizer."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, **adamw_options)
+    for batches in rank_batches:
+        optimizer.zero_grad(set_to_none=True)
+        for b in batches:
+            (loss_fn(model, *b) / len(batches)).backward()
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return optimizer
+
+
+def pipeline_bytes_per_rank_per_step(batch_size: int, seq_len: int, d_model: int, stages: int,
+                                     activation_bytes: int = 4) -> int:
+    """Bytes one middle pipeline stage sends per step (the busiest rank; the first and last stages
+    send half): its output activations forward to the next stage and the gradient of its input
+    back to the previous one, batch x seq x d_model each. 0 with one stage."""
+    total = pipeline_bytes_per_step(batch_size, seq_len, d_model, stages, activation_bytes)
+    if stages == 1:
+        return 0
+    per_boundary = total // (stages - 1)  # forward and backward, 2 x batch x seq x d_model
+    return per_boundary if stages >= 3 else per_boundary // 2
 
 
 def _stage(stage) -> int:

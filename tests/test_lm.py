@@ -352,3 +352,62 @@ def test_lora_checker():
     assert checks.lora_trainable_params(lambda i, o, r: r * (i + o)).passed
     wrong = checks.lora_trainable_params(lambda i, o, r: i * o)
     assert not wrong.passed and "frozen weight" in wrong.text()
+
+
+def test_a_learner_attention_and_block_runner_compute_the_library_model():
+    import functools
+
+    torch.manual_seed(0)
+    model = lm.TinyGPT(d_model=16, n_layers=3, n_heads=2, max_seq_len=16)
+    x = torch.randint(0, 256, (2, 16))
+    with torch.no_grad():
+        want = model(x)
+
+    def by_hand(q, k, v):
+        mask = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool).triu(1)
+        return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(mask, float("-inf")).softmax(-1) @ v
+
+    lm.use_attention(model, by_hand)
+    with torch.no_grad():
+        assert torch.allclose(model(x), want, atol=1e-5)
+    lm.use_attention(model)
+    assert all(b.attention is lm.causal_attention for b in model.blocks)
+    with pytest.raises(ValueError, match="attention"):
+        lm.use_attention(model, "sdpa")
+    for segment in (1, 2, 3):
+        model.run_blocks = functools.partial(lm.checkpoint_blocks, segment=segment)
+        assert torch.allclose(model(x), want, atol=1e-5)
+    with pytest.raises(ValueError, match="segment"):
+        lm.checkpoint_blocks(model.blocks, torch.zeros(1, 2, 16), segment=0)
+
+
+def test_plain_verdict_has_no_interval_figures():
+    from greenlab.experiments import paired
+
+    lower = paired([0.5, 0.52, 0.49], [1.0, 1.0, 1.0], "joules", "a", "b")
+    assert lm.plain_verdict(lower) == "about 50% lower"
+    same = paired([0.9, 1.2, 1.0], [1.0, 1.0, 1.0], "joules", "a", "b")
+    assert lm.plain_verdict(same) == "no detectable difference"
+    assert lm.plain_verdict(paired([1.0], [2.0], "joules")) == "too few repeats to tell"
+    assert "emulated" in lm.explain_bf16(lower, native=False)
+    assert "less energy" in lm.explain_bf16(lower, native=True)
+    assert "more energy" in lm.explain_bf16(paired([1.5, 1.55, 1.52], [1.0] * 3, "joules"), native=True)
+    assert "no detectable difference" in lm.explain_bf16(same, native=True)
+
+
+def test_tune_lr_gives_each_rate_one_run_and_counts_the_bill():
+    corpus = lm.load_corpus(max_bytes=20_000)
+    cfg = lm.LMConfig(seq_len=16, batch_size=4, steps=3, eval_every=3, eval_batches=1)
+    best, runs, joules = lm.tune_lr(lambda c: lm.TinyGPT(d_model=16, n_layers=1, n_heads=2, max_seq_len=16),
+                                    corpus, cfg, (1e-3, 1e-2))
+    assert set(runs) == {1e-3, 1e-2} and best == min(runs, key=lambda r: runs[r].val_loss)
+    assert joules == pytest.approx(sum(r.joules for r in runs.values()))
+    with pytest.raises(ValueError, match="rates"):
+        lm.tune_lr(lambda c: None, corpus, cfg, ())
+
+
+def test_pipeline_bytes_per_rank_is_a_middle_stage():
+    # a middle stage sends its output forward and its input's gradient back: 2 x b x L x d x 4 bytes
+    assert sharding.pipeline_bytes_per_rank_per_step(2, 8, 4, stages=8) == 2 * 2 * 8 * 4 * 4
+    assert sharding.pipeline_bytes_per_rank_per_step(2, 8, 4, stages=2) == 2 * 8 * 4 * 4
+    assert sharding.pipeline_bytes_per_rank_per_step(2, 8, 4, stages=1) == 0

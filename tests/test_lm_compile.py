@@ -44,10 +44,19 @@ def test_windows_are_paired_and_the_break_even_follows_from_them(measured):
     assert "first compiled step" in text and "break-even in energy" in text
 
 
-def _fake(first_s, first_j, eager, compiled, steps=10):
-    def run(seconds, joules):
-        return types.SimpleNamespace(seconds=seconds, joules=joules)
-    cmp = types.SimpleNamespace(runs={"eager": [run(*eager)], "compiled": [run(*compiled)]})
+def _fake(first_s, first_j, eager, compiled, steps=10, spread=(0.99, 1.0, 1.01)):
+    """Three paired windows per variant around the given (seconds, joules); ``spread`` scales the
+    compiled windows repeat by repeat (wide: the saving is not detectable)."""
+    from greenlab.experiments import paired
+
+    def run(seconds, joules, f=1.0):
+        return types.SimpleNamespace(seconds=seconds * f, joules=joules * f)
+    runs = {"eager": [run(*eager) for _ in spread], "compiled": [run(*compiled, f) for f in spread]}
+
+    def pair(variant, baseline, metric):
+        return paired([getattr(r, metric) for r in runs[variant]], [getattr(r, metric) for r in runs[baseline]],
+                      metric, variant, baseline)
+    cmp = types.SimpleNamespace(runs=runs, paired=pair)
     return CompileMeasurement(first_s, first_j, steps, cmp, "compiled from scratch: 1 graph(s) built", 0.0,
                               True, [])
 
@@ -60,9 +69,22 @@ def test_break_even_arithmetic():
     assert r.break_even_steps("joules") == pytest.approx(200.0)
     slower = _fake(10.0, 200.0, (0.5, 10.0), (1.0, 20.0))
     assert slower.break_even_steps("seconds") == math.inf and slower.break_even_steps("joules") == math.inf
-    assert "never" in slower.summary()
+    assert "none to report (the compiled step is detectably dearer)" in slower.summary()
+    assert "break-even in time: 200 steps" in r.summary()
     with pytest.raises(ValueError, match="metric"):
         r.break_even_steps("watts")
+
+
+def test_no_break_even_is_reported_without_a_detectable_saving():
+    # the mean saving would give a finite figure, but the compiled windows scatter across the eager ones
+    noisy = _fake(10.05, 201.0, (1.0, 20.0), (0.9, 18.0), spread=(0.6, 1.2, 1.4))
+    assert math.isfinite(noisy.break_even_steps("seconds"))
+    assert noisy.reported_break_even("seconds") is None and not noisy.saving_detectable("joules")
+    assert "none to report (no detectable per-step saving)" in noisy.summary()
+    assert "steps\n" not in noisy.summary() + "\n"
+    import matplotlib
+    matplotlib.use("Agg")
+    assert len(noisy.plot(metric="seconds").get_lines()) == 2  # no break-even line
 
 
 def test_cache_state_reads_the_counters():

@@ -22,6 +22,9 @@ from greenlab.checks.core import (FAILED, NOT_ATTEMPTED, PASSED, Check, check_cl
 from greenlab.checks.data_pipeline import most_uncertain  # lesson 08
 from greenlab.checks.knowledge import quiz_answer  # every lesson's knowledge check, graded
 from greenlab.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 10, 11
+from greenlab.checks.lm_serving import int8_per_channel, kv_cache_bytes, kv_decode_step, lora_linear  # lesson 11
+from greenlab.checks.lm_training import (activation_bytes_per_layer, causal_attention,  # lesson 10
+                                         checkpoint_blocks, zero1_step)
 from greenlab.checks.measuring import counter_joules, energy_window, integrate_power, joules_per_gflop  # lesson 00
 from greenlab.checks.precision import amp_step, fp16_flush_fractions, loss_scaler  # lesson 02
 from greenlab.checks.scaling import energy_per_device_hour, ring_all_reduce, scale_out_costs  # lesson 01
@@ -39,4 +42,6 @@ __all__ = [
     "fp16_flush_fractions", "batchnorm_fix", "noise_scale_from_norms", "batch_then_lr_schedule",
     "fine_grained_prune", "channel_prune", "linear_quantize", "distillation_loss", "fake_quantize",
     "regularized_evolution", "grad_norm_proxy",
+    "causal_attention", "checkpoint_blocks", "zero1_step",
+    "activation_bytes_per_layer", "lora_linear", "kv_decode_step", "int8_per_channel", "kv_cache_bytes",
 ]
