@@ -235,9 +235,9 @@ def loss_scaler(make_scaler: Any) -> Check:
             return Check(label, FAILED, f"step {step}: your scaler raised {type(exc).__name__}: {exc}")
         optimizers[0].zero_grad(set_to_none=True)
         ref_loss = torch.nn.functional.cross_entropy(models[0](x), y)
-        if step == 0 and not math.isclose(float(scaled), float(ref.scale(ref_loss)), rel_tol=1e-6):
-            return Check(label, FAILED, f"step 0: scale_loss gave {float(scaled):.6g}, expected the loss "
-                         f"times the scale ({float(ref.scale(ref_loss)):.6g}).")
+        if step == 0 and not math.isclose(float(scaled.detach()), float(ref.scale(ref_loss).detach()), rel_tol=1e-6):
+            return Check(label, FAILED, f"step 0: scale_loss gave {float(scaled.detach()):.6g}, expected the loss "
+                         f"times the scale ({float(ref.scale(ref_loss).detach()):.6g}).")
         ref.scale(ref_loss).backward()
         ref.step(optimizers[0])
         ref.update()
