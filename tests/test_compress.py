@@ -252,7 +252,7 @@ def test_energy_per_inference_reports_per_sample_figures_with_provenance():
     model.train()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cost = compress.energy_per_inference(model, torch.randn(8, 64), repeats=3, warmup=1)
+        cost = compress.energy_per_inference(model, torch.randn(8, 64), repeats=3, warmup=1, max_repeats=3)
     assert cost.batch_size == 8 and cost.repeats == 3
     assert cost.seconds_per_sample > 0 and cost.joules_per_sample >= 0
     assert cost.median_seconds_per_batch > 0 and cost.sources
