@@ -4,7 +4,7 @@ The public surface the lessons use. Every energy figure carries its source
 (``nvml-counter``, ``nvml-power``, ``rapl`` or ``estimate``); see ``greenlab.energy``.
 """
 
-__version__ = "0.1.0"
+from greenlab.version import __version__
 
 # --- measurement core (energy, hardware, units) ---
 from greenlab import units

@@ -614,10 +614,9 @@ def finish_worker(dist, config: dict, rank: int, result: dict | None) -> None:
     (atomically), every rank waits at a barrier, then marks itself finished. Past that marker a
     crash in the process group's shut-down no longer loses the run (see ``collect_result``)."""
     if rank == 0:
-        path = Path(config["result_path"])
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result), encoding="utf-8")
-        tmp.replace(path)
+        from greenlab.storage import atomic_write_text
+
+        atomic_write_text(config["result_path"], json.dumps(result))
     dist.barrier()
     (Path(config["error_dir"]) / f"finished-{rank}").touch()
 

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from greenlab.filelock import locked
-from greenlab.profiling import atomic_write_bytes
+from greenlab.storage import atomic_write_bytes
 
 FORMAT = "greenlab-leaderboard"
 VERSION = 1

@@ -331,7 +331,7 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
 
     The batches come from a generator seeded with ``config.seed`` (same seed, same batches), and
     the evaluation windows are fixed, so runs differ only in what the config changes."""
-    from greenlab import __version__
+    from greenlab.version import __version__
     from greenlab import config as gl_config
     from greenlab import optimizers
     from greenlab.energy import default_sources, measure

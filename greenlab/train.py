@@ -18,7 +18,7 @@ window; either way the accumulated gradient equals the gradient of one big batch
 samples (for models without batch-dependent layers such as BatchNorm).
 
 Resuming: ``state.checkpoint(path)`` (from an ``on_step`` callback, e.g.
-``greenlab.profiling.CheckpointCallback``) saves the whole training state at an optimizer-step
+``greenlab.checkpoint.CheckpointCallback``) saves the whole training state at an optimizer-step
 boundary; ``train(..., resume_from=path)`` continues from it and, on the same machine and
 software, ends with the same weights and history rows as a run that was never interrupted.
 """
@@ -675,7 +675,7 @@ class _Run:
         return max(total, 1)
 
     def result(self, energy, flop_count, params, peak) -> RunResult:
-        from greenlab import __version__
+        from greenlab.version import __version__
 
         cfg = self.cfg
         train_seconds = max(energy.seconds - self.eval_seconds, 1e-12)
@@ -723,7 +723,7 @@ class _Run:
 
     def checkpoint(self, path, event):
         """Write the whole training state to ``path`` (see ``TrainState.checkpoint``)."""
-        from greenlab.profiling import save_checkpoint
+        from greenlab.checkpoint import save_checkpoint
 
         if event not in ("step", "end"):
             raise ValueError(f"state.checkpoint() works in on_step (or on_end), not in on_{event}: "
@@ -757,7 +757,7 @@ class _Run:
 
     def restore(self, saved, path):
         """Load a checkpoint payload (from ``load_train_checkpoint``) into this run."""
-        from greenlab.profiling import check_optimizer_state
+        from greenlab.checkpoint import check_optimizer_state
 
         st = saved["extra"]["train_state"]
         try:
@@ -791,7 +791,7 @@ def load_train_checkpoint(path, config: TrainConfig, data) -> dict:
     FileNotFoundError when there is no file, ValueError when it is damaged, is not a training
     checkpoint, cannot be resumed, or was written with a config that changes the run
     (the message names the differing fields)."""
-    from greenlab.profiling import load_checkpoint
+    from greenlab.checkpoint import load_checkpoint
 
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"resume_from must be a file path or None, got {type(path).__name__}")

@@ -157,7 +157,7 @@ def test_save_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(report.os, "replace", boom)
+    monkeypatch.setattr(os, "replace", boom)  # the atomic writer renames through os.replace
     with pytest.raises(OSError):
         st.save(target)
     assert target.read_text(encoding="utf-8") == "old"
