@@ -40,7 +40,7 @@ from greenlab import sharding_run  # noqa: E402  gl.sharding_run: DDP against FS
 from greenlab.leaderboard import Leaderboard, LeaderboardError  # noqa: E402
 
 # --- widgets and quizzes ---
-from greenlab.quiz import quiz  # noqa: E402  gl.quiz(questions): knowledge checks graded in Python
+from greenlab.widgets.quiz_display import quiz  # noqa: E402  gl.quiz(questions): knowledge checks graded in Python
 
 # --- course machinery (checkers, reference runs) ---
 from greenlab import checks as check  # noqa: E402  gl.check.<exercise>(answer)

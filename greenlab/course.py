@@ -216,11 +216,11 @@ def strip_instructor_notes(text: str, where: str = "cell") -> str:
 
 
 def lessons_dir(folder: str | os.PathLike | None = None) -> Path:
-    """The lessons folder: ``folder``, else ``greenlab.config.lessons_dir()``
+    """The lessons folder: ``folder``, else ``greenlab.paths.lessons_dir()``
     (``$GREENLAB_LESSONS_DIR``, else ``lessons/`` beside the package)."""
     if folder is not None:
         return Path(folder)
-    from greenlab.config import lessons_dir as configured_lessons_dir
+    from greenlab.paths import lessons_dir as configured_lessons_dir
 
     return configured_lessons_dir()
 

@@ -434,40 +434,6 @@ def parse_worker_counts(text) -> list:
     return counts
 
 
-def run_workers_command(args, data, counts: list) -> int:
-    """``greenlab run --workers N[,M...]``: one data-parallel run per worker count through
-    torchrun, each with its energy reduced over all workers and nodes, then the scaling table.
-    Returns the exit code (2 for an option the data-parallel runs do not support)."""
-    unsupported = {"--precision (only fp32)": [p.strip() for p in str(args.precision).split(",")] != ["fp32"],
-                   "--target": args.target is not None, "--repeats": args.repeats != 1,
-                   "--warmup": args.warmup != 0}
-    bad = [name for name, given in unsupported.items() if given]
-    if bad:
-        print(f"greenlab run: error: --workers does not support {', '.join(bad)}", file=sys.stderr)
-        return 2
-    results = []
-    for n in counts:
-        try:
-            r = run_ddp(n, data=data, model={"name": args.model}, per_worker_batch=args.batch_size,
-                        accum_steps=args.accum, epochs=args.epochs, max_steps=args.max_steps,
-                        lr=args.lr, device=args.device, timeout_s=24 * 3600.0,
-                        label=f"{n} worker(s)")
-        except ValueError as exc:
-            from greenlab.experiments import run_error
-
-            print(run_error(exc), file=sys.stderr)
-            return 2
-        results.append(r)
-        print(r.summary())
-        for line in energy_breakdown(r):
-            print("  " + line)
-    if len(results) > 1:
-        print()
-        print(scaling_report(results).text())
-    print("(data-parallel runs are not added to the results log)")
-    return 0
-
-
 def energy_breakdown(result: DDPResult) -> list:
     """Lines naming each node and worker with the training energy counted there, joules."""
     e = result.train_energy or {}
@@ -675,7 +641,9 @@ def _worker_env(threads: int) -> dict:
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(threads)
     env["MKL_NUM_THREADS"] = str(threads)
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    from greenlab.paths import package_folder
+
+    package_parent = str(package_folder().parent)
     parts = [package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -39,12 +39,12 @@ class LeaderboardError(ValueError):
 
 class Leaderboard:
     """A leaderboard stored in the JSON file ``path`` (default: ``leaderboard.json`` in
-    ``greenlab.config.results_dir()``). The file is read on every call, so several notebook
+    ``greenlab.paths.results_dir()``). The file is read on every call, so several notebook
     sessions see each other's entries."""
 
     def __init__(self, path=None):
         if path is None:
-            from greenlab.config import results_dir
+            from greenlab.paths import results_dir
 
             path = results_dir() / "leaderboard.json"
         self.path = Path(path)

@@ -26,7 +26,8 @@ import warnings
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from greenlab.energy.measure import ShortWindowWarning, component_text, measure
+from greenlab.energy.measure import ShortWindowWarning, component_text
+from greenlab.energy.windows import measure
 from greenlab.units import format_energy
 
 USAGE = "%%energy [--region CODE] [--pue P] [--label TEXT] [--attribution process|machine]"

@@ -249,7 +249,7 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
 
 
 def datasheet_efficiency(precision: str = "bf16") -> list[dict]:
-    """Peak TFLOPS per TDP watt of each GPU in ``data/gpus.csv`` for ``precision``
+    """Peak TFLOPS per TDP watt of each GPU in ``cited_tables/gpus.csv`` for ``precision``
     ("fp32", "tf32", "bf16", "fp16" or "int8"), highest first.
 
     These are *datasheet ratios*, not measurements: peak dense throughput over the

@@ -209,6 +209,7 @@ def test_run_main_stops_on_interrupt_and_prints_the_finished_runs(monkeypatch, c
     import importlib
 
     gl_train = importlib.import_module("greenlab.train")  # the module (greenlab.train is also a function)
+    from greenlab import run_command
 
     real_train, calls = gl_train.train, {"n": 0}
 
@@ -222,11 +223,11 @@ def test_run_main_stops_on_interrupt_and_prints_the_finished_runs(monkeypatch, c
 
     monkeypatch.setattr(gl_train, "train", train_then_interrupt)
     parser = argparse.ArgumentParser()
-    experiments.add_run_arguments(parser)
+    run_command.add_run_arguments(parser)
     args = parser.parse_args(["--dataset", "synthetic", "--model", "mlp", "--precision", "fp32,bf16",
                               "--repeats", "3", "--n-train", "64", "--n-test", "32", "--batch-size", "32",
                               "--quick", "--no-save"])
-    assert experiments.run_main(args) == 130
+    assert run_command.run_main(args) == 130
     out, err = capsys.readouterr()
     assert calls["n"] == 3 and "INTERRUPTED" in out and "interrupted" in err
 

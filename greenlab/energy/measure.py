@@ -238,30 +238,6 @@ class EnergyWindow:
         return wrapper
 
 
-def measure(label: str = "window", idle: IdlePower | None = None, sources: list | None = None,
-            sync: bool = True, distributed: bool | None = False, gpus="used",
-            attribution: str = "process") -> EnergyWindow:
-    """A measurement window: context manager, decorator, or ``start()``/``stop()``.
-
-    ``sources``: EnergySource objects (default: what this machine offers, see
-    ``default_sources()``; a list from ``default_sources()`` brings its problems along).
-    ``idle``: an :class:`IdlePower` to report energy above idle too.
-    ``sync``: synchronise the CUDA devices this process uses at the window edges.
-    ``gpus`` (``"used"``, ``"all"`` or CUDA indices) and ``attribution`` (``"process"`` or
-    ``"machine"``, for the CPU estimate) choose the default sources; see ``discover()``.
-    ``distributed``: True for a window every rank of a ``torch.distributed`` job opens, reduced
-    across ranks (see ``greenlab.energy.distributed``); None for that whenever a process group
-    is initialised; False for this process alone.
-    """
-    if distributed is None or distributed:
-        from greenlab.energy.distributed import CollectiveWindow, process_group_active
-
-        if distributed or process_group_active():
-            return CollectiveWindow(label, idle=idle, sources=sources, sync=sync)
-    return EnergyWindow(label, idle=idle, sources=sources, sync=sync, gpus=gpus,
-                        attribution=attribution)
-
-
 def measure_idle(seconds: float = 2.0, sources: list | None = None) -> IdlePower:
     """Measure mean power per component while this process sleeps for ``seconds``."""
     if isinstance(seconds, bool) or not (isinstance(seconds, (int, float)) and math.isfinite(seconds)
