@@ -576,12 +576,11 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
                                       seed=base_config.seed + rep)
             res = train_fn(model_fn(), data, cfg, **train_kwargs)
             reached = res.joules_to_target is not None
-            energy = getattr(res, "energy", None)
             rows.append(SweepRow(batch_size=b, repeat=rep, status=res.status, reached_target=reached,
                                  seconds=res.seconds, joules=res.joules,
                                  seconds_to_target=res.seconds_to_target, joules_to_target=res.joules_to_target,
                                  final_accuracy=res.final_accuracy, lr=lr,
-                                 estimated=bool(getattr(res, "estimated", getattr(energy, "estimated", False)))))
+                                 estimated=res.estimated))
             runs.append(res)
             if verbose:
                 print(f"batch {b:>5} repeat {rep}: {res.status}, {res.joules:.1f} J, {res.seconds:.1f} s")

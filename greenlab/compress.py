@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch.nn.utils import prune
 
 from greenlab import validation
+from greenlab.energy.flags import MeasuredFlags
 
 PRUNABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 
@@ -303,7 +304,7 @@ def fine_tune(model: nn.Module, new_num_classes: int, freeze_features: bool = Tr
 # --- does it pay back? ---------------------------------------------------------------------
 
 @dataclass
-class InferenceCost:
+class InferenceCost(MeasuredFlags):
     """Cost of inference per sample: seconds and joules (from one ``measure`` window over all
     repeats), the median seconds per batch over the repeats, and the window's provenance."""
 
@@ -312,17 +313,14 @@ class InferenceCost:
     median_seconds_per_batch: float
     batch_size: int
     repeats: int
-    energy: object  # greenlab.energy Measurement
-    estimated: bool
-    sources: dict
+    energy: object  # greenlab.energy Measurement: estimated / complete / problems / sources
 
     def to_dict(self) -> dict:
         return {"seconds_per_sample": self.seconds_per_sample,
                 "joules_per_sample": self.joules_per_sample,
                 "median_seconds_per_batch": self.median_seconds_per_batch,
                 "batch_size": self.batch_size, "repeats": self.repeats,
-                "estimated": self.estimated, "sources": dict(self.sources),
-                "energy": self.energy.to_dict()}
+                **self.flags(), "energy": self.energy.to_dict()}
 
 
 def energy_per_inference(model: nn.Module, x: torch.Tensor, repeats: int = 20,
@@ -355,7 +353,7 @@ def energy_per_inference(model: nn.Module, x: torch.Tensor, repeats: int = 20,
     n = repeats * x.shape[0]
     return InferenceCost(seconds_per_sample=r.seconds / n, joules_per_sample=r.joules / n,
                          median_seconds_per_batch=statistics.median(times), batch_size=x.shape[0],
-                         repeats=repeats, energy=r, estimated=r.estimated, sources=r.sources)
+                         repeats=repeats, energy=r)
 
 
 @dataclass

@@ -111,7 +111,8 @@ class DDPResult:
     def energy_problems(self) -> list:
         """Why an energy figure of this run is incomplete (empty when complete)."""
         out = list((self.train_energy or {}).get("problems", []))
-        out += [f"whole launch: {p}" for p in getattr(self.energy, "problems", []) or []]
+        if self.energy is not None:
+            out += [f"whole launch: {p}" for p in self.energy.problems]
         return out
 
     @property

@@ -300,7 +300,7 @@ class Comparison:
         self.estimated = any(r.estimated for r in every)
         # energy figures that lost a component (RunResult.problems): "variant repeat k: ..."
         self.problems = [f"{n} repeat {i + 1}: {p}" for n, rs in self.runs.items()
-                         for i, r in enumerate(rs) for p in (getattr(r, "problems", None) or [])]
+                         for i, r in enumerate(rs) for p in r.problems]
         self.target = first.config.get("target_accuracy") if first is not None else None
 
     @property
@@ -360,7 +360,7 @@ class Comparison:
                 "energy_metric": energy,
                 "energy_vs_baseline": None if n == self.baseline else self.paired(n, metric=energy).short(),
                 "estimated": any(r.estimated for r in self.runs[n]),
-                "complete": all(not getattr(r, "problems", None) for r in self.runs[n]),
+                "complete": all(r.complete for r in self.runs[n]),
             })
         return rows
 

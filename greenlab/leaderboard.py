@@ -139,7 +139,7 @@ class Leaderboard:
                         region=getattr(result, "region", "WORLD"), estimated=result.estimated,
                         sources=result.sources, provenance=result.provenance,
                         note=note or f"status {result.status}",
-                        problems=getattr(result, "problems", None))
+                        problems=result.problems)
 
     # --- reading ---
     def entries(self) -> list[dict]:

@@ -25,6 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab import validation
+from greenlab.energy.flags import MeasuredFlags
 
 VOCAB = 256  # bytes
 CORPORA = ("pydoc-topics", "stdlib-source")
@@ -227,7 +228,7 @@ class LMConfig:
 
 
 @dataclasses.dataclass
-class LMRun:
+class LMRun(MeasuredFlags):
     """The outcome of ``train_lm``: times in seconds, energy in joules, losses in nats per byte.
 
     ``history``: one dict per evaluation (step, tokens, seconds, joules, val_loss), cumulative.
@@ -246,8 +247,7 @@ class LMRun:
     history: list
     joules_to_target: float | None
     seconds_to_target: float | None
-    estimated: bool
-    problems: list
+    energy: object  # greenlab.energy.Measurement: estimated / complete / problems / sources
     provenance: dict
     status: str = "completed"
     final_accuracy: float | None = None
@@ -376,7 +376,7 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
                  val_loss=history[-1]["val_loss"], history=history,
                  joules_to_target=target["joules"] if target else None,
                  seconds_to_target=target["seconds"] if target else None,
-                 estimated=result.estimated, problems=list(result.problems) + list(meter.problems),
+                 energy=result.with_problems(meter.problems),
                  provenance=provenance(dev, result.sources, __version__),
                  optimizer_state_bytes=optimizers.state_bytes(optimizer))
 

@@ -32,13 +32,14 @@ import platform
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 import torch
 import torch.nn.functional as F
 
 from greenlab import validation
+from greenlab.energy.flags import MeasuredFlags
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 LOADERS = ("device", "dataloader")
@@ -228,7 +229,7 @@ class TrainState:
 
 
 @dataclass
-class RunResult:
+class RunResult(MeasuredFlags):
     """The outcome of one ``train()`` call. Times in seconds, energy in joules.
 
     ``samples_per_second`` and ``train_seconds`` exclude evaluation passes;
@@ -265,8 +266,7 @@ class RunResult:
     provenance: dict
     config: dict
     message: str = ""
-    estimated: bool = False
-    sources: dict = field(default_factory=dict)
+    # estimated / complete / problems / sources: read from ``energy`` (MeasuredFlags)
     # resuming: seconds/joules above are this call's only; the cumulative figures add what the
     # checkpoint records for the earlier session(s) up to the checkpoint (work done after the
     # checkpoint in an interrupted session is lost and not counted). ``steps``/``samples`` are
@@ -279,9 +279,6 @@ class RunResult:
     steps_this_session: int = 0
     samples_this_session: int = 0
     val_accuracy: float | None = None
-    # False when the energy figure lost a component (its Measurement's problems say which/why)
-    complete: bool = True
-    problems: list = field(default_factory=list)
 
     def summary(self) -> str:
         """One readable line."""
@@ -301,7 +298,8 @@ class RunResult:
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "energy"}
-        out["energy"] = self.energy.to_dict() if hasattr(self.energy, "to_dict") else None
+        out.update(self.flags())
+        out["energy"] = self.energy.to_dict()
         out["kind"] = "train"
         return out
 
@@ -677,6 +675,8 @@ class _Run:
     def result(self, energy, flop_count, params, peak) -> RunResult:
         from greenlab.version import __version__
 
+        if self.meter is not None:  # a source that failed mid-run: the figure says so itself
+            energy = energy.with_problems(self.meter.problems)
         cfg = self.cfg
         train_seconds = max(energy.seconds - self.eval_seconds, 1e-12)
         co2e = _co2e(energy.joules, cfg.region)
@@ -708,16 +708,12 @@ class _Run:
             train_cpu_seconds=max(0.0, self.end_cpu_s - self.start_cpu_s - self.eval_cpu_seconds),
             peak_memory_bytes=peak.bytes(), peak_memory_kind=peak.kind,
             flops=fl, params=params, provenance=provenance(self.dev, energy.sources, __version__),
-            config=cfg.to_dict(), message=message, estimated=energy.estimated,
-            sources=dict(energy.sources), resumed_from_step=self.resumed_from_step,
+            config=cfg.to_dict(), message=message, resumed_from_step=self.resumed_from_step,
             prior_seconds=self.prior_seconds, prior_joules=self.prior_joules,
             cumulative_seconds=self.prior_seconds + energy.seconds,
             cumulative_joules=self.prior_joules + energy.joules,
             steps_this_session=self.step - self.start_step,
-            samples_this_session=self.samples - self.start_samples,
-            complete=bool(getattr(energy, "complete", True)) and not self.meter.problems,
-            problems=list(getattr(energy, "problems", []) or []) + [
-                p for p in self.meter.problems if p not in (getattr(energy, "problems", []) or [])])
+            samples_this_session=self.samples - self.start_samples)
 
     # --- checkpoints ---
 

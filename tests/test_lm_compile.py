@@ -47,9 +47,11 @@ def test_windows_are_paired_and_the_break_even_follows_from_them(measured):
 def _fake(first_s, first_j, eager, compiled, steps=10):
     def run(seconds, joules):
         return types.SimpleNamespace(seconds=seconds, joules=joules)
-    cmp = types.SimpleNamespace(runs={"eager": [run(*eager)], "compiled": [run(*compiled)]})
+    cmp = types.SimpleNamespace(runs={"eager": [run(*eager)], "compiled": [run(*compiled)]},
+                                estimated=True, problems=[])
+    first = types.SimpleNamespace(estimated=True, problems=[])
     return CompileMeasurement(first_s, first_j, steps, cmp, "compiled from scratch: 1 graph(s) built", 0.0,
-                              True, [])
+                              first)
 
 
 def test_break_even_arithmetic():

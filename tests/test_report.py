@@ -33,7 +33,7 @@ def _run(label="small", joules=7200.0, seconds=60.0, accuracy=0.8, params=20_000
         peak_memory_bytes=None,
         peak_memory_kind="", flops={"train_total_estimate": 3e12}, params=params,
         provenance={"device": "cpu", "cpu": "Test CPU 9000", "gpu": "", "cpu_threads": 2},
-        config={"target_accuracy": target}, estimated=estimated, sources={"cpu": "estimate"})
+        config={"target_accuracy": target})
 
 
 # --- efficiency_metrics ----------------------------------------------------------------------

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from greenlab.energy.sources import EnergySource, discover
 
@@ -129,6 +129,13 @@ class Measurement:
             parts.append("incomplete: " + "; ".join(self.problems))
         parts.append(f"[{component_text(self.components.values()) or 'no components'}]")
         return "; ".join(parts)
+
+    def with_problems(self, extra) -> "Measurement":
+        """This measurement with the texts of ``extra`` added to its problems (once each): a
+        figure that lost something after the window closed (a meter failing mid-run) says so here,
+        in the one place every result reads it from."""
+        added = [str(p) for p in extra if str(p) not in self.problems]
+        return replace(self, problems=list(self.problems) + added) if added else self
 
     def to_dict(self) -> dict:
         return {
