@@ -89,6 +89,7 @@ class _Run:
         self.joules_to_target = joules if to_target else None
         self.seconds_to_target = seconds if to_target else None
         self.samples_per_second, self.co2e_g, self.estimated, self.status = 100.0, None, True, "completed"
+        self.problems, self.complete = [], True  # what its Measurement says
         self.provenance = {"device": "cpu", "cpu": "test cpu", "energy_sources": {"cpu": "estimate"}}
         self.config = {"target_accuracy": 0.5}
 
