@@ -26,9 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from greenlab import validation
-
-PRECISIONS = ("fp32", "bf16", "fp16")
-
+from greenlab.precision import PRECISIONS, dtype as precision_dtype  # noqa: F401  batching.PRECISIONS as before
 
 # --- largest batch that fits -------------------------------------------------------------
 
@@ -723,8 +721,8 @@ class _RealStep:
         x = torch.randn((batch_size, *self.shape), device=self.device)
         y = torch.randint(0, self.num_classes, (batch_size,), device=self.device)
         self.model.train()
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
-        with torch.autocast(self.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+        dtype = precision_dtype(self.precision)
+        with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not torch.float32):
             loss = F.cross_entropy(self.model(x).float(), y)
         loss.backward()
         self.optimizer.step()

@@ -670,13 +670,6 @@ def _accuracy(model: nn.Module, data, device, batch_size: int = 512) -> float | 
     x, y = getattr(data, "test_x", None), getattr(data, "test_y", None)
     if x is None or y is None or len(y) == 0:
         return None
-    was_training = model.training
-    model.eval()
-    correct = 0
-    with torch.inference_mode():
-        for start in range(0, len(y), batch_size):
-            xb = x[start:start + batch_size].to(device)
-            yb = y[start:start + batch_size].to(device)
-            correct += int((model(xb).argmax(dim=1) == yb).sum())
-    model.train(was_training)
-    return correct / len(y)
+    from greenlab.accuracy import accuracy
+
+    return accuracy(model, x, y, batch_size=batch_size, device=device)

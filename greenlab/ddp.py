@@ -508,7 +508,9 @@ def _train_worker(config: dict) -> None:
         net = models.build(model_name, **model_spec).to(device)
         ddp = DistributedDataParallel(net, device_ids=[local_rank] if device.type == "cuda" else None)
         opt = torch.optim.SGD(ddp.parameters(), lr=config["lr"], momentum=config["momentum"])
-        loss_fn = torch.nn.CrossEntropyLoss()
+        from greenlab.train_step import backward, classifier_loss, make_scaler, optimizer_step
+
+        scaler = make_scaler(device.type, "fp32")  # data-parallel runs are fp32 (passes through)
         train_x, train_y = ds.train_x.to(device), ds.train_y.to(device)
         sampler = DistributedSampler(range(ds.n_train), num_replicas=world, rank=rank, shuffle=True,
                                      seed=config["seed"], drop_last=True)
@@ -526,16 +528,16 @@ def _train_worker(config: dict) -> None:
             order = torch.tensor(list(sampler), dtype=torch.long, device=device)
             micro = [order[i:i + batch] for i in range(0, len(order) - batch + 1, batch)]
             for start in range(0, len(micro) - accum + 1, accum):
-                opt.zero_grad(set_to_none=True)
                 step_loss = 0.0
                 for j, idx in enumerate(micro[start:start + accum]):
                     last = j == accum - 1
                     with (ddp.no_sync() if not last else _nullcontext()):
-                        loss = loss_fn(ddp(train_x[idx]), train_y[idx]) / accum
-                        loss.backward()
+                        loss = classifier_loss(ddp, train_x[idx], train_y[idx], idx.numel() * accum,
+                                               torch.float32, autocast=False)
+                        backward(loss, scaler)
                     step_loss += float(loss.detach())
                     samples += int(idx.numel())
-                opt.step()
+                optimizer_step(opt, scaler)
                 steps += 1
                 losses.append(step_loss)
                 if config["max_steps"] is not None and steps >= config["max_steps"]:
@@ -600,15 +602,9 @@ class _nullcontext:
 
 
 def _accuracy(net, x, y, batch: int = 1000) -> float:
-    import torch
+    from greenlab.accuracy import accuracy
 
-    net.eval()
-    correct = 0
-    with torch.no_grad():
-        for start in range(0, x.shape[0], batch):
-            correct += int((net(x[start:start + batch]).argmax(1) == y[start:start + batch]).sum())
-    net.train()
-    return correct / max(1, x.shape[0])
+    return accuracy(net, x, y, batch_size=batch)
 
 
 def _notes(config: dict, ds) -> list:

@@ -288,7 +288,9 @@ def _stepper(model, data, config, device):
     optimizer = torch.optim.SGD(model.parameters(), lr=getattr(cfg, "lr", 0.05),
                                 momentum=getattr(cfg, "momentum", 0.9))
     precision = getattr(cfg, "precision", "fp32")
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    from greenlab.precision import dtype as precision_dtype
+
+    dtype = precision_dtype(precision)
 
     def step(xb, yb):
         xb = xb.to(dev, non_blocking=True)

@@ -36,17 +36,17 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 import torch
-import torch.nn.functional as F
 
 from greenlab import validation
+from greenlab.accuracy import accuracy
 from greenlab.energy.flags import MeasuredFlags
+from greenlab.precision import PRECISIONS, dtype as precision_dtype  # noqa: F401  train.PRECISIONS as before
+from greenlab.train_step import backward, classifier_loss, make_scaler, optimizer_step
 
-PRECISIONS = ("fp32", "bf16", "fp16")
 LOADERS = ("device", "dataloader")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 LR_SCHEDULES = ("constant", "step", "cosine", "warmup-linear")
 STATUSES = ("completed", "target-reached", "early-stopped", "stopped", "interrupted", "diverged")
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TRAIN_STATE_VERSION = 1
 # TrainConfig fields that do not change what is trained (so a resumed run may differ in them)
 RESUME_FREE_FIELDS = ("label", "region", "eval_batch_size", "pin_memory", "prefetch_factor")
@@ -388,9 +388,9 @@ class _Run:
         self.cfg, self.model, self.net, self.data, self.dev = cfg, model, net, data, dev
         self.callbacks, self.stop_event, self.log, self.sources = callbacks, stop_event, log, sources
         self.device_type = dev.type
-        self.dtype = _DTYPES[cfg.precision]
+        self.dtype = precision_dtype(cfg.precision)
         self.amp = cfg.precision != "fp32"
-        self.scaler = torch.amp.GradScaler(self.device_type) if cfg.precision == "fp16" else None
+        self.scaler = make_scaler(self.device_type, cfg.precision)
         first_bs = cfg.batch_size_at(0)
         if cfg.loader == "device":
             self.loader = DeviceLoader(data.train_x, data.train_y, first_bs, shuffle=True,
@@ -498,13 +498,8 @@ class _Run:
             if cfg.channels_last:
                 xb = xb.contiguous(memory_format=torch.channels_last)
             total = windows[i // cfg.accum_steps]
-            with torch.autocast(self.device_type, dtype=self.dtype, enabled=self.amp):
-                out = self.net(xb)
-                loss = F.cross_entropy(out.float(), yb, reduction="sum") / total
-            if self.scaler is not None:
-                self.scaler.scale(loss).backward()
-            else:
-                loss.backward()
+            loss = classifier_loss(self.net, xb, yb, total, self.dtype, self.amp)
+            backward(loss, self.scaler)
             window_loss += loss.detach()
             self.batch_in_epoch = i + 1
             if (i + 1) % cfg.accum_steps and i != last:
@@ -582,18 +577,7 @@ class _Run:
         return iter(self.loader), 0
 
     def _optimizer_step(self):
-        opt = self.optimizer
-        if self.scaler is not None:
-            if self.cfg.grad_clip:
-                self.scaler.unscale_(opt)
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-            self.scaler.step(opt)
-            self.scaler.update()
-        else:
-            if self.cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-            opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(self.optimizer, self.scaler, self.model.parameters(), self.cfg.grad_clip)
         if self.scheduler is not None:
             try:
                 self.scheduler.step()
@@ -740,7 +724,7 @@ class _Run:
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state(self.dev) if cuda else None,
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
             "history": [dict(row) for row in self.history],
             "best": self.best, "last_acc": self.last_acc, "evals_since_best": self.evals_since_best,
             "target": list(self.target) if self.target else None,
@@ -762,7 +746,7 @@ class _Run:
             self.optimizer.load_state_dict(saved["optimizer"])
             if self.scheduler is not None:
                 self.scheduler.load_state_dict(st["scheduler"])
-            if self.scaler is not None:
+            if self.scaler.is_enabled():
                 self.scaler.load_state_dict(st["scaler"])
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"checkpoint {path} does not fit this model/optimizer: {exc}") from exc
@@ -946,18 +930,9 @@ def _co2e(joules, region):
 
 
 def _accuracy(net, x, y, cfg, device_type, dtype) -> float:
-    was_training = net.training
-    net.eval()
-    correct = torch.zeros((), dtype=torch.long, device=x.device)
     amp = cfg.eval_autocast and cfg.precision != "fp32"
-    with torch.no_grad(), torch.autocast(device_type, dtype=dtype, enabled=amp):
-        for start in range(0, x.shape[0], cfg.eval_batch_size):
-            xb = x[start:start + cfg.eval_batch_size]
-            if cfg.channels_last:
-                xb = xb.contiguous(memory_format=torch.channels_last)
-            correct += (net(xb).argmax(1) == y[start:start + cfg.eval_batch_size]).sum()
-    net.train(was_training)
-    return int(correct) / max(1, x.shape[0])
+    return accuracy(net, x, y, batch_size=cfg.eval_batch_size, autocast_dtype=dtype if amp else None,
+                    channels_last=cfg.channels_last)
 
 
 def _micro_sizes(n, batch_size) -> list:

@@ -30,7 +30,7 @@ LAYERS = [
     ("session", ["greenlab.session", "greenlab.config"]),
     ("training", ["greenlab.training", "greenlab.train", "greenlab.checkpoint", "greenlab.data",
                   "greenlab.datacache", "greenlab.catalogue", "greenlab.models", "greenlab.optimizers",
-                  "greenlab.memory", "greenlab.precision", "greenlab.metrics", "greenlab.step"]),
+                  "greenlab.memory", "greenlab.precision", "greenlab.accuracy", "greenlab.train_step"]),
     ("experiments", ["greenlab.experiments"]),
     ("techniques", ["greenlab.techniques", "greenlab.batching", "greenlab.compress", "greenlab.search",
                     "greenlab.profiling", "greenlab.ddp", "greenlab.lm", "greenlab.lm_compile",
