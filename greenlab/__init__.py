@@ -4,7 +4,7 @@ The public surface the lessons use. Every energy figure carries its source
 (``nvml-counter``, ``nvml-power``, ``rapl`` or ``estimate``); see ``greenlab.energy``.
 """
 
-__version__ = "0.1.0"
+from greenlab.version import __version__
 
 # --- measurement core (energy, hardware, units) ---
 from greenlab import units
@@ -41,7 +41,7 @@ from greenlab import sharding_run  # noqa: E402  gl.sharding_run: DDP against FS
 from greenlab.leaderboard import Leaderboard, LeaderboardError  # noqa: E402
 
 # --- widgets and quizzes ---
-from greenlab.quiz import quiz  # noqa: E402  gl.quiz(questions): knowledge checks graded in Python
+from greenlab.widgets.quiz_display import quiz  # noqa: E402  gl.quiz(questions): knowledge checks graded in Python
 
 # --- course machinery (checkers, reference runs) ---
 from greenlab import checks as check  # noqa: E402  gl.check.<exercise>(answer)

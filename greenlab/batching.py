@@ -26,9 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from greenlab import validation
-
-PRECISIONS = ("fp32", "bf16", "fp16")
-
+from greenlab.precision import PRECISIONS, dtype as precision_dtype  # noqa: F401  batching.PRECISIONS as before
 
 # --- largest batch that fits -------------------------------------------------------------
 
@@ -656,12 +654,11 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
                                       seed=base_config.seed + rep, **cap)
             res = train_fn(model_fn(), data, cfg, **train_kwargs)
             reached = res.joules_to_target is not None
-            energy = getattr(res, "energy", None)
             rows.append(SweepRow(batch_size=b, repeat=rep, status=res.status, reached_target=reached,
                                  seconds=res.seconds, joules=res.joules,
                                  seconds_to_target=res.seconds_to_target, joules_to_target=res.joules_to_target,
                                  final_accuracy=res.final_accuracy, lr=lr,
-                                 estimated=bool(getattr(res, "estimated", getattr(energy, "estimated", False)))))
+                                 estimated=res.estimated))
             runs.append(res)
             if verbose:
                 print(f"batch {b:>5} repeat {rep}: {res.status}, {res.joules:.1f} J, {res.seconds:.1f} s")
@@ -853,8 +850,8 @@ class _RealStep:
         x = torch.randn((batch_size, *self.shape), device=self.device)
         y = torch.randint(0, self.num_classes, (batch_size,), device=self.device)
         self.model.train()
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
-        with torch.autocast(self.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+        dtype = precision_dtype(self.precision)
+        with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not torch.float32):
             loss = F.cross_entropy(self.model(x).float(), y)
         loss.backward()
         self.optimizer.step()

@@ -4,8 +4,8 @@ Carbon here is arithmetic on cited data (no network access, ever):
 
     grams CO2e = energy [kWh] x grid intensity [g CO2e/kWh] x PUE
 
-The intensity table lives in ``data/carbon_intensity.csv`` (one source and
-year for every row; see ``data/README.md``). Units: joules in, grams out.
+The intensity table is package data, ``greenlab/cited_tables/carbon_intensity.csv`` (one source
+and year for every row; see the README there). Units: joules in, grams out.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from greenlab import tables
-from greenlab.config import data_dir  # the one place that knows where data/ is
+from greenlab.paths import tables_dir as data_dir  # noqa: F401  where the cited tables are (carbon.data_dir() as before)
 from greenlab.validation import ArgumentTypeError
 from greenlab.units import JOULES_PER_KWH
 
@@ -276,7 +276,7 @@ _COLUMNS = ("code", "name", "g_co2e_per_kwh", "year", "source")
 
 def _alpha2_to_alpha3() -> dict:
     """Two-letter ISO 3166-1 codes to the three-letter codes the table uses
-    (``data/iso3166_alpha2.csv``); empty when that table is missing."""
+    (``cited_tables/iso3166_alpha2.csv``); empty when that table is missing."""
     path = data_dir() / "iso3166_alpha2.csv"
     if not path.is_file():
         return {}

@@ -68,19 +68,19 @@ def _doctor(args) -> int:
 
 
 def _measure(args) -> int:
-    from greenlab.energy import measure_main
+    from greenlab.energy.command import measure_main
 
     return measure_main(args)
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    from greenlab.experiments import add_run_arguments
+    from greenlab.run_command import add_run_arguments
 
     add_run_arguments(parser)
 
 
 def _run(args) -> int:
-    from greenlab.experiments import run_main
+    from greenlab.run_command import run_main
 
     return run_main(args)
 
@@ -105,7 +105,7 @@ def _leaderboard(args) -> int:
 
 def _lab(args) -> int:
     import subprocess
-    from greenlab.config import learner_copy
+    from greenlab.paths import learner_copy
 
     extra = [a for a in args.lab_args if a != "--"]
     cmd = lab_command(learner_copy(args.dir), extra)

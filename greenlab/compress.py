@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch.nn.utils import prune
 
 from greenlab import validation
+from greenlab.energy.flags import MeasuredFlags
 
 PRUNABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 
@@ -326,7 +327,7 @@ def fine_tune(model: nn.Module, new_num_classes: int, freeze_features: bool = Tr
 # --- does it pay back? ---------------------------------------------------------------------
 
 @dataclass
-class InferenceCost:
+class InferenceCost(MeasuredFlags):
     """Cost of inference per sample: seconds and joules (from one ``measure`` window over all
     repeats), the median seconds per batch over the repeats, the window's provenance and
     whether it was still too short to read (``short_window``; show ``flag`` beside it)."""
@@ -336,9 +337,7 @@ class InferenceCost:
     median_seconds_per_batch: float
     batch_size: int
     repeats: int
-    energy: object  # greenlab.energy Measurement
-    estimated: bool
-    sources: dict
+    energy: object  # greenlab.energy Measurement: estimated / complete / problems / sources
     short_window: bool = False  # the window stayed too short to read even at max_repeats
 
     @property
@@ -351,8 +350,7 @@ class InferenceCost:
                 "joules_per_sample": self.joules_per_sample,
                 "median_seconds_per_batch": self.median_seconds_per_batch,
                 "batch_size": self.batch_size, "repeats": self.repeats,
-                "estimated": self.estimated, "sources": dict(self.sources),
-                "energy": self.energy.to_dict()}
+                **self.flags(), "energy": self.energy.to_dict()}
 
 
 def energy_per_inference(model: nn.Module, x: torch.Tensor, repeats: int = 20,
@@ -381,8 +379,7 @@ def energy_per_inference(model: nn.Module, x: torch.Tensor, repeats: int = 20,
     n = repeats * x.shape[0]
     return InferenceCost(seconds_per_sample=r.seconds / n, joules_per_sample=r.joules / n,
                          median_seconds_per_batch=statistics.median(times), batch_size=x.shape[0],
-                         repeats=repeats, energy=r, estimated=r.estimated, sources=r.sources,
-                         short_window=short)
+                         repeats=repeats, energy=r, short_window=short)
 
 
 def _timed_window(model, x, repeats: int, max_repeats: int):
@@ -1154,13 +1151,6 @@ def _accuracy(model: nn.Module, data, device, batch_size: int = 512) -> float | 
     x, y = getattr(data, "test_x", None), getattr(data, "test_y", None)
     if x is None or y is None or len(y) == 0:
         return None
-    was_training = model.training
-    model.eval()
-    correct = 0
-    with torch.inference_mode():
-        for start in range(0, len(y), batch_size):
-            xb = x[start:start + batch_size].to(device)
-            yb = y[start:start + batch_size].to(device)
-            correct += int((model(xb).argmax(dim=1) == yb).sum())
-    model.train(was_training)
-    return correct / len(y)
+    from greenlab.accuracy import accuracy
+
+    return accuracy(model, x, y, batch_size=batch_size, device=device)

@@ -28,10 +28,14 @@ import os
 import random
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
+from greenlab.devices import (  # noqa: F401  greenlab.config.quick_decision as before
+    choose_device as _choose_device, device_name as _device_name,
+    mps_available as _mps_available, quick_decision,
+)
+from greenlab.paths import (  # noqa: F401  gl.config.results_dir and the other folders, as before
+    cache_dir, data_dir, in_checkout, learner_copy, lessons_dir, repo_root, results_dir,
+)
 
 
 @dataclass(frozen=True)
@@ -169,122 +173,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def repo_root() -> Path:
-    """The folder that holds the ``greenlab`` package (a checkout's root)."""
-    return Path(__file__).resolve().parent.parent
-
-
-def in_checkout() -> bool:
-    """True when greenlab runs from a source checkout (not an installed wheel)."""
-    root = repo_root()
-    return (root / "pyproject.toml").is_file() and (root / "greenlab").is_dir()
-
-
-def results_dir() -> Path:
-    """Where the results log lives: ``GREENLAB_RESULTS_DIR``, else ``<repo>/results`` in a
-    checkout (git-ignored), else ``~/.greenlab/results``. Not created here."""
-    env = os.environ.get("GREENLAB_RESULTS_DIR")
-    if env:
-        return Path(env).expanduser()
-    if in_checkout():
-        return repo_root() / "results"
-    return Path.home() / ".greenlab" / "results"
-
-
-def data_dir() -> Path:
-    """The data folder: ``GREENLAB_DATA_DIR``, else ``<repo>/data`` (package-relative)."""
-    env = os.environ.get("GREENLAB_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
-    return repo_root() / "data"
-
-
-def cache_dir() -> Path:
-    """Dataset download cache: ``GREENLAB_CACHE_DIR``, else ``<data_dir>/cache`` (git-ignored).
-    Not created here."""
-    env = os.environ.get("GREENLAB_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return data_dir() / "cache"
-
-
-def lessons_dir() -> Path:
-    """The lessons folder: ``GREENLAB_LESSONS_DIR``, else ``<repo>/lessons``."""
-    env = os.environ.get("GREENLAB_LESSONS_DIR")
-    if env:
-        return Path(env).expanduser()
-    return repo_root() / "lessons"
-
-
-def learner_copy(dest=None) -> Path:
-    """The learner's own copy of the lessons (default ``my-lessons/`` beside ``lessons/``):
-    lessons not yet there are copied in, nothing already there is overwritten. Returns the
-    folder. ``make lab`` and ``greenlab lab`` open it, so autosave never touches ``lessons/``."""
-    import shutil
-
-    source = lessons_dir()
-    dest = Path(dest).expanduser() if dest is not None else source.parent / "my-lessons"
-    if dest.resolve() == source.resolve():
-        raise ValueError(f"dest must not be the shipped lessons folder {source}")
-    dest.mkdir(parents=True, exist_ok=True)
-    for notebook in sorted(source.glob("*.ipynb")):
-        if not (dest / notebook.name).exists():
-            shutil.copy2(notebook, dest / notebook.name)
-    return dest
-
-
 # --- helpers ---------------------------------------------------------------------------
-
-def quick_decision(environ, device: str) -> tuple[bool, str]:
-    """(quick, reason) from the environment and the device: ``GREENLAB_QUICK`` (1 or 0) first,
-    then ``CI``, then quick mode whenever ``device`` is not a CUDA GPU."""
-    raw = environ.get("GREENLAB_QUICK")
-    if raw is not None and raw.strip():
-        value = raw.strip().lower()
-        if value in _TRUE:
-            return True, f"GREENLAB_QUICK={raw}"
-        if value in _FALSE:
-            return False, f"GREENLAB_QUICK={raw}"
-        raise ValueError(f"GREENLAB_QUICK must be 1/true or 0/false, got {raw!r}")
-    if environ.get("CI", "").strip().lower() not in _FALSE:
-        return True, "CI is set"
-    if not device.startswith("cuda"):
-        what = "Apple GPU (MPS)" if device == "mps" else "no GPU"
-        return True, f"{what}: full sizes are meant for a CUDA GPU; GREENLAB_QUICK=0 forces them"
-    return False, "CUDA GPU"
-
-
-def _choose_device(requested: str | None) -> str:
-    import torch
-
-    if requested is None:
-        if torch.cuda.is_available():
-            return "cuda"
-        if _mps_available():
-            return "mps"
-        return "cpu"
-    if not isinstance(requested, str):
-        raise ValueError(f"device must be 'cuda', 'cuda:N', 'mps' or 'cpu', got {requested!r}")
-    name = requested.strip().lower()
-    if name == "cpu":
-        return "cpu"
-    if name == "mps":
-        if not _mps_available():
-            raise ValueError("device 'mps' was asked for but no Apple GPU (MPS) is available here; "
-                             "use device='cpu' or leave device=None to pick automatically")
-        return "mps"
-    if name == "cuda" or name.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {requested!r} was asked for but no CUDA GPU is available here; "
-                             "use device='cpu' or leave device=None to pick automatically")
-        if name.startswith("cuda:"):
-            index = name.split(":", 1)[1]
-            if not index.isdigit() or int(index) >= torch.cuda.device_count():
-                raise ValueError(f"device {requested!r}: this machine has "
-                                 f"{torch.cuda.device_count()} CUDA device(s), cuda:0..")
-        return name
-    raise ValueError(f"device must be 'cuda', 'cuda:N', 'mps' or 'cpu', got {requested!r}")
-
 
 def _torch_threads() -> int:
     import torch
@@ -330,28 +219,6 @@ def _show_interrupts_as_one_line() -> None:
         print(str(value), file=sys.stderr)  # IPython shows nothing else for it
 
     shell.set_custom_exc((Interrupted,), one_line)
-
-
-def _mps_available() -> bool:
-    import torch
-
-    try:
-        return bool(torch.backends.mps.is_available())
-    except (AttributeError, RuntimeError):  # builds without the MPS backend
-        return False
-
-
-def _device_name(dev: str) -> str:
-    import torch
-
-    if dev.startswith("cuda"):
-        try:
-            return torch.cuda.get_device_name(torch.device(dev))
-        except Exception:  # noqa: BLE001 - the name is cosmetic
-            return ""
-    if dev == "mps":
-        return "Apple GPU"
-    return ""
 
 
 def _energy_sources() -> dict:

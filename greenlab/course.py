@@ -217,11 +217,11 @@ def strip_instructor_notes(text: str, where: str = "cell") -> str:
 
 
 def lessons_dir(folder: str | os.PathLike | None = None) -> Path:
-    """The lessons folder: ``folder``, else ``greenlab.config.lessons_dir()``
+    """The lessons folder: ``folder``, else ``greenlab.paths.lessons_dir()``
     (``$GREENLAB_LESSONS_DIR``, else ``lessons/`` beside the package)."""
     if folder is not None:
         return Path(folder)
-    from greenlab.config import lessons_dir as configured_lessons_dir
+    from greenlab.paths import lessons_dir as configured_lessons_dir
 
     return configured_lessons_dir()
 
@@ -596,25 +596,20 @@ class _CellRunner:
     def _run_energy_cell(self, source: str, where: str) -> None:
         """``%%energy`` without IPython: the body inside one ``greenlab.measure`` window, its
         Measurement kept as ``_energy`` and summarised, as the magic does."""
-        import shlex
-
         from greenlab.energy import measure
+        from greenlab.energy_cell import parse_options, readout
 
         first, _, body = source.lstrip().partition("\n")
-        args = shlex.split(first)[1:]
-        opts = {"label": "cell", "attribution": "process"}
-        for i, arg in enumerate(args[:-1]):
-            if arg in ("--label", "--attribution"):
-                opts[arg[2:]] = args[i + 1]
+        opts = parse_options(first.strip()[len("%%energy"):], cell=True)  # --region and all, as the magic
         self._note(where, "ran the %%energy cell as a greenlab.measure window, kept as _energy "
                           "(IPython is not installed)")
-        window = measure(opts["label"], attribution=opts["attribution"]).start()
+        window = measure(opts.label, attribution=opts.attribution).start()
         try:
             self._exec("\n" + body, where)
         finally:
             result = window.stop()
             self.ns["_energy"] = result
-            print(result.summary(), flush=True)
+            print(readout(result, opts.region, opts.pue), flush=True)
 
     def _run_ipython(self, source: str) -> None:
         result = self.shell.run_cell(source, store_history=False)

@@ -25,15 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-# name -> (torchvision class name, input shape, classes, full train size, full test size)
-_SPECS = {
-    "fashion-mnist": ("FashionMNIST", (1, 28, 28), 10, 60000, 10000),
-    "cifar10": ("CIFAR10", (3, 32, 32), 10, 50000, 10000),
-    "synthetic": (None, (1, 28, 28), 10, 10000, 2000),
-}
-_ALIASES = {"fashionmnist": "fashion-mnist", "fashion_mnist": "fashion-mnist", "fmnist": "fashion-mnist",
-            "cifar-10": "cifar10", "cifar_10": "cifar10"}
-DATASETS = tuple(_SPECS)
+from greenlab.catalogue import ALIASES as _ALIASES, DATASETS, SPECS as _SPECS, canonical as _canonical  # noqa: F401
 # The validation split: this share of the training images, at least 1 and at most VAL_MAX_SIZE.
 VAL_FRACTION = 0.1
 VAL_MAX_SIZE = 5000
@@ -436,15 +428,6 @@ class _AugmentedTensors(torch.utils.data.Dataset):
         if self.augment is not None:
             xi = self.augment.apply(xi.unsqueeze(0)).squeeze(0)
         return xi, self.y[i]
-
-
-def _canonical(name) -> str:
-    if not isinstance(name, str):
-        raise ValueError(f"dataset name must be a string, one of {', '.join(DATASETS)}; got {name!r}")
-    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
-    if key not in _SPECS:
-        raise ValueError(f"unknown dataset {name!r}; allowed: {', '.join(DATASETS)}")
-    return key
 
 
 def _check_size(label: str, value, full: int) -> int:

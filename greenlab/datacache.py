@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-# greenlab name -> torchvision.datasets class name
-TORCHVISION = {"fashion-mnist": "FashionMNIST", "cifar10": "CIFAR10"}
+from greenlab.catalogue import TORCHVISION, canonical  # greenlab name -> torchvision class name
+
 NAMES = tuple(TORCHVISION)
 TIMEOUT_S = 10.0  # connect (and per-read) timeout of one download attempt, seconds
 DEAD_HOST_S = 300.0  # a host that could not be reached is skipped for this long, seconds
@@ -473,9 +473,7 @@ def _tv_class(key: str):
 
 
 def _check_name(name) -> str:
-    from greenlab.data import _canonical
-
-    key = _canonical(name) if isinstance(name, str) else None
+    key = canonical(name) if isinstance(name, str) else None
     if key not in TORCHVISION:
         raise ValueError(f"dataset name must be one of {', '.join(NAMES)}, got {name!r}")
     return key

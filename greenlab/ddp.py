@@ -112,7 +112,8 @@ class DDPResult:
     def energy_problems(self) -> list:
         """Why an energy figure of this run is incomplete (empty when complete)."""
         out = list((self.train_energy or {}).get("problems", []))
-        out += [f"whole launch: {p}" for p in getattr(self.energy, "problems", []) or []]
+        if self.energy is not None:
+            out += [f"whole launch: {p}" for p in self.energy.problems]
         return out
 
     @property
@@ -442,58 +443,6 @@ def parse_worker_counts(text) -> list:
     return counts
 
 
-def run_workers_command(args, data, counts: list) -> int:
-    """``greenlab run --workers N[,M...]``: one data-parallel run per worker count through
-    torchrun, each with its energy reduced over all workers and nodes, then the scaling table.
-    Returns the exit code (2 for an option the data-parallel runs do not support)."""
-    unsupported = {"--precision (only fp32)": [p.strip() for p in str(args.precision).split(",")] != ["fp32"],
-                   "--target": args.target is not None, "--repeats": args.repeats != 1,
-                   "--warmup": args.warmup != 0}
-    bad = [name for name, given in unsupported.items() if given]
-    if bad:
-        print(f"greenlab run: error: --workers does not support {', '.join(bad)}", file=sys.stderr)
-        return 2
-    results = []
-    for n in counts:
-        try:
-            r = run_ddp(n, data=data, model={"name": args.model}, per_worker_batch=args.batch_size,
-                        accum_steps=args.accum, epochs=args.epochs, max_steps=args.max_steps,
-                        lr=args.lr, device=args.device, timeout_s=24 * 3600.0,
-                        label=f"{n} worker(s)")
-        except ValueError as exc:
-            from greenlab.experiments import run_error
-
-            print(run_error(exc), file=sys.stderr)
-            return 2
-        except DDPError as exc:
-            print(f"greenlab run: error: {failure_line(exc)}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print(f"greenlab run: interrupted: the {n}-worker launch was stopped and its workers "
-                  "ended", file=sys.stderr)
-            return 130
-        results.append(r)
-        print(r.summary())
-        for line in energy_breakdown(r):
-            print("  " + line)
-    if len(results) > 1:
-        print()
-        print(scaling_report(results).text())
-    print("(data-parallel runs are not added to the results log)")
-    return 0
-
-
-def failure_line(exc: DDPError) -> str:
-    """One line from a ``DDPError``: what failed and each worker's own error (no stderr tail)."""
-    lines = str(exc).splitlines()
-    errors = [ln.strip() for ln in lines if ln.startswith("  rank ")]
-    head = lines[0].rstrip(".") if lines else "the torchrun launch failed"
-    if not errors:
-        last = [ln[len("  | "):].strip() for ln in lines if ln.startswith("  | ") and ln.strip(" |")]
-        errors = last[-1:]
-    return head + (": " + "; ".join(errors) if errors else "")
-
-
 def energy_breakdown(result: DDPResult) -> list:
     """Lines naming each node and worker with the training energy counted there, joules."""
     e = result.train_energy or {}
@@ -570,7 +519,9 @@ def _train_worker(config: dict) -> None:
         net = models.build(model_name, **model_spec).to(device)
         ddp = DistributedDataParallel(net, device_ids=[local_rank] if device.type == "cuda" else None)
         opt = torch.optim.SGD(ddp.parameters(), lr=config["lr"], momentum=config["momentum"])
-        loss_fn = torch.nn.CrossEntropyLoss()
+        from greenlab.train_step import backward, classifier_loss, make_scaler, optimizer_step
+
+        scaler = make_scaler(device.type, "fp32")  # data-parallel runs are fp32 (passes through)
         train_x, train_y = ds.train_x.to(device), ds.train_y.to(device)
         sampler = DistributedSampler(range(ds.n_train), num_replicas=world, rank=rank, shuffle=True,
                                      seed=config["seed"], drop_last=True)
@@ -588,16 +539,16 @@ def _train_worker(config: dict) -> None:
             order = torch.tensor(list(sampler), dtype=torch.long, device=device)
             micro = [order[i:i + batch] for i in range(0, len(order) - batch + 1, batch)]
             for start in range(0, len(micro) - accum + 1, accum):
-                opt.zero_grad(set_to_none=True)
                 step_loss = 0.0
                 for j, idx in enumerate(micro[start:start + accum]):
                     last = j == accum - 1
                     with (ddp.no_sync() if not last else _nullcontext()):
-                        loss = loss_fn(ddp(train_x[idx]), train_y[idx]) / accum
-                        loss.backward()
+                        loss = classifier_loss(ddp, train_x[idx], train_y[idx], idx.numel() * accum,
+                                               torch.float32, autocast=False)
+                        backward(loss, scaler)
                     step_loss += float(loss.detach())
                     samples += int(idx.numel())
-                opt.step()
+                optimizer_step(opt, scaler)
                 steps += 1
                 losses.append(step_loss)
                 if config["max_steps"] is not None and steps >= config["max_steps"]:
@@ -643,10 +594,9 @@ def finish_worker(dist, config: dict, rank: int, result: dict | None) -> None:
     (atomically), every rank waits at a barrier, then marks itself finished. Past that marker a
     crash in the process group's shut-down no longer loses the run (see ``collect_result``)."""
     if rank == 0:
-        path = Path(config["result_path"])
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result), encoding="utf-8")
-        tmp.replace(path)
+        from greenlab.storage import atomic_write_text
+
+        atomic_write_text(config["result_path"], json.dumps(result))
     dist.barrier()
     (Path(config["error_dir"]) / f"finished-{rank}").touch()
 
@@ -663,15 +613,9 @@ class _nullcontext:
 
 
 def _accuracy(net, x, y, batch: int = 1000) -> float:
-    import torch
+    from greenlab.accuracy import accuracy
 
-    net.eval()
-    correct = 0
-    with torch.no_grad():
-        for start in range(0, x.shape[0], batch):
-            correct += int((net(x[start:start + batch]).argmax(1) == y[start:start + batch]).sum())
-    net.train()
-    return correct / max(1, x.shape[0])
+    return accuracy(net, x, y, batch_size=batch)
 
 
 def _notes(config: dict, ds) -> list:
@@ -709,7 +653,9 @@ def _worker_env(threads: int) -> dict:
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(threads)
     env["MKL_NUM_THREADS"] = str(threads)
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    from greenlab.paths import package_folder
+
+    package_parent = str(package_folder().parent)
     parts = [package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -297,7 +297,7 @@ def _torch_info() -> dict:
     except ImportError:
         return {"version": None, "device": "cpu", "cuda_available": False, "cuda_build": None,
                 "native_precisions": {}}
-    from greenlab.config import _choose_device
+    from greenlab.devices import choose_device as _choose_device
 
     try:
         cuda = bool(torch.cuda.is_available())
@@ -316,7 +316,7 @@ def _torch_info() -> dict:
 
 
 def _quick_mode(env, device="cpu") -> dict:
-    from greenlab.config import quick_decision
+    from greenlab.devices import quick_decision
 
     on, reason = quick_decision(env, device)
     return {"on": on, "reason": reason}

@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from greenlab.filelock import locked
-from greenlab.profiling import atomic_write_bytes
+from greenlab.storage import atomic_write_bytes
 
 FORMAT = "greenlab-leaderboard"
 VERSION = 1
@@ -56,12 +56,12 @@ class LeaderboardError(ValueError):
 
 class Leaderboard:
     """A leaderboard stored in the JSON file ``path``, or in ``leaderboard.json`` inside ``path``
-    when it is a folder (default: ``$GREENLAB_LEADERBOARD_DIR``, else ``greenlab.config.results_dir()``).
+    when it is a folder (default: ``$GREENLAB_LEADERBOARD_DIR``, else ``greenlab.paths.results_dir()``).
     The file is read on every call, so several notebook sessions see each other's entries."""
 
     def __init__(self, path=None):
         if path is None:
-            from greenlab.config import results_dir
+            from greenlab.paths import results_dir
 
             path = os.environ.get(DIR_ENV) or results_dir()
         path = Path(path)
@@ -179,7 +179,7 @@ class Leaderboard:
                         region=getattr(result, "region", "WORLD"), estimated=result.estimated,
                         sources=result.sources, provenance=result.provenance,
                         note=note or f"status {status}",
-                        problems=getattr(result, "problems", None), author=author)
+                        problems=result.problems, author=author)
         return {**entry, "saved": not why, "why": why}
 
     # --- reading ---

@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab import progress, validation
+from greenlab.energy.flags import MeasuredFlags
 
 VOCAB = 256  # bytes
 CORPORA = ("pydoc-topics", "stdlib-source")
@@ -290,7 +291,7 @@ class LMConfig:
 
 
 @dataclasses.dataclass
-class LMRun:
+class LMRun(MeasuredFlags):
     """The outcome of ``train_lm``: times in seconds, energy in joules, losses in nats per byte.
 
     ``history``: one dict per evaluation (step, tokens, seconds, joules, val_loss), cumulative.
@@ -309,8 +310,7 @@ class LMRun:
     history: list
     joules_to_target: float | None
     seconds_to_target: float | None
-    estimated: bool
-    problems: list
+    energy: object  # greenlab.energy.Measurement: estimated / complete / problems / sources
     provenance: dict
     status: str = "completed"
     final_accuracy: float | None = None
@@ -435,7 +435,7 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
 
     The batches come from a generator seeded with ``config.seed`` (same seed, same batches), and
     the evaluation windows are fixed, so runs differ only in what the config changes."""
-    from greenlab import __version__
+    from greenlab.version import __version__
     from greenlab import config as gl_config
     from greenlab import optimizers
     from greenlab.energy import default_sources, measure
@@ -480,7 +480,7 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
                  val_loss=history[-1]["val_loss"], history=history,
                  joules_to_target=target["joules"] if target else None,
                  seconds_to_target=target["seconds"] if target else None,
-                 estimated=result.estimated, problems=list(result.problems) + list(meter.problems),
+                 energy=result.with_problems(meter.problems),
                  provenance=provenance(dev, result.sources, __version__),
                  optimizer_state_bytes=optimizers.state_bytes(optimizer))
 

@@ -43,8 +43,21 @@ class CompileMeasurement:
     comparison: object
     cache: str
     first_loss_difference: float
-    estimated: bool
-    problems: list
+    first_step: object  # greenlab.energy.Measurement of the first compiled step
+
+    @property
+    def estimated(self) -> bool:
+        """True when the first step's or any window's energy is an estimate."""
+        return self.first_step.estimated or self.comparison.estimated
+
+    @property
+    def problems(self) -> list:
+        """What the first step's and the windows' measurements lost (empty when complete)."""
+        return [f"first compiled step: {p}" for p in self.first_step.problems] + list(self.comparison.problems)
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems
 
     def step_seconds(self, name: str) -> float:
         """Mean seconds of one ordinary step of ``name`` ("eager" or "compiled")."""
@@ -192,7 +205,7 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
             "ONEDNN_MAX_CPU_ISA): point TORCHINDUCTOR_CACHE_DIR at an empty folder and run again.")
 
     variants["compiled"].check_finite = True
-    repeat_runs, order, problems = [], [], list(first.result.problems)
+    repeat_runs, order = [], []
     for r in range(repeats):
         names = ["eager", "compiled"] if r % 2 == 0 else ["compiled", "eager"]
         repeat_runs.append({})
@@ -205,16 +218,13 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
             repeat_runs[r][name] = LMRun(
                 label=name, config=dataclasses.asdict(cfg), steps=steps, tokens=steps * cfg.tokens_per_step,
                 seconds=res.seconds, joules=res.joules, val_loss=math.nan, history=[],
-                joules_to_target=None, seconds_to_target=None, estimated=res.estimated,
-                problems=list(res.problems), provenance={})
+                joules_to_target=None, seconds_to_target=None, energy=res, provenance={})
             order.append(name)
     comparison = Comparison(["eager", "compiled"], repeat_runs, order)
     return CompileMeasurement(
         first_step_seconds=first.result.seconds, first_step_joules=first.result.joules,
         steps_per_window=steps, comparison=comparison, cache=cache,
-        first_loss_difference=abs(eager_loss - compiled_loss),
-        estimated=first.result.estimated or comparison.estimated,
-        problems=[f"first compiled step: {p}" for p in problems] + list(comparison.problems))
+        first_loss_difference=abs(eager_loss - compiled_loss), first_step=first.result)
 
 
 class _Stepper:

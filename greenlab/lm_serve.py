@@ -20,6 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab import validation
+from greenlab.energy.flags import MeasuredFlags
 from greenlab.lm import TinyGPT, joules_per_token
 
 
@@ -96,15 +97,14 @@ def kv_cache_bytes(model: TinyGPT, batch_size: int, seq_len: int, bytes_per_valu
 
 
 @dataclasses.dataclass
-class GenerationRun:
+class GenerationRun(MeasuredFlags):
     """One measured generation: ``tokens`` generated in all (batch x new tokens), seconds, joules."""
 
     label: str
     tokens: int
     seconds: float
     joules: float
-    estimated: bool
-    problems: list
+    energy: object  # greenlab.energy.Measurement: estimated / complete / problems / sources
 
     @property
     def joules_per_token(self) -> float:
@@ -133,7 +133,7 @@ def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, k
             generate(model, prompts, new_tokens, kv_cache=kv_cache, step=step)
     r = window.result
     return GenerationRun(label=label, tokens=repeats * prompts.shape[0] * new_tokens,
-                         seconds=r.seconds, joules=r.joules, estimated=r.estimated, problems=list(r.problems))
+                         seconds=r.seconds, joules=r.joules, energy=r)
 
 
 # the words a paired verdict uses for a per-token metric (greenlab.experiments.METRIC_WORDS)

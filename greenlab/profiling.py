@@ -14,24 +14,23 @@
 from __future__ import annotations
 
 import csv
-import glob
-import hashlib
 import io
 import math
-import os
+import os  # noqa: F401  (tests patch profiling.os)
 import re
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-CHECKPOINT_FORMAT = "greenlab-checkpoint"
-CHECKPOINT_VERSION = 2  # version 2 wraps the version-1 payload with a SHA-256 checksum
+from greenlab.checkpoint import (  # noqa: F401  gl.profiling.save_checkpoint and friends, as before
+    CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointCallback, check_optimizer_state, load_checkpoint,
+    save_checkpoint,
+)
+from greenlab.storage import atomic_write_bytes, clean_stale_tmp  # noqa: F401
 
 
 # --- profiling ------------------------------------------------------------------------------
@@ -232,269 +231,6 @@ def to_csv(samples, path, sources: dict | None = None) -> Path:
     return path
 
 
-# --- checkpoints ----------------------------------------------------------------------------
-
-def save_checkpoint(path, model, optimizer=None, step: int = 0, **extra) -> Path:
-    """Save model (and optimizer) state, the step count and ``extra`` plain values (numbers,
-    strings, lists, tuples, dicts, tensors) crash-safely: a crash mid-write leaves the previous
-    file intact. ``extra`` is checked first (numpy scalars become Python numbers; anything
-    ``load_checkpoint`` could not read back raises ValueError before the file is touched), and
-    the file carries a SHA-256 checksum of its payload that ``load_checkpoint`` verifies."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"path must be a file path, got {type(path).__name__}")
-    if not isinstance(model, torch.nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}")
-    _check_count("step", step, 0)
-    extra = {key: _loadable(value, f"extra[{key!r}]") for key, value in extra.items()}
-    _check_round_trip(extra)
-    payload = {"format": CHECKPOINT_FORMAT, "version": 1, "step": int(step),
-               "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "model": model.state_dict(),
-               "optimizer": optimizer.state_dict() if optimizer is not None else None,
-               "optimizer_type": type(optimizer).__name__ if optimizer is not None else None,
-               "param_shapes": _param_shapes(optimizer) if optimizer is not None else None,
-               "extra": extra}
-    inner = io.BytesIO()
-    torch.save(payload, inner)
-    data = inner.getvalue()
-    outer = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
-             "sha256": hashlib.sha256(data).hexdigest(),
-             "payload": torch.frombuffer(bytearray(data), dtype=torch.uint8)}
-    buffer = io.BytesIO()
-    torch.save(outer, buffer)
-    path = Path(path)
-    atomic_write_bytes(path, buffer.getvalue())
-    return path
-
-
-def load_checkpoint(path, model=None, optimizer=None, map_location="cpu") -> dict:
-    """Read a checkpoint written by ``save_checkpoint`` (``torch.load`` with ``weights_only=True``:
-    no code runs), verify its checksum, and load its state into ``model``/``optimizer`` when
-    given. A damaged file, or one saved from a different model or optimizer, raises ValueError
-    saying so. Returns the payload (``step``, ``extra``, ``saved_at``, ``model``, ``optimizer``)."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"path must be a file path, got {type(path).__name__}")
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    if model is not None and not isinstance(model, torch.nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module or None, got {type(model).__name__}")
-    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}")
-    try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a greenlab checkpoint (written by save_checkpoint)")
-    if payload.get("version") == CHECKPOINT_VERSION:
-        payload = _unwrap(payload, path, map_location)
-    elif payload.get("version") != 1:
-        raise ValueError(f"{path}: checkpoint version {payload.get('version')!r} is not supported")
-    if model is not None:
-        try:
-            model.load_state_dict(payload["model"])
-        except (RuntimeError, KeyError, ValueError, TypeError) as exc:
-            raise ValueError(f"{path} was saved from a different model ({type(model).__name__} does "
-                             f"not fit it): {exc}") from None
-    if optimizer is not None:
-        if payload["optimizer"] is None:
-            raise ValueError(f"{path} holds no optimizer state")
-        check_optimizer_state(payload, optimizer, path)
-        try:
-            optimizer.load_state_dict(payload["optimizer"])
-        except (RuntimeError, KeyError, ValueError, TypeError) as exc:
-            raise ValueError(f"{path} was saved from a different optimizer: {exc}") from None
-    return payload
-
-
-def check_optimizer_state(payload: dict, optimizer, path) -> None:
-    """Raise ValueError when the optimizer state in ``payload`` (from ``load_checkpoint``) was
-    saved from another optimizer type or for parameters of other shapes than ``optimizer``'s
-    (torch itself would load it silently when only the shapes differ)."""
-    saved_type = payload.get("optimizer_type")
-    if saved_type is not None and saved_type != type(optimizer).__name__:
-        raise ValueError(f"{path} holds {saved_type} state, not {type(optimizer).__name__} state")
-    ours = _param_shapes(optimizer)
-    theirs = payload.get("param_shapes")
-    if theirs is not None and [list(s) for s in theirs] != ours:
-        raise ValueError(f"{path} was saved for an optimizer over parameters of other shapes "
-                         f"(checkpoint: {_shapes_text(theirs)}; this optimizer: {_shapes_text(ours)}): "
-                         "a checkpoint from another model")
-    state = (payload.get("optimizer") or {}).get("state", {})
-    for index, entry in state.items():
-        if not isinstance(index, int) or not 0 <= index < len(ours):
-            raise ValueError(f"{path}: optimizer state for parameter {index!r}, but this optimizer "
-                             f"has {len(ours)} parameters: a checkpoint from another model")
-        for key, value in (entry or {}).items():
-            if isinstance(value, torch.Tensor) and value.dim() > 0 and list(value.shape) != ours[index]:
-                raise ValueError(f"{path}: optimizer state {key!r} of parameter {index} has shape "
-                                 f"{list(value.shape)}, the parameter {ours[index]}: a checkpoint "
-                                 "from another model")
-
-
-class CheckpointCallback:
-    """A ``gl.train`` callback that saves the whole training state (model, optimizer, lr
-    schedule, loss scaler, position in the data, random-number states, history, seconds and
-    joules so far) every ``every_steps`` optimizer steps to ``path``, through
-    ``state.checkpoint``; ``gl.train(..., resume_from=path)`` continues from it. At the end of a
-    run that finished (completed, target reached, early-stopped) it saves the final state too;
-    after a stop, an interrupt or divergence it keeps the last periodic checkpoint."""
-
-    def __init__(self, path, every_steps: int = 100):
-        _check_count("every_steps", every_steps, 1)
-        self.path = Path(path)
-        self.every_steps = every_steps
-        self.saved = 0
-
-    def on_step(self, state) -> None:
-        if state.step % self.every_steps == 0:
-            self._save(state)
-
-    def on_end(self, state) -> None:
-        if state.status in ("completed", "target-reached", "early-stopped"):
-            self._save(state)
-
-    def _save(self, state) -> None:
-        state.checkpoint(self.path)
-        self.saved += 1
-
-
-def atomic_write_bytes(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a torn
-    one: write a temporary file in the same folder, flush and fsync it, ``os.replace`` it over
-    ``path``, then fsync the folder. The temporary file is removed if anything fails."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_tmp(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-
-
-def clean_stale_tmp(path, max_age_s: float = 3600.0) -> list:
-    """Remove temporary files that ``atomic_write_bytes`` left beside ``path`` when its process
-    was killed mid-write: those of processes no longer running on this machine, and any older
-    than ``max_age_s``. Returns the paths removed."""
-    path = Path(path)
-    removed = []
-    try:
-        candidates = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
-    except OSError:
-        return removed
-    now = time.time()
-    for tmp in candidates:
-        pid = _writer_pid(tmp.name[len(path.name) + 2:])
-        try:
-            stale = (pid is not None and pid != os.getpid() and not _pid_alive(pid)) \
-                or now - tmp.stat().st_mtime > max_age_s
-            if stale:
-                tmp.unlink()
-                removed.append(tmp)
-        except OSError:
-            pass
-    return removed
-
-
-def _writer_pid(rest: str) -> int | None:
-    head = rest.split("-", 1)[0]
-    return int(head) if head.isdigit() and "-" in rest else None
-
-
-def _pid_alive(pid: int) -> bool:
-    if os.name == "nt":  # os.kill(pid, 0) would end the process there; rely on the age rule
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-def _unwrap(outer: dict, path, map_location) -> dict:
-    """The checksummed payload inside a version-2 file."""
-    blob = outer.get("payload")
-    digest = outer.get("sha256")
-    if not isinstance(blob, torch.Tensor) or blob.dtype != torch.uint8 or not isinstance(digest, str):
-        raise ValueError(f"{path} is a damaged greenlab checkpoint (no payload or checksum)")
-    data = blob.cpu().numpy().tobytes()
-    if hashlib.sha256(data).hexdigest() != digest:
-        raise ValueError(f"{path} is damaged: its SHA-256 checksum does not match its content "
-                         "(a partial copy or a corrupted disk); use an earlier checkpoint")
-    try:
-        payload = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is a damaged greenlab checkpoint (payload of the wrong kind)")
-    return payload
-
-
-def _shapes_text(shapes) -> str:
-    text = ", ".join("x".join(map(str, s)) or "scalar" for s in shapes[:6])
-    return text + (f", ... ({len(shapes)} tensors)" if len(shapes) > 6 else "")
-
-
-def _param_shapes(optimizer) -> list:
-    return [list(p.shape) for group in optimizer.param_groups for p in group["params"]]
-
-
-_PLAIN = (type(None), bool, int, float, str, torch.Tensor, torch.dtype, torch.Size)
-
-
-def _loadable(value, where: str):
-    """``value`` with numpy scalars as Python numbers; ValueError naming ``where`` for anything a
-    ``weights_only`` load cannot read back (objects, functions, numpy arrays)."""
-    if type(value) in _PLAIN or isinstance(value, (torch.Tensor, torch.dtype, torch.Size)):
-        return value
-    for kind in (bool, int, float, str):  # subclasses (numpy.float64, enums) as the plain type
-        if isinstance(value, kind):
-            return kind(value)
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
-                raise ValueError(f"{where} has a key {k!r} ({type(k).__name__}); checkpoint keys must "
-                                 "be strings or integers")
-            out[k] = _loadable(v, f"{where}[{k!r}]")
-        return out
-    if isinstance(value, (list, tuple)):
-        items = [_loadable(v, f"{where}[{i}]") for i, v in enumerate(value)]
-        return items if isinstance(value, list) else tuple(items)
-    if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
-        item = value.item()
-        if isinstance(item, (bool, int, float, str)):
-            return item
-    raise ValueError(f"{where} is a {type(value).__name__}, which a checkpoint cannot hold "
-                     "(allowed: None, bool, int, float, str, tensors, and lists/tuples/dicts of "
-                     "these; convert numpy arrays with torch.from_numpy)")
-
-
-def _check_round_trip(extra: dict) -> None:
-    buffer = io.BytesIO()
-    try:
-        torch.save(extra, buffer)
-        buffer.seek(0)
-        torch.load(buffer, weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"extra values cannot be saved in a loadable checkpoint: {exc}") from None
-
-
 # --- helpers --------------------------------------------------------------------------------
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -528,19 +264,6 @@ def _samples_and_sources(samples, sources):
     return samples, dict(sources or {})
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # some platforms cannot open folders; the rename is still atomic there
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _check_count(label, value, minimum) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{label} must be an integer >= {minimum}, got {value!r}")
@@ -565,7 +288,9 @@ def _stepper(model, data, config, device):
     optimizer = torch.optim.SGD(model.parameters(), lr=getattr(cfg, "lr", 0.05),
                                 momentum=getattr(cfg, "momentum", 0.9))
     precision = getattr(cfg, "precision", "fp32")
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    from greenlab.precision import dtype as precision_dtype
+
+    dtype = precision_dtype(precision)
 
     def step(xb, yb):
         xb = xb.to(dev, non_blocking=True)

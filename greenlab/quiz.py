@@ -20,8 +20,8 @@ A quiz is a list of questions, each a dict (or a :class:`Question`):
   ``"too_low"`` and ``"too_high"`` may replace ``"incorrect"``.
 
 Every option carries its own feedback. :meth:`Quiz.grade` returns the score and
-per-question feedback, so tests need no browser. :func:`quiz` shows the quiz with
-ipywidgets in a notebook front end and prints it as text otherwise.
+per-question feedback, so tests need no browser. ``gl.quiz`` (``greenlab.widgets.quiz_display``)
+shows the quiz with ipywidgets in a notebook front end and prints it as text otherwise.
 
 The lessons' knowledge checks live as data in ``greenlab/quizzes/NN_slug.json``
 (``{"title": ..., "questions": [...]}``), so a lesson's code cell reads
@@ -181,44 +181,6 @@ class Quiz:
             if show_answers and q.explanation:
                 lines.append(f"   why: {q.explanation}")
         return "\n".join(lines)
-
-
-def quiz(questions, title: str | None = None, display: str = "auto",
-         show_answers: bool = False, shuffle: bool | None = None, seed: int | None = None) -> Quiz:
-    """Show a knowledge check and return its :class:`Quiz`.
-
-    ``questions`` is a lesson's number or name (``"02"``, ``"02_mixed_precision"``),
-    read from the package's quiz data, or a list of question dicts, or a :class:`Quiz`.
-    ``shuffle`` (default: True for a lesson, False otherwise) orders each question's
-    options by :func:`shuffled` with ``seed`` (default :func:`session_seed`); answers
-    by index then refer to the order shown.
-    ``display="auto"`` renders ipywidgets when a notebook front end is attached
-    and prints the questions as text otherwise; ``"widget"`` or ``"text"`` force one.
-    ``show_answers=True`` (text mode) prints the answers and feedback, for instructors.
-    Assign the result (``check = gl.quiz(...)``) to keep the cell output to the quiz itself.
-    """
-    lesson = isinstance(questions, str)
-    if lesson:
-        q = load(questions)
-    else:
-        q = questions if isinstance(questions, Quiz) else Quiz(questions, title=title)
-    if title is not None:
-        q.title = title
-    if shuffle if shuffle is not None else lesson:
-        q = shuffled(q, seed=seed)
-    from greenlab.widgets.common import resolve_display  # late: keeps grading free of ipywidgets
-
-    if resolve_display(display) == "widget":
-        from IPython.display import display as ipy_display
-
-        from greenlab.widgets.quiz_widget import QuizWidget
-
-        ipy_display(QuizWidget(q).widget)
-    else:
-        print(q.text(show_answers=show_answers))
-        if not show_answers:
-            print("\n" + ANSWER_HINT)
-    return q
 
 
 def lessons() -> list[str]:

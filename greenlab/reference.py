@@ -172,7 +172,7 @@ def reference_dir(folder: str | os.PathLike | None = None) -> Path:
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env)
-    from greenlab.config import data_dir
+    from greenlab.paths import data_dir
 
     return data_dir() / "reference_runs"
 
@@ -221,7 +221,7 @@ def lesson_experiments(lessons_folder: str | os.PathLike | None = None) -> dict[
 
     ``benchmarks/gpu_suite.py`` must record every one of them (a test checks that it does).
     """
-    from greenlab.config import lessons_dir
+    from greenlab.paths import lessons_dir
 
     folder = Path(lessons_folder) if lessons_folder is not None else lessons_dir()
     out: dict[str, list[str]] = {}

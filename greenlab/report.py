@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,19 +134,10 @@ class CarbonStatement:
     def save(self, path) -> Path:
         """Write the Markdown to ``path`` atomically (a temporary file in the same folder,
         then a rename), creating parent folders; returns the path."""
+        from greenlab.storage import atomic_write_text
+
         target = Path(path).expanduser()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as f:
-                f.write(self.markdown)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write_text(target, self.markdown)
         return target
 
 
@@ -260,7 +249,7 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
 
 
 def datasheet_efficiency(precision: str = "bf16") -> list[dict]:
-    """Peak TFLOPS per TDP watt of each GPU in ``data/gpus.csv`` for ``precision``
+    """Peak TFLOPS per TDP watt of each GPU in ``cited_tables/gpus.csv`` for ``precision``
     ("fp32", "tf32", "bf16", "fp16" or "int8"), highest first.
 
     These are *datasheet ratios*, not measurements: peak dense throughput over the

@@ -1,4 +1,4 @@
-"""The results log: one JSON object per line (JSONL) in ``greenlab.config.results_dir()``.
+"""The results log: one JSON object per line (JSONL) in ``greenlab.paths.results_dir()``.
 
 Appends are crash-safe and safe between processes (each takes the OS file lock
 ``runs.jsonl.lock``, see ``greenlab.filelock``): a record is serialised completely before the file is opened, then
@@ -26,7 +26,7 @@ def log_path(path=None) -> Path:
     """The log file: ``path`` if given, else ``<results_dir>/runs.jsonl``."""
     if path is not None:
         return Path(path)
-    from greenlab.config import results_dir
+    from greenlab.paths import results_dir
 
     return results_dir() / FILENAME
 

@@ -39,7 +39,7 @@ measurement; applied to one GPU's TDP it is a rough stand-in. Measure your own `
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """One accelerator from ``data/gpus.csv``. Tensor figures are dense (no sparsity);
+    """One accelerator from ``cited_tables/gpus.csv``. Tensor figures are dense (no sparsity);
     missing figures and prices are None."""
 
     name: str
@@ -136,7 +136,7 @@ class Recommendation:
 
 
 def gpus() -> list[GpuSpec]:
-    """All accelerators in ``data/gpus.csv``, in file order."""
+    """All accelerators in ``cited_tables/gpus.csv``, in file order."""
     return list(_load_gpus(str(carbon.data_dir() / "gpus.csv")))
 
 

@@ -19,8 +19,8 @@ data source; moving load from a high-average to a low-average hour is a good
 first step, but the true saving is the difference in *marginal* intensity,
 which can be smaller or larger. Say which one you used.
 
-Shipped profiles live in ``data/hourly_intensity_<name>.csv`` (source, date and
-method in the file header and in ``data/README.md``); ``load_profile`` also reads
+Shipped profiles live in ``cited_tables/hourly_intensity_<name>.csv`` (source, date and
+method in the file header and in ``cited_tables/README.md``); ``load_profile`` also reads
 a learner's CSV, and ``from_values`` takes a plain list (e.g. 24 numbers).
 """
 
@@ -130,7 +130,7 @@ class Schedule:
 
 
 def profiles() -> list[str]:
-    """Names of the hourly profiles shipped in ``data/`` (for :func:`load_profile`)."""
+    """Names of the hourly profiles shipped in ``cited_tables/`` (for :func:`load_profile`)."""
     folder = carbon.data_dir()
     names = [p.stem[len(PROFILE_PREFIX):] for p in folder.glob(f"{PROFILE_PREFIX}*.csv")]
     return sorted(names)

@@ -1,5 +1,5 @@
-"""Reading the cited CSV tables in ``data/``: a damaged file (not UTF-8, a missing column, a
-truncated or short row, an empty cell or a non-number where a number belongs) raises
+"""Reading the cited CSV tables (``greenlab/cited_tables/``): a damaged file (not UTF-8, a
+missing column, a truncated or short row, an empty cell or a non-number where a number belongs) raises
 ``DataTableError`` naming the file, the line and the problem, never a bare KeyError."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ window; either way the accumulated gradient equals the gradient of one big batch
 samples (for models without batch-dependent layers such as BatchNorm).
 
 Resuming: ``state.checkpoint(path)`` (from an ``on_step`` callback, e.g.
-``greenlab.profiling.CheckpointCallback``) saves the whole training state at an optimizer-step
+``greenlab.checkpoint.CheckpointCallback``) saves the whole training state at an optimizer-step
 boundary; ``train(..., resume_from=path)`` continues from it and, on the same machine and
 software, ends with the same weights and history rows as a run that was never interrupted.
 """
@@ -35,20 +35,21 @@ import sys
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 import torch
-import torch.nn.functional as F
 
 from greenlab import validation
+from greenlab.accuracy import accuracy
+from greenlab.energy.flags import MeasuredFlags
+from greenlab.precision import PRECISIONS, dtype as precision_dtype  # noqa: F401  train.PRECISIONS as before
+from greenlab.train_step import backward, classifier_loss, make_scaler, optimizer_step
 
-PRECISIONS = ("fp32", "bf16", "fp16")
 LOADERS = ("device", "dataloader")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 LR_SCHEDULES = ("constant", "step", "cosine", "warmup-linear")
 STATUSES = ("completed", "target-reached", "early-stopped", "stopped", "interrupted", "diverged")
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TRAIN_STATE_VERSION = 1
 # TrainConfig fields that do not change what is trained (so a resumed run may differ in them)
 RESUME_FREE_FIELDS = ("label", "region", "eval_batch_size", "pin_memory", "prefetch_factor")
@@ -231,7 +232,7 @@ class TrainState:
 
 
 @dataclass
-class RunResult:
+class RunResult(MeasuredFlags):
     """The outcome of one ``train()`` call. Times in seconds, energy in joules.
 
     ``samples_per_second`` and ``train_seconds`` exclude evaluation passes;
@@ -268,8 +269,7 @@ class RunResult:
     provenance: dict
     config: dict
     message: str = ""
-    estimated: bool = False
-    sources: dict = field(default_factory=dict)
+    # estimated / complete / problems / sources: read from ``energy`` (MeasuredFlags)
     # resuming: seconds/joules above are this call's only; the cumulative figures add what the
     # checkpoint records for the earlier session(s) up to the checkpoint (work done after the
     # checkpoint in an interrupted session is lost and not counted). ``steps``/``samples`` are
@@ -282,9 +282,6 @@ class RunResult:
     steps_this_session: int = 0
     samples_this_session: int = 0
     val_accuracy: float | None = None
-    # False when the energy figure lost a component (its Measurement's problems say which/why)
-    complete: bool = True
-    problems: list = field(default_factory=list)
     # callbacks that raised (each was dropped and the run went on): what failed, when and why
     callback_problems: list = field(default_factory=list)
 
@@ -308,7 +305,8 @@ class RunResult:
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "energy"}
-        out["energy"] = self.energy.to_dict() if hasattr(self.energy, "to_dict") else None
+        out.update(self.flags())
+        out["energy"] = self.energy.to_dict()
         out["kind"] = "train"
         return out
 
@@ -549,9 +547,9 @@ class _Run:
         self.cfg, self.model, self.net, self.data, self.dev = cfg, model, net, data, dev
         self.callbacks, self.stop_event, self.log, self.sources = callbacks, stop_event, log, sources
         self.device_type = dev.type
-        self.dtype = _DTYPES[cfg.precision]
+        self.dtype = precision_dtype(cfg.precision)
         self.amp = cfg.precision != "fp32"
-        self.scaler = torch.amp.GradScaler(self.device_type) if cfg.precision == "fp16" else None
+        self.scaler = make_scaler(self.device_type, cfg.precision)
         first_bs = cfg.batch_size_at(0)
         if cfg.loader == "device":
             self.loader = DeviceLoader(data.train_x, data.train_y, first_bs, shuffle=True,
@@ -663,13 +661,8 @@ class _Run:
             if cfg.channels_last:
                 xb = xb.contiguous(memory_format=torch.channels_last)
             total = windows[i // cfg.accum_steps]
-            with torch.autocast(self.device_type, dtype=self.dtype, enabled=self.amp):
-                out = self.net(xb)
-                loss = F.cross_entropy(out.float(), yb, reduction="sum") / total
-            if self.scaler is not None:
-                self.scaler.scale(loss).backward()
-            else:
-                loss.backward()
+            loss = classifier_loss(self.net, xb, yb, total, self.dtype, self.amp)
+            backward(loss, self.scaler)
             window_loss += loss.detach()
             self.batch_in_epoch = i + 1
             if (i + 1) % cfg.accum_steps and i != last:
@@ -747,18 +740,7 @@ class _Run:
         return iter(self.loader), 0
 
     def _optimizer_step(self):
-        opt = self.optimizer
-        if self.scaler is not None:
-            if self.cfg.grad_clip:
-                self.scaler.unscale_(opt)
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-            self.scaler.step(opt)
-            self.scaler.update()
-        else:
-            if self.cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-            opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(self.optimizer, self.scaler, self.model.parameters(), self.cfg.grad_clip)
         if self.scheduler is not None:
             try:
                 self.scheduler.step()
@@ -854,8 +836,10 @@ class _Run:
         return max(total, 1)
 
     def result(self, energy, flop_count, params, peak) -> RunResult:
-        from greenlab import __version__
+        from greenlab.version import __version__
 
+        if self.meter is not None:  # a source that failed mid-run: the figure says so itself
+            energy = energy.with_problems(self.meter.problems)
         cfg = self.cfg
         train_seconds = max(energy.seconds - self.eval_seconds, 1e-12)
         co2e = _co2e(energy.joules, cfg.region)
@@ -887,23 +871,19 @@ class _Run:
             train_cpu_seconds=max(0.0, self.end_cpu_s - self.start_cpu_s - self.eval_cpu_seconds),
             peak_memory_bytes=peak.bytes(), peak_memory_kind=peak.kind,
             flops=fl, params=params, provenance=provenance(self.dev, energy.sources, __version__),
-            config=cfg.to_dict(), message=message, estimated=energy.estimated,
-            sources=dict(energy.sources), resumed_from_step=self.resumed_from_step,
+            config=cfg.to_dict(), message=message, resumed_from_step=self.resumed_from_step,
             prior_seconds=self.prior_seconds, prior_joules=self.prior_joules,
             cumulative_seconds=self.prior_seconds + energy.seconds,
             cumulative_joules=self.prior_joules + energy.joules,
             steps_this_session=self.step - self.start_step,
             samples_this_session=self.samples - self.start_samples,
-            callback_problems=list(self.callback_problems),
-            complete=bool(getattr(energy, "complete", True)) and not self.meter.problems,
-            problems=list(getattr(energy, "problems", []) or []) + [
-                p for p in self.meter.problems if p not in (getattr(energy, "problems", []) or [])])
+            callback_problems=list(self.callback_problems))
 
     # --- checkpoints ---
 
     def checkpoint(self, path, event):
         """Write the whole training state to ``path`` (see ``TrainState.checkpoint``)."""
-        from greenlab.profiling import save_checkpoint
+        from greenlab.checkpoint import save_checkpoint
 
         if event not in ("step", "end"):
             raise ValueError(f"state.checkpoint() works in on_step (or on_end), not in on_{event}: "
@@ -924,7 +904,7 @@ class _Run:
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state(self.dev) if cuda else None,
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
             "history": [dict(row) for row in self.history],
             "best": self.best, "last_acc": self.last_acc, "evals_since_best": self.evals_since_best,
             "target": list(self.target) if self.target else None,
@@ -937,7 +917,7 @@ class _Run:
 
     def restore(self, saved, path):
         """Load a checkpoint payload (from ``load_train_checkpoint``) into this run."""
-        from greenlab.profiling import check_optimizer_state
+        from greenlab.checkpoint import check_optimizer_state
 
         st = saved["extra"]["train_state"]
         try:
@@ -946,7 +926,7 @@ class _Run:
             self.optimizer.load_state_dict(saved["optimizer"])
             if self.scheduler is not None:
                 self.scheduler.load_state_dict(st["scheduler"])
-            if self.scaler is not None:
+            if self.scaler.is_enabled():
                 self.scaler.load_state_dict(st["scaler"])
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"checkpoint {path} does not fit this model/optimizer: {exc}") from exc
@@ -971,7 +951,7 @@ def load_train_checkpoint(path, config: TrainConfig, data) -> dict:
     FileNotFoundError when there is no file, ValueError when it is damaged, is not a training
     checkpoint, cannot be resumed, or was written with a config that changes the run
     (the message names the differing fields)."""
-    from greenlab.profiling import load_checkpoint
+    from greenlab.checkpoint import load_checkpoint
 
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"resume_from must be a file path or None, got {type(path).__name__}")
@@ -1130,18 +1110,9 @@ def _co2e(joules, region):
 
 
 def _accuracy(net, x, y, cfg, device_type, dtype) -> float:
-    was_training = net.training
-    net.eval()
-    correct = torch.zeros((), dtype=torch.long, device=x.device)
     amp = cfg.eval_autocast and cfg.precision != "fp32"
-    with torch.no_grad(), torch.autocast(device_type, dtype=dtype, enabled=amp):
-        for start in range(0, x.shape[0], cfg.eval_batch_size):
-            xb = x[start:start + cfg.eval_batch_size]
-            if cfg.channels_last:
-                xb = xb.contiguous(memory_format=torch.channels_last)
-            correct += (net(xb).argmax(1) == y[start:start + cfg.eval_batch_size]).sum()
-    net.train(was_training)
-    return int(correct) / max(1, x.shape[0])
+    return accuracy(net, x, y, batch_size=cfg.eval_batch_size, autocast_dtype=dtype if amp else None,
+                    channels_last=cfg.channels_last)
 
 
 def _micro_sizes(n, batch_size) -> list:

@@ -265,7 +265,7 @@ def _fake_train(results):
         return SimpleNamespace(status="target-reached" if reach else "completed", seconds=joules / 10,
                                joules=joules, seconds_to_target=joules / 20 if reach else None,
                                joules_to_target=joules / 2 if reach else None, final_accuracy=0.9,
-                               energy=SimpleNamespace(estimated=True))
+                               energy=SimpleNamespace(estimated=True), estimated=True)
 
     return train, seen
 

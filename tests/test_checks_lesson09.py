@@ -12,7 +12,7 @@ def run(joules=12.5, to_target=4.0, best=0.85):
     return SimpleNamespace(joules=joules, seconds=3.0, joules_to_target=to_target,
                            seconds_to_target=1.0 if to_target else None, best_accuracy=best,
                            final_accuracy=best, status="target-reached" if to_target else "completed",
-                           estimated=True, sources={"cpu": "estimate"}, provenance={}, co2e_g=None,
+                           estimated=True, sources={"cpu": "estimate"}, problems=[], provenance={}, co2e_g=None,
                            region="WORLD", config={"target_accuracy": 0.8})
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from greenlab.energy import measure_main
+from greenlab.energy.command import measure_main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXIT3 = [sys.executable, "-c", "import sys; sys.exit(3)"]

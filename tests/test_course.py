@@ -286,3 +286,16 @@ def test_without_ipython_magics_are_handled_and_display_prints_text(tmp_path):
     assert "**shown as text**\n42" in out
     assert "IPython findable: False" in out  # no stand-in IPython package leaks to other libraries
     assert "passed 05_demo: 6 code cells" in out
+
+
+def test_the_headless_energy_cell_reads_its_options_as_the_magic_does(capsys):
+    runner = course._CellRunner("05_demo", echo=False)
+    runner._run_energy_cell("%%energy --region FRA --pue 1.5 --label demo\nx = 1", "cell 0")
+    out = capsys.readouterr().out
+    assert runner.ns["_energy"].label == "demo" and runner.ns["x"] == 1
+    assert "CO2e (FRA, PUE 1.5)" in out  # the magic's readout, for the region asked
+    with pytest.raises(ValueError, match="usage: %%energy"):
+        runner._run_energy_cell("%%energy --regoin FRA\nx = 2", "cell 1")
+    with pytest.raises(ValueError):
+        runner._run_energy_cell("%%energy --region NOWHERE\nx = 3", "cell 2")
+    assert runner.ns["x"] == 1  # a bad option stops the cell before it runs

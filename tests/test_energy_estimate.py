@@ -181,7 +181,7 @@ def test_greenlab_measure_counts_the_commands_cpu_time(capsys, monkeypatch, tmp_
 
     from greenlab.energy import command
 
-    measure_mod = importlib.import_module("greenlab.energy.measure")
+    measure_mod = importlib.import_module("greenlab.energy.windows")  # where measure() opens a window
     measure_fn = measure_mod.measure
     monkeypatch.setattr(measure_mod, "measure", lambda label, **kw: measure_fn(
         label, sources=[CpuEstimateSource(n_logical=2, n_physical=2)], sync=False))

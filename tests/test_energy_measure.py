@@ -227,3 +227,46 @@ def test_windows_under_10_periods_of_a_100_ms_counter_warn(seconds, warns, recwa
         time.sleep(seconds)
     assert bool(m.result.warnings) == warns
     assert bool([w for w in recwarn if issubclass(w.category, ShortWindowWarning)]) == warns
+
+
+# --- one carrier: every result reads estimated / complete / problems / sources from its Measurement ---
+
+def _carrier(problems=(), estimated=True):
+    from greenlab.energy import ComponentEnergy, Measurement
+
+    comp = ComponentEnergy("cpu", "estimate", 10.0, 2.0, 5.0, estimated, 0.5)
+    return Measurement("w", 2.0, {"cpu": comp}, problems=list(problems))
+
+
+def test_results_read_their_flags_through_the_measurement():
+    from greenlab.compress import InferenceCost
+    from greenlab.lm_serve import GenerationRun
+
+    lost = _carrier(["cpu: a read failed"])
+    cost = InferenceCost(0.1, 1.0, 0.1, 8, 3, energy=lost)
+    gen = GenerationRun("g", 10, 1.0, 10.0, energy=_carrier(estimated=False))
+    assert cost.problems == ["cpu: a read failed"] and not cost.complete and cost.estimated
+    assert cost.sources == {"cpu": "estimate"}
+    assert cost.to_dict()["problems"] == ["cpu: a read failed"] and cost.to_dict()["complete"] is False
+    assert gen.complete and not gen.estimated and gen.problems == []
+
+
+def test_with_problems_adds_each_text_once_and_leaves_the_original():
+    m = _carrier(["cpu: x"])
+    more = m.with_problems(["cpu: x", "meter: y"])
+    assert more.problems == ["cpu: x", "meter: y"] and m.problems == ["cpu: x"]
+    assert m.with_problems([]) is m
+
+
+def test_a_train_run_keeps_the_keys_of_its_record():
+    from greenlab import data, models
+    from greenlab.train import TrainConfig, train
+
+    ds = data.generate(n_train=32, n_test=16)
+    run = train(models.build("mlp", input_shape=ds.input_shape, num_classes=ds.num_classes), ds,
+                TrainConfig(epochs=1, batch_size=16), log=False, save=False)
+    record = run.to_dict()
+    for key in ("estimated", "complete", "problems", "sources", "energy"):
+        assert key in record
+    assert record["problems"] == run.energy.problems and record["sources"] == run.energy.sources
+    assert run.complete == run.energy.complete and run.estimated == run.energy.estimated

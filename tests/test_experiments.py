@@ -89,6 +89,7 @@ class _Run:
         self.joules_to_target = joules if to_target else None
         self.seconds_to_target = seconds if to_target else None
         self.samples_per_second, self.co2e_g, self.estimated, self.status = 100.0, None, True, "completed"
+        self.problems, self.complete = [], True  # what its Measurement says
         self.provenance = {"device": "cpu", "cpu": "test cpu", "energy_sources": {"cpu": "estimate"}}
         self.config = {"target_accuracy": 0.5}
 
@@ -211,6 +212,7 @@ def test_run_main_stops_on_interrupt_and_prints_the_finished_runs(monkeypatch, c
     import importlib
 
     gl_train = importlib.import_module("greenlab.train")  # the module (greenlab.train is also a function)
+    from greenlab import run_command
 
     real_train, calls = gl_train.train, {"n": 0}
 
@@ -224,11 +226,11 @@ def test_run_main_stops_on_interrupt_and_prints_the_finished_runs(monkeypatch, c
 
     monkeypatch.setattr(gl_train, "train", train_then_interrupt)
     parser = argparse.ArgumentParser()
-    experiments.add_run_arguments(parser)
+    run_command.add_run_arguments(parser)
     args = parser.parse_args(["--dataset", "synthetic", "--model", "mlp", "--precision", "fp32,bf16",
                               "--repeats", "3", "--n-train", "64", "--n-test", "32", "--batch-size", "32",
                               "--quick", "--no-save"])
-    assert experiments.run_main(args) == 130
+    assert run_command.run_main(args) == 130
     out, err = capsys.readouterr()
     assert calls["n"] == 3 and "INTERRUPTED" in out and "interrupted" in err
 

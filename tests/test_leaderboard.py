@@ -137,7 +137,7 @@ def test_add_result_takes_a_run_result(tmp_path):
     run = SimpleNamespace(joules=80.0, seconds=8.0, final_accuracy=0.88, best_accuracy=0.9,
                           joules_to_target=60.0, seconds_to_target=6.0, co2e_g=0.01, region="WORLD",
                           estimated=True, sources={"cpu": "estimate"}, provenance={"device": "cpu"},
-                          status="target-reached", config={"target_accuracy": 0.9})
+                          problems=[], status="target-reached", config={"target_accuracy": 0.9})
     entry = Leaderboard(tmp_path / "b.json").add_result("run", run)
     assert entry["target_reached"] is True and entry["joules_to_target"] == 60.0
     assert entry["provenance"] == {"device": "cpu"} and entry["note"] == "status target-reached"

@@ -56,9 +56,10 @@ def _fake(first_s, first_j, eager, compiled, steps=10, spread=(0.99, 1.0, 1.01))
     def pair(variant, baseline, metric):
         return paired([getattr(r, metric) for r in runs[variant]], [getattr(r, metric) for r in runs[baseline]],
                       metric, variant, baseline)
-    cmp = types.SimpleNamespace(runs=runs, paired=pair)
+    cmp = types.SimpleNamespace(runs=runs, paired=pair, estimated=True, problems=[])
+    first = types.SimpleNamespace(estimated=True, problems=[])
     return CompileMeasurement(first_s, first_j, steps, cmp, "compiled from scratch: 1 graph(s) built", 0.0,
-                              True, [])
+                              first)
 
 
 def test_break_even_arithmetic():

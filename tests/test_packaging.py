@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -69,3 +71,60 @@ def test_make_and_ci_use_the_constraints_and_the_readme_command():
 
 def test_console_script_points_at_the_cli():
     assert _pyproject()["project"]["scripts"]["greenlab"] == "greenlab.cli:main"
+
+
+def test_package_data_lists_what_is_there():
+    patterns = _pyproject()["tool"]["setuptools"]["package-data"]["greenlab"]
+    for pattern in patterns:
+        assert list((ROOT / "greenlab").glob(pattern)), f"package-data lists {pattern!r}, which matches no file"
+    for table in ("carbon_intensity.csv", "gpus.csv", "cpu_tdp.csv", "iso3166_alpha2.csv"):
+        assert any((ROOT / "greenlab" / "cited_tables" / table).match(p) for p in patterns), table
+
+
+def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(tmp_path):
+    """Build a wheel from the sources, install it (no dependencies: torch comes from this
+    environment) into a fresh virtual environment, and run it from a folder far from the checkout."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+
+    from greenlab import carbon
+
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "greenlab", src / "greenlab", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(tmp_path / "dist"),
+                          str(src)], check=True, capture_output=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("greenlab-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run(pip + ["--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    # torch and the other dependencies from this environment, appended after the venv's own packages
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    (Path(site) / "shared_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("GREENLAB_")}
+    env.update(GREENLAB_QUICK="1", GREENLAB_RESULTS_DIR=str(away / "results"))
+
+    doctor = subprocess.run([str(venv / "bin" / "greenlab"), "doctor", "--json"], cwd=away, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert doctor.returncode == 0, doctor.stderr
+    assert json.loads(doctor.stdout)
+    code = ("import json, greenlab, greenlab.paths as p\n"
+            "print(json.dumps({'file': greenlab.__file__, 'checkout': p.in_checkout(),\n"
+            "                  'g': greenlab.co2e_g(3.6e6, 'FRA'), 'tables': str(p.tables_dir())}))")
+    done = subprocess.run([str(python), "-c", code], cwd=away, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["file"].startswith(str(venv)) and got["checkout"] is False
+    assert got["tables"].startswith(str(venv))
+    assert got["g"] == pytest.approx(carbon.co2e_g(3.6e6, "FRA"))  # 1 kWh at France's intensity

@@ -93,7 +93,7 @@ def test_co2e_is_linear_in_energy_and_pue(a, b, pue, region):
 
 
 def test_every_region_is_found_by_code_name_and_iso_alpha2():
-    table = tables.read_table(ROOT / "data" / "iso3166_alpha2.csv", ("alpha2", "alpha3", "name", "source", "year"))
+    table = tables.read_table(ROOT / "greenlab" / "cited_tables" / "iso3166_alpha2.csv", ("alpha2", "alpha3", "name", "source", "year"))
     codes = {r.code for r in carbon.regions()}
     for row in table:
         assert row["alpha3"] in codes, row  # every two-letter code leads to a row of the table
@@ -208,7 +208,7 @@ def test_checkers_never_raise_for_an_odd_answer(answer, expected):
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4), st.integers(0, 10**6))
 def test_a_damaged_carbon_table_is_read_or_refused_naming_the_file(tmp_path, flips, cut):
-    raw = bytearray((ROOT / "data" / "carbon_intensity.csv").read_bytes())
+    raw = bytearray((ROOT / "greenlab" / "cited_tables" / "carbon_intensity.csv").read_bytes())
     for where, byte in flips:
         raw[where % len(raw)] = byte
     path = tmp_path / "carbon_intensity.csv"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from greenlab.quiz import Quiz, grade_question, lessons, load, make_question, quiz, session_seed, shuffled
+from greenlab.quiz import Quiz, grade_question, lessons, load, make_question, session_seed, shuffled
+from greenlab.widgets.quiz_display import quiz
 
 SINGLE = {
     "kind": "single",

@@ -20,7 +20,7 @@ import torch
 
 from fakes import SlopeSource
 from greenlab import batching, carbon, data, models, profiling, results
-from greenlab.energy import measure_main
+from greenlab.energy.command import measure_main
 from greenlab.leaderboard import Leaderboard
 from greenlab.tables import DataTableError
 from greenlab.train import TrainConfig, train
@@ -300,7 +300,7 @@ def test_checkpoint_from_another_model_or_optimizer_is_refused(tmp_path):
     (lambda b: b"", "empty"),
 ])
 def test_damaged_carbon_table_names_the_file(tmp_path, monkeypatch, damage, match):
-    shutil.copytree(ROOT / "data", tmp_path / "data", ignore=shutil.ignore_patterns("cache", "reference_runs"))
+    shutil.copytree(ROOT / "greenlab" / "cited_tables", tmp_path / "data")
     table = tmp_path / "data" / "carbon_intensity.csv"
     table.write_bytes(damage(table.read_bytes()))
     monkeypatch.setenv("GREENLAB_DATA_DIR", str(tmp_path / "data"))
@@ -319,7 +319,7 @@ def test_damaged_gpu_table_names_the_file(tmp_path, monkeypatch, damage, match):
 
     (tmp_path / "data").mkdir()
     table = tmp_path / "data" / "gpus.csv"
-    table.write_bytes(damage((ROOT / "data" / "gpus.csv").read_bytes()))
+    table.write_bytes(damage((ROOT / "greenlab" / "cited_tables" / "gpus.csv").read_bytes()))
     monkeypatch.setenv("GREENLAB_DATA_DIR", str(tmp_path / "data"))
     with pytest.raises(DataTableError, match=match) as info:
         scaling.gpus()

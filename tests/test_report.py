@@ -33,7 +33,7 @@ def _run(label="small", joules=7200.0, seconds=60.0, accuracy=0.8, params=20_000
         peak_memory_bytes=None,
         peak_memory_kind="", flops={"train_total_estimate": 3e12}, params=params,
         provenance={"device": "cpu", "cpu": "Test CPU 9000", "gpu": "", "cpu_threads": 2},
-        config={"target_accuracy": target}, estimated=estimated, sources={"cpu": "estimate"})
+        config={"target_accuracy": target})
 
 
 # --- efficiency_metrics ----------------------------------------------------------------------
@@ -157,7 +157,7 @@ def test_save_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(report.os, "replace", boom)
+    monkeypatch.setattr(os, "replace", boom)  # the atomic writer renames through os.replace
     with pytest.raises(OSError):
         st.save(target)
     assert target.read_text(encoding="utf-8") == "old"

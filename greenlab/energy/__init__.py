@@ -1,9 +1,10 @@
 """Energy measurement: sources, windows (``measure``) and the background ``PowerMonitor``.
 
 Every figure carries its source: ``nvml-counter``, ``nvml-power``, ``rapl`` or ``estimate``.
+The ``greenlab measure`` command is ``greenlab.energy.command`` (not imported here: it needs
+``greenlab.carbon``, which sits above this package).
 """
 
-from greenlab.energy.command import measure_main
 from greenlab.energy.distributed import CollectiveWindow, DistributedMeasurement
 from greenlab.energy.measure import (
     ComponentEnergy,
@@ -11,14 +12,15 @@ from greenlab.energy.measure import (
     IdlePower,
     Measurement,
     ShortWindowWarning,
-    measure,
     measure_idle,
 )
 from greenlab.energy.monitor import PowerMonitor, PowerSample
-from greenlab.energy.sources import EnergySource, default_sources, discover, trapezoid_joules
+from greenlab.energy.source import EnergySource
+from greenlab.energy.sources import default_sources, discover, trapezoid_joules
+from greenlab.energy.windows import measure
 
 __all__ = [
     "CollectiveWindow", "ComponentEnergy", "DistributedMeasurement", "EnergySource",
     "EnergyWindow", "IdlePower", "Measurement", "PowerMonitor", "PowerSample", "ShortWindowWarning", "default_sources", "discover", "measure", "measure_idle",
-    "measure_main", "trapezoid_joules",
+    "trapezoid_joules",
 ]

@@ -30,7 +30,8 @@ USAGE = ("usage: greenlab measure [--region R] [--pue P] [--json] [--attribution
 def measure_main(args) -> int:
     """Entry point used by ``greenlab.cli``; ``args`` has cmd, region, pue, json and (optionally)
     attribution: "process" (the default: the command and its children) or "machine"."""
-    from greenlab.energy.measure import ShortWindowWarning, measure
+    from greenlab.energy.measure import ShortWindowWarning
+    from greenlab.energy.windows import measure
 
     cmd = list(getattr(args, "cmd", None) or [])
     if cmd and cmd[0] == "--":

@@ -20,7 +20,7 @@ In both modes the idle share of the CPUs this process may use is charged to the 
 
 Parameters and where they come from:
 
-- ``TDP_per_core``: this processor's row of ``data/cpu_tdp.csv`` (TDP / cores) when it is
+- ``TDP_per_core``: this processor's row of ``cited_tables/cpu_tdp.csv`` (TDP / cores) when it is
   listed there, else 12 W, the default ("Any" row) of the same table: the CPU table of the
   Green Algorithms calculator, Lannelongue, Grealey & Inouye, "Green Algorithms: Quantifying
   the Carbon Footprint of Computation", Advanced Science 2021, doi:10.1002/advs.202100707.
@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from greenlab.energy import cpus as _cpus
-from greenlab.energy.sources import EnergySource
+from greenlab.energy.source import EnergySource
 
 TDP_PER_CORE_W = 12.0
 IDLE_FRACTION = 0.2
@@ -142,7 +142,7 @@ class CpuEstimateSource(EnergySource):
 
 def lookup_tdp_per_core(model_name: str, table=None) -> tuple[float, str]:
     """(watts per core, where it comes from) for a processor name as ``/proc/cpuinfo`` writes
-    it: its row of ``data/cpu_tdp.csv`` (Green Algorithms' table) when listed, else the
+    it: its row of ``cited_tables/cpu_tdp.csv`` (Green Algorithms' table) when listed, else the
     table's default of 12 W."""
     if table is None:
         rows, unreadable = _tdp_table()
@@ -182,14 +182,14 @@ TDP_COLUMNS = ("model", "tdp_w", "cores", "tdp_per_core_w", "source", "year")
 
 
 def _tdp_table() -> tuple:
-    """(rows of ``data/cpu_tdp.csv``, None), or ([], why) when the file is missing or damaged:
+    """(rows of ``cited_tables/cpu_tdp.csv``, None), or ([], why) when the file is missing or damaged:
     the estimate then uses the default per-core power and its label says the table was unreadable."""
     global _TABLE
     if _TABLE is None:
         from greenlab import tables
-        from greenlab.config import data_dir
+        from greenlab.paths import tables_dir
 
-        path = data_dir() / "cpu_tdp.csv"
+        path = tables_dir() / "cpu_tdp.csv"
         try:
             rows = tables.read_table(path, TDP_COLUMNS)
             for row in rows:

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from greenlab.energy.sources import EnergySource, discover
 
@@ -145,6 +145,13 @@ class Measurement:
         parts.append(f"[{component_text(self.components.values()) or 'no components'}]")
         return "; ".join(parts)
 
+    def with_problems(self, extra) -> "Measurement":
+        """This measurement with the texts of ``extra`` added to its problems (once each): a
+        figure that lost something after the window closed (a meter failing mid-run) says so here,
+        in the one place every result reads it from."""
+        added = [str(p) for p in extra if str(p) not in self.problems]
+        return replace(self, problems=list(self.problems) + added) if added else self
+
     def to_dict(self) -> dict:
         return {
             "label": self.label,
@@ -254,30 +261,6 @@ class EnergyWindow:
 
         wrapper.window = self
         return wrapper
-
-
-def measure(label: str = "window", idle: IdlePower | None = None, sources: list | None = None,
-            sync: bool = True, distributed: bool | None = False, gpus="used",
-            attribution: str = "process") -> EnergyWindow:
-    """A measurement window: context manager, decorator, or ``start()``/``stop()``.
-
-    ``sources``: EnergySource objects (default: what this machine offers, see
-    ``default_sources()``; a list from ``default_sources()`` brings its problems along).
-    ``idle``: an :class:`IdlePower` to report energy above idle too.
-    ``sync``: synchronise the CUDA devices this process uses at the window edges.
-    ``gpus`` (``"used"``, ``"all"`` or CUDA indices) and ``attribution`` (``"process"`` or
-    ``"machine"``, for the CPU estimate) choose the default sources; see ``discover()``.
-    ``distributed``: True for a window every rank of a ``torch.distributed`` job opens, reduced
-    across ranks (see ``greenlab.energy.distributed``); None for that whenever a process group
-    is initialised; False for this process alone.
-    """
-    if distributed is None or distributed:
-        from greenlab.energy.distributed import CollectiveWindow, process_group_active
-
-        if distributed or process_group_active():
-            return CollectiveWindow(label, idle=idle, sources=sources, sync=sync)
-    return EnergyWindow(label, idle=idle, sources=sources, sync=sync, gpus=gpus,
-                        attribution=attribution)
 
 
 def check_sources(sources, name: str = "sources") -> list:

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from greenlab.energy.sources import EnergySource
+from greenlab.energy.source import EnergySource
 
 RAPL_ROOT = "/sys/class/powercap"
 # Relative uncertainty assumed for RAPL; package counters are a model inside the CPU,

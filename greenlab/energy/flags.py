@@ -1,0 +1,42 @@
+"""An energy result's flags, read from the one ``Measurement`` that carries them.
+
+A result type that holds its energy figure as ``self.energy`` (a ``Measurement``) takes
+``MeasuredFlags`` as a base: ``estimated``, ``complete``, ``problems`` and ``sources`` then come
+from that measurement, never from copies that could disagree with it.
+"""
+
+from __future__ import annotations
+
+FLAG_NAMES = ("estimated", "complete", "problems", "sources")
+
+
+class MeasuredFlags:
+    """``estimated`` / ``complete`` / ``problems`` / ``sources`` of ``self.energy``. A result
+    whose energy was not measured (``energy`` None) is not complete and says so."""
+
+    @property
+    def estimated(self) -> bool:
+        """True when any component's energy is a model's estimate, not a reading."""
+        return self.energy is not None and self.energy.estimated
+
+    @property
+    def complete(self) -> bool:
+        """False when a component was lost on the way (``problems`` says which and why)."""
+        return self.energy is not None and self.energy.complete
+
+    @property
+    def problems(self) -> list:
+        """One text per lost or doubtful figure; empty when the energy is complete."""
+        if self.energy is None:
+            return ["energy was not measured"]
+        return list(self.energy.problems)
+
+    @property
+    def sources(self) -> dict:
+        """Component -> the source its figure came from (``nvml-counter``, ``rapl``, ``estimate`` ...)."""
+        return {} if self.energy is None else dict(self.energy.sources)
+
+    def flags(self) -> dict:
+        """The four flags as plain data, under the keys ``to_dict()`` has always used."""
+        return {"estimated": self.estimated, "complete": self.complete,
+                "problems": self.problems, "sources": self.sources}

@@ -1,0 +1,99 @@
+"""The folders greenlab uses, each from an environment variable or a default.
+
+- ``GREENLAB_RESULTS_DIR``: the results log (else ``<repo>/results`` in a checkout, else
+  ``~/.greenlab/results``).
+- ``GREENLAB_DATA_DIR``: a data folder (cited tables of the shipped names, reference runs in its
+  ``reference_runs`` subfolder, cached datasets in its ``cache`` subfolder); unset, the tables
+  are the package's own ``cited_tables`` and the rest is under ``<repo>/data``.
+- ``GREENLAB_CACHE_DIR``: the dataset cache, if it should live elsewhere.
+- ``GREENLAB_LESSONS_DIR``: where ``greenlab lab`` looks for lessons.
+
+Nothing here creates a folder except ``learner_copy``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    """The folder that holds the ``greenlab`` package (a checkout's root)."""
+    return package_folder().parent
+
+
+def package_folder() -> Path:
+    """The folder of the installed ``greenlab`` package (wherever this module sits inside it)."""
+    from importlib import resources
+
+    return Path(str(resources.files("greenlab"))).resolve()
+
+
+def in_checkout() -> bool:
+    """True when greenlab runs from a source checkout (not an installed wheel)."""
+    root = repo_root()
+    return (root / "pyproject.toml").is_file() and (root / "greenlab").is_dir()
+
+
+def results_dir() -> Path:
+    """Where the results log lives: ``GREENLAB_RESULTS_DIR``, else ``<repo>/results`` in a
+    checkout (git-ignored), else ``~/.greenlab/results``. Not created here."""
+    env = os.environ.get("GREENLAB_RESULTS_DIR")
+    if env:
+        return Path(env).expanduser()
+    if in_checkout():
+        return repo_root() / "results"
+    return Path.home() / ".greenlab" / "results"
+
+
+def data_dir() -> Path:
+    """The data folder (reference runs, the dataset cache): ``GREENLAB_DATA_DIR``, else
+    ``<repo>/data`` (package-relative). The cited tables are in ``tables_dir()``."""
+    env = os.environ.get("GREENLAB_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    return repo_root() / "data"
+
+
+def tables_dir() -> Path:
+    """The cited tables (carbon intensity, GPU and CPU catalogues, region codes, hourly profiles):
+    ``GREENLAB_DATA_DIR`` when set, else the package's own ``cited_tables`` folder (package data,
+    so an installed wheel has them)."""
+    env = os.environ.get("GREENLAB_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    return package_folder() / "cited_tables"
+
+
+def cache_dir() -> Path:
+    """Dataset download cache: ``GREENLAB_CACHE_DIR``, else ``<data_dir>/cache`` (git-ignored).
+    Not created here."""
+    env = os.environ.get("GREENLAB_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return data_dir() / "cache"
+
+
+def lessons_dir() -> Path:
+    """The lessons folder: ``GREENLAB_LESSONS_DIR``, else ``<repo>/lessons``."""
+    env = os.environ.get("GREENLAB_LESSONS_DIR")
+    if env:
+        return Path(env).expanduser()
+    return repo_root() / "lessons"
+
+
+def learner_copy(dest=None) -> Path:
+    """The learner's own copy of the lessons (default ``my-lessons/`` beside ``lessons/``):
+    lessons not yet there are copied in, nothing already there is overwritten. Returns the
+    folder. ``make lab`` and ``greenlab lab`` open it, so autosave never touches ``lessons/``."""
+    import shutil
+
+    source = lessons_dir()
+    dest = Path(dest).expanduser() if dest is not None else source.parent / "my-lessons"
+    if dest.resolve() == source.resolve():
+        raise ValueError(f"dest must not be the shipped lessons folder {source}")
+    dest.mkdir(parents=True, exist_ok=True)
+    for notebook in sorted(source.glob("*.ipynb")):
+        if not (dest / notebook.name).exists():
+            shutil.copy2(notebook, dest / notebook.name)
+    return dest

@@ -1,0 +1,187 @@
+"""The package stacks one way: no import cycle, and no module imports a layer above its own.
+
+Every ``import`` of every module counts, at module level and inside functions (a deferred import
+still ties two modules together), read with ``ast``; importing ``greenlab.a.b`` from outside
+``greenlab.a`` also runs ``greenlab/a/__init__.py``, so it counts as importing ``greenlab.a``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "greenlab"
+
+# Bottom first. A module belongs to the longest entry that is it or a package above it (the face,
+# ``greenlab``, is only greenlab/__init__.py); it may import modules of its own layer and of the
+# layers below, never one above.
+LAYERS = [
+    ("base", ["greenlab.base", "greenlab.version", "greenlab.validation", "greenlab.units",
+              "greenlab.tables", "greenlab.paths", "greenlab.storage", "greenlab.filelock",
+              "greenlab.results", "greenlab.optional", "greenlab.processes"]),
+    ("energy", ["greenlab.energy"]),
+    ("impact", ["greenlab.impact", "greenlab.carbon", "greenlab.scheduling", "greenlab.scaling",
+                "greenlab.report"]),
+    ("hardware", ["greenlab.session.hardware", "greenlab.session.devices", "greenlab.hardware",
+                  "greenlab.devices"]),
+    ("session", ["greenlab.session", "greenlab.config"]),
+    ("training", ["greenlab.training", "greenlab.train", "greenlab.checkpoint", "greenlab.data",
+                  "greenlab.datacache", "greenlab.catalogue", "greenlab.models", "greenlab.optimizers",
+                  "greenlab.memory", "greenlab.precision", "greenlab.accuracy", "greenlab.train_step"]),
+    ("experiments", ["greenlab.experiments"]),
+    ("techniques", ["greenlab.techniques", "greenlab.batching", "greenlab.compress", "greenlab.search",
+                    "greenlab.profiling", "greenlab.ddp", "greenlab.lm", "greenlab.lm_compile",
+                    "greenlab.lm_serve", "greenlab.lora", "greenlab.sharding", "greenlab.sharding_run"]),
+    ("course", ["greenlab.course", "greenlab.checks", "greenlab.quiz", "greenlab.reference",
+                "greenlab.recipes", "greenlab.leaderboard", "greenlab.energy_cell"]),
+    ("widgets", ["greenlab.widgets", "greenlab.magics"]),
+    ("cli", ["greenlab.cli", "greenlab.run_command", "greenlab.energy.command"]),
+    ("face", ["greenlab"]),
+]
+RANK = {entry: rank for rank, (_, entries) in enumerate(LAYERS) for entry in entries}
+NAMES = [name for name, _ in LAYERS]
+
+
+def modules(package: Path = PACKAGE) -> dict:
+    """Dotted module name -> (path, is a package) for every module under ``package``."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return found
+
+
+def imports(known: dict) -> dict:
+    """Module -> the set of greenlab modules it imports, anywhere in its code."""
+    graph = {}
+    for name, (path, is_package) in known.items():
+        here = name if is_package else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = here.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    targets.add(full if full in known else base)
+        graph[name] = {m for m in (_owner(t, known) for t in targets) if m and m != name}
+        for target in list(graph[name]):  # a package's __init__ runs when entered from outside it
+            parent = target.rpartition(".")[0]
+            while parent and parent != name and not name.startswith(parent + "."):
+                graph[name].add(parent)
+                parent = parent.rpartition(".")[0]
+    return graph
+
+
+def layer(module: str) -> int | None:
+    best = None
+    for entry in RANK:
+        inside = module == entry or (entry != "greenlab" and module.startswith(entry + "."))
+        if inside and (best is None or len(entry) > len(best)):
+            best = entry
+    return None if best is None else RANK[best]
+
+
+def cycles(graph: dict) -> list:
+    """The strongly connected components with more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _owner(target: str, known: dict) -> str | None:
+    while target and target not in known:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+KNOWN = modules()
+GRAPH = imports(KNOWN)
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(m for m in KNOWN if layer(m) is None)
+    assert not missing, f"give these modules a layer in tests/test_layering.py LAYERS: {missing}"
+
+
+def test_no_import_cycle():
+    found = cycles(GRAPH)
+    assert not found, "import cycles (each a set of modules that import each other):\n" + \
+        "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    upward = sorted(f"{a} ({NAMES[layer(a)]}) imports {b} ({NAMES[layer(b)]})"
+                    for a, targets in GRAPH.items() for b in targets
+                    if layer(a) is not None and layer(b) is not None and layer(b) > layer(a))
+    assert not upward, "imports that point up the layers:\n" + "\n".join(upward)
+
+
+def test_nothing_but_the_face_imports_the_face():
+    users = sorted(a for a, targets in GRAPH.items() if "greenlab" in targets)
+    assert not users, f"these modules import the package face (greenlab/__init__.py): {users}"
+
+
+# --- the checker itself can fail -----------------------------------------------------------------
+
+def _tree(tmp_path: Path, files: dict) -> dict:
+    for rel, text in files.items():
+        path = tmp_path / "greenlab" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return modules(tmp_path / "greenlab")
+
+
+def test_a_cycle_closed_inside_a_function_is_found(tmp_path):
+    known = _tree(tmp_path, {"__init__.py": "", "a.py": "from greenlab import b\n",
+                             "b.py": "def f():\n    from greenlab.a import x\n"})
+    assert cycles(imports(known)) == [["greenlab.a", "greenlab.b"]]
+
+
+def test_relative_and_package_imports_are_resolved(tmp_path):
+    known = _tree(tmp_path, {"__init__.py": "", "p/__init__.py": "from .q import y\n",
+                             "p/q.py": "from ..r import z\n", "r.py": "import greenlab.p.q\n"})
+    graph = imports(known)
+    assert graph["greenlab.p.q"] == {"greenlab.r"}
+    assert graph["greenlab.r"] == {"greenlab.p.q", "greenlab.p"}  # entering p runs its __init__
+    assert graph["greenlab.p"] == {"greenlab.p.q"}
+    assert cycles(graph) == [["greenlab.p", "greenlab.p.q", "greenlab.r"]]
+
+
+@pytest.mark.parametrize("module, expected", [
+    ("greenlab.energy.nvml", "energy"), ("greenlab.energy.command", "cli"), ("greenlab", "face"),
+    ("greenlab.training.loop", "training"), ("greenlab.nowhere", None)])
+def test_a_module_takes_the_layer_of_its_longest_entry(module, expected):
+    assert (NAMES[layer(module)] if layer(module) is not None else None) == expected
