@@ -5,6 +5,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -425,7 +426,7 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
                              "--only", "carbon", "--hang", "carbon", "--lessons", "none", "--budget-s", "600"],
                             cwd=ROOT, env=hidden_env(tmp_path / "site"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    tree = []
+    tree, caches = [], []
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:  # the worker has written its one row and hangs
@@ -437,6 +438,7 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
             raise AssertionError("the worker never reached its hang")
         tree = _descendants(proc.pid)
         assert tree, "no worker process found"
+        caches[:] = [c[c.index("--cache") + 1] for c in (p.cmdline() for p in tree) if "--cache" in c]
         proc.send_signal(getattr(signal, sig))
         code = proc.wait(timeout=60)
         deadline = time.monotonic() + 30
@@ -457,6 +459,8 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
                 p.kill()
             except Exception:
                 pass
+        for folder in caches:  # a suite killed outright cannot remove its cache
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_shortest_window_is_50_counter_periods_capped_and_flagged():
