@@ -784,7 +784,12 @@ def _nbgrader_command(out: str, only: list[str] | None, folder: str | None) -> i
 
 
 def _run_command(paths: list[str], quick: bool) -> int:
-    """``run``: each lesson in turn; exit 1 at the first failing cell, 2 for a missing file."""
+    """``run``: each lesson in turn; exit 1 at the first failing cell, 2 for a missing file.
+    Started by a program that set ``$GREENLAB_PARENT_PID`` (the GPU suite), it dies with it."""
+    if os.environ.get("GREENLAB_PARENT_PID"):
+        from greenlab.processes import die_with_parent
+
+        die_with_parent()
     for name in paths:
         if not Path(name).is_file():
             print(f"error: no notebook at {name}", file=sys.stderr)

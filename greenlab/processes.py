@@ -56,8 +56,7 @@ def die_with_parent(expected_parent: int | None = None, sig: int = signal.SIGTER
     else the current parent); when the parent is already another process (it died before this
     call), ``sig`` is sent at once."""
     if expected_parent is None:
-        env = os.environ.get(PARENT_ENV, "")
-        expected_parent = int(env) if env.isdigit() else os.getppid()
+        expected_parent = _parent_from_env()
     how = "prctl" if _prctl_pdeathsig(sig) else "watchdog"
     if how == "watchdog":
         threading.Thread(target=_watch_parent, args=(expected_parent, sig), daemon=True,
@@ -65,6 +64,17 @@ def die_with_parent(expected_parent: int | None = None, sig: int = signal.SIGTER
     if os.getppid() != expected_parent:
         os.kill(os.getpid(), sig)
     return how
+
+
+def _parent_from_env() -> int:
+    """``$GREENLAB_PARENT_PID`` when it names this process's parent, or names a process that is
+    gone (the parent died before this call); the current parent when the variable is absent or
+    was inherited from further up (it names a living process that is not the parent)."""
+    env = os.environ.get(PARENT_ENV, "")
+    parent = os.getppid()
+    if not env.isdigit() or int(env) == parent:
+        return parent
+    return parent if _state(int(env)) not in (None, "Z", "X") else int(env)
 
 
 def _prctl_pdeathsig(sig: int) -> bool:
@@ -113,8 +123,7 @@ def supervise_main(argv=None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give a module to run after --, e.g. -- torch.distributed.run ...")
-    env = os.environ.get(PARENT_ENV, "")
-    starter = int(env) if env.isdigit() else os.getppid()
+    starter = _parent_from_env()
     signal.signal(signal.SIGTERM, _exit_on_signal)  # until MODULE installs its own: cleanup runs
     die_with_parent(starter)
     os.environ[PARENT_ENV] = str(os.getpid())

@@ -416,3 +416,24 @@ def test_kill_groups_kills_members_that_outlive_their_leader():
     kill_group(leader, grace_s=0.5)
     time.sleep(0.3)
     assert not _alive(child)
+
+
+def test_die_with_parent_ignores_a_parent_pid_inherited_from_further_up(monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    from greenlab import processes
+
+    # the variable names this (living) test process, but the child's parent is a shell in between
+    env = {**os.environ, processes.PARENT_ENV: str(os.getpid())}
+    code = "from greenlab.processes import die_with_parent; die_with_parent(); print('alive')"
+    out = subprocess.run(["sh", "-c", f"{sys.executable} -c \"{code}\"; true"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "alive", out.stderr[-2000:]
+    # a variable naming a process that is gone: the parent died before the call, so it ends
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    env[processes.PARENT_ENV] = str(gone.pid)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == -15 and "alive" not in out.stdout

@@ -9,6 +9,7 @@ import os
 import time
 from pathlib import Path
 
+from benchmarks.gpu.probes import gpu_probe
 from benchmarks.gpu.records import _max, _median, write_json
 from benchmarks.gpu.settings import DRY_SIZES, GPU_SIZES
 
@@ -19,7 +20,7 @@ _PROCESS_T0 = time.monotonic()  # a worker's time share counts from here: start-
 class Context:
     """What an experiment needs: device, energy sources, sizes, its time share, its record."""
 
-    def __init__(self, args, name: str, cap_s: float):
+    def __init__(self, args, name: str, cap_s: float, idle_w: float | None = None):
         import torch
 
         from greenlab.energy import default_sources
@@ -57,7 +58,14 @@ class Context:
         self.ran_out = False
         self.datasets: dict = {}
         self.tf32 = (f"torch.backends.cuda.matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}, "
-                     f"torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}")
+                     f"torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
+                     f"float32_matmul_precision={torch.get_float32_matmul_precision()}")
+        # the device's idle power from measurement_core (W), for energy above idle beside gross
+        self.idle_w = idle_w if (idle_w is not None and self.energy_ok) else None
+        self.probe, why = gpu_probe(torch) if self.device == "cuda" else (None, "dry-run on the CPU")
+        self.probe_problem = why
+        self.others_at_start = self.probe.others() if self.probe is not None else None
+        self.others_at_end = None
         if not self.energy_ok:
             self.note(f"No GPU energy source for {self.component} "
                       f"({self.energy_source or 'none'}): energy columns are not measured.")
@@ -83,6 +91,12 @@ class Context:
         self.notes.append(text)
 
     def finish(self, status: str) -> None:
+        if self.probe is not None:
+            self.others_at_end = self.probe.others()
+        others = [o for o in (self.others_at_start, self.others_at_end) if isinstance(o, list) and o]
+        if others:
+            self.note("Other processes were on the GPU during this experiment (their energy is in the "
+                      f"counter): at start {self.others_at_start}, at end {self.others_at_end}.")
         self._save(status)
 
     def _save(self, status: str) -> None:
@@ -90,7 +104,10 @@ class Context:
                                "rows": self.rows, "notes": self.notes,
                                "measured": self.measured,
                                "energy_source": self.energy_source if self.energy_ok else None,
-                               "torch_tf32": self.tf32})
+                               "torch_tf32": self.tf32, "idle_watts": self.idle_w,
+                               "other_gpu_processes_start": self.others_at_start,
+                               "other_gpu_processes_end": self.others_at_end,
+                               "nvml_probe_problem": self.probe_problem})
 
     # --- device ---
     def sync(self) -> None:
@@ -151,16 +168,27 @@ class Context:
 
         mem = _MemoryIncrease(self)
         self.sync()
+        aligned = self.probe is not None and self.probe.wait_for_tick()
         with measure(label, sources=self.sources) as w:
             work()
             self.sync()
+            if aligned:  # the end edge on a tick too: the counter has counted up to it
+                aligned = self.probe.wait_for_tick()
         r = w.result
         comp = r.components.get(self.component)
         joules = comp.joules if (comp is not None and self.energy_ok) else None
+        cpu = r.components.get("cpu")
         return {"seconds": r.seconds, "joules": joules,
+                "joules_above_idle": (joules - self.idle_w * r.seconds)
+                if (joules is not None and self.idle_w is not None) else None,
+                "cpu_joules": cpu.joules if (cpu is not None and self.component != "cpu") else None,
+                "cpu_energy_source": (f"{cpu.source}{' (estimate)' if cpu.estimated else ''}"
+                                      if (cpu is not None and self.component != "cpu") else None),
+                "edges_on_ticks": aligned,
                 "window_ok": r.seconds >= self.min_window_s,
                 "memory_increase_mib": mem.mib(),
-                "energy_complete": bool(r.complete) if joules is not None else None}
+                "energy_complete": bool(r.complete) if joules is not None else None,
+                **({f"end_{k}": v for k, v in self.probe.state().items()} if self.probe is not None else {})}
 
     def busy(self, run_steps, steps: int = 3) -> dict:
         """torch.profiler over ``steps`` steps: CPU-side operator time and (CUDA) kernel time
@@ -306,39 +334,99 @@ class StepLoop:
 def throughput_row(ctx: Context, label: str, loop: StepLoop, extra: dict, repeats: int,
                    flops_per_sample: float | None = None, profile: bool = False, ds=None) -> dict:
     """Calibrate ``loop``, then ``repeats`` windows of at least the shortest window; medians."""
-    steps, per_step = ctx.calibrate(loop.run)
-    est = steps * per_step
-    if profile:
-        extra = {**extra, **ctx.busy(loop.run)}
-    windows = []
-    for _ in range(repeats):
-        if not ctx.enough_for(est * 1.1 + 1):
+    return interleaved_rows(ctx, [Config(label, loop, extra, flops_per_sample, profile, ds)], repeats)[0]
+
+
+class Config:
+    """One configuration of a throughput comparison: a label, its loop (``run(n)``,
+    ``samples_per_step``), the row's extra columns and what to measure beside the windows."""
+
+    def __init__(self, label: str, loop, extra: dict, flops_per_sample: float | None = None,
+                 profile: bool = False, ds=None, math_mode: str | None = None):
+        self.label, self.loop, self.extra = label, loop, dict(extra)
+        self.flops_per_sample, self.profile, self.ds, self.math_mode = flops_per_sample, profile, ds, math_mode
+        self.steps = self.per_step = None
+        self.windows: list = []
+
+
+def interleaved_rows(ctx: Context, configs: list, repeats: int) -> list:
+    """Calibrate every configuration, then run their windows interleaved (A B C A B C ...), so
+    drift in clocks and temperature falls on all of them alike; one row per configuration with
+    medians, min/max over its windows, and each window's SM clock, temperature and clock-event
+    reasons at its end (GPU only). A configuration whose windows do not fit is "skipped"."""
+    ready = []
+    for c in configs:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
             break
-        windows.append(ctx.window(label, lambda: loop.run(steps)))
-    row = {"label": label, **extra, "steps": steps, "calibrated_step_ms": per_step * 1000,
-           "repeats": len(windows)}
+        c.steps, c.per_step = ctx.calibrate(c.loop.run)
+        if c.profile:
+            c.extra.update(ctx.busy(c.loop.run))
+        ready.append(c)
+    for _ in range(repeats):
+        for c in ready:
+            if not ctx.enough_for(c.steps * c.per_step * 1.1 + 1):
+                break
+            c.windows.append(ctx.window(c.label, lambda c=c: c.loop.run(c.steps)))
+    return [_summarise(ctx, c) for c in configs]
+
+
+def _summarise(ctx: Context, c: Config) -> dict:
+    row = {"label": c.label, **c.extra, "steps": c.steps,
+           "calibrated_step_ms": c.per_step * 1000 if c.per_step else None, "repeats": len(c.windows)}
+    if c.math_mode:
+        row["math_mode"] = c.math_mode
+    windows = c.windows
     if not windows:
         row["status"] = "skipped: out of time"
         return row
-    samples = steps * loop.samples_per_step
+    samples = c.steps * c.loop.samples_per_step
     sps = [samples / w["seconds"] for w in windows]
     jps = [w["joules"] / samples for w in windows if w["joules"] is not None]
+    above = [w["joules_above_idle"] / samples for w in windows if w.get("joules_above_idle") is not None]
     row.update({
         "status": "ok", "samples": samples,
         "window_seconds": _median([w["seconds"] for w in windows]),
         "window_ok": all(w["window_ok"] for w in windows),
+        "edges_on_counter_ticks": all(w.get("edges_on_ticks") for w in windows),
         "samples_per_second": _median(sps), "samples_per_second_min": min(sps), "samples_per_second_max": max(sps),
         "joules": _median([w["joules"] for w in windows]),
         "joules_per_sample": _median(jps) if jps else None,
         "joules_per_sample_min": min(jps) if jps else None, "joules_per_sample_max": max(jps) if jps else None,
+        "joules_per_sample_spread_pct": (100 * (max(jps) - min(jps)) / _median(jps))
+        if len(jps) > 1 and _median(jps) else None,
+        "joules_above_idle_per_sample": _median(above) if above else None,
         "memory_increase_mib": _max([w["memory_increase_mib"] for w in windows]),
         "energy_source": ctx.energy_source if ctx.energy_ok else "not measured",
     })
-    if flops_per_sample:
-        row["tflops_achieved"] = 3 * flops_per_sample * row["samples_per_second"] / 1e12
-    if ds is not None:
-        row["test_accuracy_after"] = loop.accuracy(ds)
+    cpu = [w["cpu_joules"] / samples for w in windows if w.get("cpu_joules") is not None]
+    if cpu:  # the host's share of the same windows (an estimate unless RAPL is readable)
+        row["cpu_joules_per_sample"] = _median(cpu)
+        row["cpu_energy_source"] = windows[0].get("cpu_energy_source")
+    for key in ("sm_clock_mhz", "temperature_c", "clock_event_reasons"):
+        values = [w.get(f"end_{key}") for w in windows]
+        if any(v is not None for v in values):
+            row[f"window_end_{key}"] = ",".join(str(v) for v in values)
+    if c.flops_per_sample:
+        row["tflops_achieved"] = 3 * c.flops_per_sample * row["samples_per_second"] / 1e12
+    if c.ds is not None:
+        row["test_accuracy_after"] = c.loop.accuracy(c.ds)
     return row
+
+
+def math_mode(ctx: Context, precision: str, convolutions: bool) -> str:
+    """The arithmetic a row's matrix products and convolutions actually use (PyTorch's flags as
+    found): e.g. "TF32 convolutions, IEEE fp32 matmuls" for fp32 defaults on CUDA."""
+    if precision in ("bf16", "fp16"):
+        return f"{precision} autocast (fp32 weights and accumulation)"
+    if ctx.device != "cuda":
+        return "IEEE fp32 (CPU)"
+    torch = ctx.torch
+    mm = "TF32" if (torch.backends.cuda.matmul.allow_tf32
+                    or torch.get_float32_matmul_precision() != "highest") else "IEEE fp32"
+    text = f"{mm} matmuls"
+    if convolutions:
+        text = ("TF32" if torch.backends.cudnn.allow_tf32 else "IEEE fp32") + " convolutions, " + text
+    return text
 
 
 def _repeats(ctx: Context, configs: int, seconds_each: float) -> int:

@@ -10,6 +10,8 @@ import math
 import os
 import platform
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,9 +23,11 @@ from benchmarks.gpu.probes import gpu_state
 from benchmarks.gpu.records import _clean_row, _read_json, _units_for, write_json
 from benchmarks.gpu.settings import (
     BUNDLE, BUNDLE_VERSION, DEFAULT_BUDGET_S, DRY_RUN_GPU, DRY_RUN_MARK, DRY_SIZES, ENERGY_TARGETS,
-    EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSONS_SECONDS, LOG, MIN_WINDOW_PERIODS,
-    MIN_WINDOW_S, OVERHEAD_SECONDS, PYTEST_SECONDS, REPO_ROOT, SUMMARY, TARGETS, WATCHDOG_GRACE_S)
+    EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSONS_SECONDS, LOG, MAX_MIN_WINDOW_S, MERGED_INTO,
+    MIN_WINDOW_PERIODS, MIN_WINDOW_S, OVERHEAD_SECONDS, PARTS, PYTEST_SECONDS, REPO_ROOT, SUMMARY, TARGETS,
+    WATCHDOG_GRACE_S, WATCHDOG_KILL_GRACE_S)
 from benchmarks.gpu.worker import worker_main
+from greenlab.processes import PARENT_ENV, kill_groups
 
 SUITE_SCRIPT = REPO_ROOT / "benchmarks" / "gpu_suite.py"  # the documented command; workers run it too
 
@@ -71,33 +75,61 @@ class Suite:
         self.lesson_s = lesson_s * scale
         self.pytest_s = PYTEST_SECONDS * scale
         self.records: dict = {}
+        self.raw: dict = {}  # experiment or stage -> what its worker wrote
         self.results: dict = {}
         self.lesson_rows: list = []
         self.measured: dict = {}
         self.measured_sources: dict = {}
         self.pytest: dict | None = None
-        self.tmp = Path(tempfile.mkdtemp(prefix="gpu_suite_"))
+        self.parts = self.out / PARTS  # each experiment's rows as they finish, kept with the bundle
+        self.cache = Path(tempfile.mkdtemp(prefix="gpu_suite_cache_"))  # shared datasets: removed at the end
+        self.children: set = set()  # running subprocesses (each leads its own process group)
+        self._bundle_lock = threading.Lock()
         self.log = None
         self._say_lock = threading.Lock()
 
     def run(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
+        self.parts.mkdir(exist_ok=True)
         self.log = open(self.out / LOG, "w", encoding="utf-8")
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self._run()
+        except SystemExit as exc:  # a signal: children ended, what finished is written
+            self.say(f"gpu_suite: stopped by a signal (exit code {exc.code}); the records so far are written")
+            self._write_bundle_safely()
+            raise
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            kill_groups(list(self.children), grace_s=2.0)
+            shutil.rmtree(self.cache, ignore_errors=True)
             self.log.close()
+
+    def _on_signal(self, signum, _frame) -> None:
+        """SIGTERM/SIGINT: end every running child's process group, then stop (exit 128 + signal)."""
+        signal.signal(signum, signal.SIG_IGN)  # a second one while the children end is not fatal
+        kill_groups(list(self.children), grace_s=2.0)
+        raise SystemExit(128 + signum)
+
+    def _write_bundle_safely(self) -> None:
+        try:
+            self.write_bundle()
+        except Exception as exc:  # the summary must not hide why the run stopped
+            self.say(f"WARNING the bundle could not be written: {type(exc).__name__}: {exc}")
 
     def _run(self) -> None:
         self.gpu_state = gpu_state(self.dry_run)
         self.provenance = self._provenance()
-        self.counter_period_s = self.gpu_state.get("counter_update_period_ms")
-        period = (self.counter_period_s or 0) / 1000.0
-        self.min_window_s = max(self.sizes.min_window_s, MIN_WINDOW_PERIODS * period if not self.dry_run else 0)
+        self.counter_period_ms = self.gpu_state.get("counter_update_period_ms")
+        self.min_window_s, self.min_window_capped = shortest_window_s(
+            self.sizes.min_window_s, None if self.dry_run else self.counter_period_ms)
         self.say(f"gpu_suite: {self.provenance['gpu']} | driver {self.provenance['driver']} | "
                  f"torch {self.provenance['torch']} | "
                  f"{'DRY RUN on the CPU' if self.dry_run else 'GPU run'} | budget {self.budget_s:.0f} s | "
-                 f"shortest energy window {self.min_window_s:.2f} s")
+                 f"shortest energy window {self.min_window_s:.2f} s"
+                 + (f" (capped at {MAX_MIN_WINDOW_S:g} s: the counter's idle period was "
+                    f"{self.counter_period_ms:.0f} ms)" if self.min_window_capped else ""))
         self.say("packages: " + ", ".join(f"{k} {v}" for k, v in preflight().items()))
         reserve = self.lesson_s + self.pytest_s + OVERHEAD_SECONDS / 2
         if self.dry_run:  # one worker process for all: the rehearsal checks code paths, not timing
@@ -110,7 +142,6 @@ class Suite:
             self.run_experiments([name], {name: cap})
         if self.lessons:
             self.run_lessons()
-            self.write_bundle()
         self.pytest = self.run_pytest()
         self.write_bundle()
         self.say(self.summary_table())
@@ -127,8 +158,10 @@ class Suite:
         """Run ``cmd`` in its own process group, its output into the log; kill the group after
         ``timeout_s``. Returns (exit code or None when killed, seconds, last output lines)."""
         t0 = time.monotonic()
+        env = {**env, PARENT_ENV: str(os.getpid())}  # the child dies with this process (see die_with_parent)
         proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace", start_new_session=True)
+        self.children.add(proc)
         tail: list = []
 
         def pump():
@@ -143,8 +176,10 @@ class Suite:
         try:
             code = proc.wait(timeout=max(1.0, timeout_s))
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
             code = None
+        finally:
+            kill_groups([proc], grace_s=WATCHDOG_KILL_GRACE_S)  # also what the leader left behind
+            self.children.discard(proc)
         reader.join(timeout=5)
         return code, time.monotonic() - t0, tail
 
@@ -157,23 +192,43 @@ class Suite:
             self.results[name] = {"status": "skipped: out of time", "seconds": 0.0}
             self.record(name, {"rows": [{"label": name, "status": "skipped: out of time"}], "notes": []})
             self.say(f"[{name}] skipped: out of time")
-        while names:
-            names = self._run_worker(names, caps)  # what a killed worker had not started yet
+        tries = 0
+        for attempt in (1, 2):  # what a killed worker had not started gets one more worker, no more
+            if not names:
+                return
+            if attempt == 2 and not self.dry_run and time.monotonic() + min(caps[n] for n in names) > self.deadline:
+                break
+            names = self._run_worker(names, caps, retry=attempt == 2)
+            tries = attempt
+        for name in names:
+            status = (f"failed: not started; {tries} worker(s) ended before it began"
+                      + ("" if tries == 2 else " and no time was left for another"))
+            self.results[name] = {"status": status, "seconds": 0.0}
+            self.record(name, {"rows": [{"label": name, "status": status}], "notes": []})
+            self.say(f"[{name}] {status}")
+        if names:
+            self.write_bundle()
 
-    def _run_worker(self, names: list, caps: dict) -> list:
+    def _run_worker(self, names: list, caps: dict, retry: bool = False) -> list:
+        """One watched worker for ``names``; returns those it did not start (each experiment
+        writes a "running" part file as it starts)."""
         cap_s = sum(caps[n] for n in names)
         grace = min(WATCHDOG_GRACE_S, max(2.0, 0.25 * cap_s))
         cmd = [sys.executable, str(SUITE_SCRIPT), "--worker", ",".join(names),
-               "--part", str(self.tmp), "--cap-s", ",".join(f"{caps[n]:.1f}" for n in names),
-               "--min-window-s", f"{self.min_window_s:.3f}", "--cache", str(self.tmp),
+               "--part", str(self.parts), "--cap-s", ",".join(f"{caps[n]:.1f}" for n in names),
+               "--min-window-s", f"{self.min_window_s:.3f}", "--cache", str(self.cache),
                "--out", str(self.out)] + (["--dry-run"] if self.dry_run else []) \
-            + (["--hang", self.args.hang] if self.args.hang else [])
+            + (["--idle-w", f"{self.measured['idle_watts']:.3f}"] if self.measured.get("idle_watts") else []) \
+            + (["--hang", self.args.hang] if self.args.hang else []) \
+            + (["--hang-start", self.args.hang_start] if self.args.hang_start else [])
         tag = names[0] if len(names) == 1 else "experiments"
-        self.say(f"[{tag}] start (share {cap_s:.0f} s, watchdog at {cap_s + grace:.0f} s)")
+        for name in names:  # a part file left by an earlier call to this folder is not this run's
+            (self.parts / f"{name}.json").unlink(missing_ok=True)
+        self.say(f"[{tag}] {'retry' if retry else 'start'} (share {cap_s:.0f} s, watchdog at {cap_s + grace:.0f} s)")
         code, seconds, tail = self.stream(cmd, _child_env(), cap_s + grace, f"  {tag}| ")
-        not_started = [n for n in names if not (self.tmp / f"{n}.json").exists()] if code is None else []
+        not_started = [n for n in names if not (self.parts / f"{n}.json").exists()] if code != 0 else []
         for name in [n for n in names if n not in not_started]:
-            data = _read_json(self.tmp / f"{name}.json") or {"rows": [], "notes": [], "measured": {}}
+            data = _read_json(self.parts / f"{name}.json") or {"rows": [], "notes": [], "measured": {}}
             status = data.get("status")
             if code is None and status in (None, "running"):
                 status = (f"killed by the watchdog after {seconds:.0f} s"
@@ -195,6 +250,18 @@ class Suite:
         return not_started
 
     def record(self, experiment: str, data: dict) -> dict:
+        """The reference record of ``experiment`` from its worker's ``data``; a stage of
+        ``MERGED_INTO`` adds its rows and notes to its experiment's record."""
+        self.raw[experiment] = data
+        target = MERGED_INTO.get(experiment, experiment)
+        data = dict(self.raw.get(target) or {"rows": [], "notes": []})
+        for stage in (s for s, t in MERGED_INTO.items() if t == target and s in self.raw):
+            data["rows"] = list(data.get("rows") or []) + list(self.raw[stage].get("rows") or [])
+            data["notes"] = list(data.get("notes") or []) + list(self.raw[stage].get("notes") or [])
+            data.setdefault("energy_source", self.raw[stage].get("energy_source"))
+        return self._record(target, data)
+
+    def _record(self, experiment: str, data: dict) -> dict:
         from greenlab import reference
 
         rows = list(data.get("rows") or [])
@@ -236,9 +303,19 @@ class Suite:
             budget_end = min(budget_end, self.deadline - self.pytest_s - 2)
         else:
             budget_end = time.monotonic() + self.sizes.lesson_cap_s * len(self.lessons)
+        order = {path: i for i, path in enumerate(self.lessons)}
+        done: dict = {}
+
+        def one(path):
+            row = self.run_lesson(path, budget_end)
+            with self._bundle_lock:  # written after each lesson: a lost shot keeps the lessons done
+                done[path] = row
+                self.lesson_rows = [done[p] for p in sorted(done, key=order.get)]
+                self.write_bundle()
+            return row
+
         with ThreadPoolExecutor(max_workers=max(1, self.args.lesson_jobs)) as pool:
-            rows = list(pool.map(lambda path: self.run_lesson(path, budget_end), self.lessons))
-        self.lesson_rows.extend(rows)
+            list(pool.map(one, self.lessons))
 
     def run_lesson(self, path: Path, budget_end: float) -> dict:
         cap = min(budget_end - time.monotonic(), self.sizes.lesson_cap_s)
@@ -307,7 +384,8 @@ class Suite:
         rows.append({"label": "gpu state", **{k: v for k, v in self.gpu_state.items()}})
         rows.append({"label": "python packages", **preflight()})
         rows.append({"label": "total", "seconds": time.monotonic() - self.t_start,
-                     "budget_seconds": self.budget_s, "shortest_window_s": self.min_window_s})
+                     "budget_seconds": self.budget_s, "shortest_window_s": self.min_window_s,
+                     "shortest_window_capped": self.min_window_capped})
         return rows
 
     def target(self, key: str, op: str, threshold: float) -> tuple:
@@ -368,6 +446,15 @@ class Suite:
                 "persistence_mode", "compute_mode", "mig_mode", "counter_update_period_ms")
         parts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
         return ("GPU state at start (read-only): " + ", ".join(parts) + ".") if parts else ""
+
+
+def shortest_window_s(floor_s: float, counter_period_ms) -> tuple:
+    """(shortest energy window in seconds, whether it was capped): ``MIN_WINDOW_PERIODS`` update
+    periods of the counter, at least ``floor_s``, at most ``MAX_MIN_WINDOW_S`` (an idle poll can
+    read a slow period that loaded windows do not have; the cap is then flagged)."""
+    periods_s = MIN_WINDOW_PERIODS * (counter_period_ms or 0) / 1000.0
+    want = max(floor_s, periods_s)
+    return (min(want, MAX_MIN_WINDOW_S), want > MAX_MIN_WINDOW_S)
 
 
 def select_lessons(spec: str, dry_run: bool) -> list:
@@ -482,11 +569,13 @@ def _parse_args(argv):
                    help="folder for --unpack (default data/reference_runs)")
     p.add_argument("--allow-dry-run", action="store_true", help="let --unpack write dry-run records")
     p.add_argument("--hang", default="", help="rehearse the watchdog: this experiment hangs after one row")
+    p.add_argument("--hang-start", default="", help="rehearse the watchdog: this experiment hangs before its first row")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--part", help=argparse.SUPPRESS)
     p.add_argument("--cap-s", default="60", help=argparse.SUPPRESS)
     p.add_argument("--min-window-s", type=float, default=MIN_WINDOW_S, help=argparse.SUPPRESS)
     p.add_argument("--cache", help=argparse.SUPPRESS)
+    p.add_argument("--idle-w", type=float, default=None, help=argparse.SUPPRESS)
     raw = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(raw)
     args.raw = raw
@@ -523,7 +612,3 @@ def _child_env() -> dict:
     return env
 
 
-def _kill_group(proc) -> None:
-    from greenlab.processes import kill_group
-
-    kill_group(proc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -22,18 +23,31 @@ def counter_vs_power(read_counter, read_power, seconds: float, interval_s: float
         raise ValueError(f"seconds and interval_s must be > 0, got {seconds!r}, {interval_s!r}")
     c0 = read_counter()
     t0 = clock()
-    times, watts = [0.0], [read_power()]
-    while times[-1] < seconds:
+    times, watts, missed = [], [], 0
+    now = 0.0
+    while True:
+        value = read_power()  # a transient read can give None: skipped, counted
+        if value is None:
+            missed += 1
+        else:
+            times.append(now)
+            watts.append(value)
+        if now >= seconds:
+            break
         sleep(interval_s)
-        watts.append(read_power())
-        times.append(clock() - t0)
+        now = clock() - t0
     c1 = read_counter()
+    out = {"seconds": now, "power_samples": len(watts), "power_reads_missed": missed}
+    if c0 is None or c1 is None or len(watts) < 2:
+        why = "the energy counter gave no value" if (c0 is None or c1 is None) else "fewer than 2 power readings"
+        return {**out, "counter_joules": None, "integrated_joules": None, "difference_pct": None,
+                "mean_watts": None, "status": f"not measured: {why}"}
     integrated = trapezoid_joules(times, watts)
     counter = c1 - c0
     diff = 100.0 * (counter - integrated) / integrated if integrated > 0 else None
-    return {"seconds": times[-1], "counter_joules": counter, "integrated_joules": integrated,
-            "difference_pct": diff, "power_samples": len(watts),
-            "mean_watts": integrated / times[-1] if times[-1] > 0 else None}
+    span = times[-1] - times[0]
+    return {**out, "counter_joules": counter, "integrated_joules": integrated, "difference_pct": diff,
+            "mean_watts": integrated / span if span > 0 else None}
 
 
 def counter_update_period(read_counter, seconds: float, clock=time.perf_counter) -> dict:
@@ -116,19 +130,25 @@ class SteadyLoad:
 
 
 def gpu_state(dry_run: bool) -> dict:
-    """The GPU's state and its energy counter's update period (idle poll), NVML queries only."""
-    from greenlab.energy import nvml as _nvml
-
+    """The GPU's state and its energy counter's update period (idle poll), NVML queries only.
+    Never raises: a query that fails is recorded with its reason (``nvml``, ``*_problem`` keys)."""
     if dry_run:
         return {"nvml": "not used (dry-run on the CPU)"}
-    lib = _nvml.get_nvml()
-    if not lib.available:
-        return {"nvml": lib.reason}
-    gpus = lib.visible_gpus()
-    if not gpus or gpus[0].nvml_index is None:
-        return {"nvml": "no NVML device for CUDA device 0 (MIG or not visible)"}
-    handle = lib.handle(gpus[0].nvml_index)
+    try:
+        from greenlab.energy import nvml as _nvml
+
+        lib = _nvml.get_nvml()
+        if not lib.available:
+            return {"nvml": lib.reason}
+        gpus = lib.visible_gpus()
+        if not gpus or gpus[0].nvml_index is None:
+            return {"nvml": "no NVML device for CUDA device 0 (MIG or not visible)"}
+        handle = lib.handle(gpus[0].nvml_index)
+    except Exception as exc:  # a first NVML call that fails must not end the suite
+        return {"nvml": f"unavailable: {type(exc).__name__}: {exc}"[:300]}
     state = read_gpu_state(lib, handle)
+    state.update(mig_problem(state.get("mig_mode"), os.environ.get("CUDA_VISIBLE_DEVICES")))
+    state["other_processes_at_start"] = other_gpu_processes(lib, handle)
     try:
         period = counter_update_period(lambda: lib.energy_joules(handle), 1.0)
         state["counter_update_period_ms"] = period["interval_ms_median"]
@@ -136,6 +156,35 @@ def gpu_state(dry_run: bool) -> dict:
         state["counter_update_period_ms"] = None
         state["counter_update_period_problem"] = f"{type(exc).__name__}: {exc}"
     return state
+
+
+def mig_problem(mig_mode, visible_devices) -> dict:
+    """``{"mig_problem": text}`` when MIG is enabled but ``CUDA_VISIBLE_DEVICES`` names no MIG
+    instance (the energy counter then covers the whole GPU, other instances' work included)."""
+    if mig_mode != "enabled":
+        return {}
+    if visible_devices and any(part.strip().startswith("MIG-") for part in visible_devices.split(",")):
+        return {}
+    return {"mig_problem": "MIG is enabled but CUDA_VISIBLE_DEVICES names no MIG instance "
+                           f"({visible_devices or 'unset'}): the counter covers the whole GPU"}
+
+
+def other_gpu_processes(lib, handle, own_pids=None):
+    """Compute processes on the GPU other than this one and its children (pid and used MiB,
+    ``nvmlDeviceGetComputeRunningProcesses``), or a text saying why they could not be read."""
+    own = set(own_pids or ()) | {os.getpid()}
+    try:
+        procs = lib.module.nvmlDeviceGetComputeRunningProcesses(handle)
+    except Exception as exc:
+        return f"unavailable ({type(exc).__name__})"
+    out = []
+    for proc in procs or ():
+        pid = getattr(proc, "pid", None)
+        if pid in own:
+            continue
+        used = getattr(proc, "usedGpuMemory", None)
+        out.append({"pid": pid, "used_mib": used / 2**20 if isinstance(used, (int, float)) else None})
+    return out
 
 
 def read_gpu_state(lib, handle) -> dict:
@@ -195,3 +244,57 @@ def _compute_mode(m, value) -> str:
         if getattr(m, "NVML_COMPUTEMODE_" + name, None) == value:
             return name.lower()
     return str(value)
+
+
+class GpuProbe:
+    """Read-only NVML reads an energy window needs: wait for the energy counter's next tick (to
+    align a window's edge on it), and the SM clock, temperature and clock-event reasons."""
+
+    def __init__(self, lib, handle):
+        self.lib, self.handle = lib, handle
+
+    def wait_for_tick(self, timeout_s: float = 0.5) -> bool:
+        """Poll the energy counter until its value changes (True) or ``timeout_s`` passes."""
+        try:
+            first = self.lib.energy_joules(self.handle)
+            end = time.perf_counter() + timeout_s
+            while time.perf_counter() < end:
+                if self.lib.energy_joules(self.handle) != first:
+                    return True
+        except Exception:
+            return False
+        return False
+
+    def state(self) -> dict:
+        """SM clock (MHz), temperature (C) and the clock-event (throttle) reasons bitmask now."""
+        m = self.lib.module
+        reasons = getattr(m, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            or getattr(m, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        out = {}
+        for key, read in (("sm_clock_mhz", lambda: m.nvmlDeviceGetClockInfo(self.handle, m.NVML_CLOCK_SM)),
+                          ("temperature_c", lambda: m.nvmlDeviceGetTemperature(self.handle, m.NVML_TEMPERATURE_GPU)),
+                          ("clock_event_reasons", lambda: f"0x{int(reasons(self.handle)):x}")):
+            try:
+                out[key] = read()
+            except Exception:
+                out[key] = None
+        return out
+
+    def others(self, own_pids=None):
+        return other_gpu_processes(self.lib, self.handle, own_pids)
+
+
+def gpu_probe(torch):
+    """A ``GpuProbe`` for the current CUDA device, or (None, why) when NVML cannot give one."""
+    try:
+        from greenlab.energy import nvml as _nvml
+
+        lib = _nvml.get_nvml()
+        if not lib.available:
+            return None, f"NVML not available ({lib.reason})"
+        handle = _nvml_handle(lib, torch)
+        if handle is None:
+            return None, "no NVML handle for this CUDA device"
+        return GpuProbe(lib, handle), None
+    except Exception as exc:
+        return None, f"NVML failed: {type(exc).__name__}: {exc}"[:300]

@@ -45,7 +45,12 @@ def _units_for(rows) -> dict:
              "energy_saving_pct_vs_fp32": "%", "tflops_achieved": "TFLOP/s", "g_co2e": "g",
              "g_co2e_per_million_samples": "g", "g_co2e_per_kwh": "g/kWh", "model_size_mib": "MiB",
              "joules_per_gflop": "J/GFLOP", "gflop_forward_per_sample": "GFLOP",
-             "profile_wall_s": "s", "profile_cpu_op_s": "s", "profile_device_kernel_s": "s"}
+             "profile_wall_s": "s", "profile_cpu_op_s": "s", "profile_device_kernel_s": "s",
+             "joules_above_idle_per_sample": "J", "cpu_joules_per_sample": "J",
+             "joules_per_sample_spread_pct": "%", "first_step_seconds": "s",
+             "first_step_joules_gpu_only": "J", "first_step_joules_cpu": "J", "compile_seconds": "s",
+             "compile_joules_gpu_only": "J", "joules_per_token": "J", "tokens_per_second": "1/s",
+             "window_end_sm_clock_mhz": "MHz", "window_end_temperature_c": "C"}
     present = {k for r in rows for k in r}
     return {k: v for k, v in units.items() if k in present}
 

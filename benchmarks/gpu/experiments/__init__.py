@@ -13,7 +13,7 @@ from benchmarks.gpu.experiments.lesson06_carbon import exp_carbon
 from benchmarks.gpu.experiments.lesson07_compression import exp_compression
 from benchmarks.gpu.experiments.lesson08_data_pipeline import exp_data_pipeline
 from benchmarks.gpu.experiments.lesson09_capstone import exp_capstone
-from benchmarks.gpu.experiments.lesson10_language_model import exp_language_model
+from benchmarks.gpu.experiments.lesson10_language_model import exp_language_model, exp_language_model_compile
 from benchmarks.gpu.experiments.lesson11_language_model_serving import exp_language_model_serving
 
 RUNNERS = {
@@ -29,5 +29,6 @@ RUNNERS = {
     "data_pipeline": exp_data_pipeline,
     "capstone": exp_capstone,
     "language_model": exp_language_model,
+    "language_model-compile": exp_language_model_compile,
     "language_model_serving": exp_language_model_serving,
 }

@@ -23,20 +23,33 @@ def exp_measurement_core(ctx: Context) -> None:
     ctx.row({"label": "idle power", "seconds": idle.seconds,
              "watts": idle.watts_by_component.get(ctx.component) if ctx.energy_ok else None,
              "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"})
-    lib = _nvml.get_nvml() if ctx.device == "cuda" else None
-    handle = _nvml_handle(lib, ctx.torch) if lib is not None and lib.available else None
+    idle_w = idle.watts_by_component.get(ctx.component) if ctx.energy_ok else None
+    if idle_w is not None and ctx.device == "cuda":  # later experiments report energy above it
+        ctx.measured["idle_watts"] = idle_w
+    lib = handle = None
+    why = "dry-run on the CPU" if ctx.dry_run else "no NVML handle for this GPU"
+    try:
+        lib = _nvml.get_nvml() if ctx.device == "cuda" else None
+        handle = _nvml_handle(lib, ctx.torch) if lib is not None and lib.available else None
+        if lib is not None and not lib.available:
+            why = f"NVML not available ({lib.reason})"
+    except Exception as exc:  # recorded; the monitor-overhead row below still runs
+        why = f"NVML handle failed: {type(exc).__name__}: {exc}"[:300]
     if handle is None:
-        why = "dry-run on the CPU" if ctx.dry_run else "no NVML handle for this GPU"
         ctx.row({"label": "counter vs instant power", "status": f"not measured: {why}"})
         ctx.row({"label": "counter update period", "status": f"not measured: {why}"})
     else:
-        instant = lib.instant_power_watts(handle) is not None
-        read_power = (lambda: lib.instant_power_watts(handle)) if instant else (lambda: lib.power_watts(handle))
+        instant = _safe(lambda: lib.instant_power_watts(handle)) is not None
+        read_power = (lambda: _safe(lambda: lib.instant_power_watts(handle))) if instant \
+            else (lambda: _safe(lambda: lib.power_watts(handle)))
         with SteadyLoad(ctx.torch, ctx.device, z.matmul_n):
             time.sleep(1.0)  # clocks and power settle
-            check = counter_vs_power(lambda: lib.energy_joules(handle), read_power, z.steady_load_s,
-                                     z.power_interval_s)
-            period = counter_update_period(lambda: lib.energy_joules(handle), z.poll_s)
+            counter = lambda: _safe(lambda: lib.energy_joules(handle))  # noqa: E731
+            check = counter_vs_power(counter, read_power, z.steady_load_s, z.power_interval_s)
+            try:
+                period = counter_update_period(lambda: lib.energy_joules(handle), z.poll_s)
+            except Exception as exc:
+                period = {"status": f"not measured: {type(exc).__name__}: {exc}"[:300]}
         ctx.row({"label": "counter vs instant power", **check,
                  "power_reading": "NVML_FI_DEV_POWER_INSTANT" if instant
                  else "nvmlDeviceGetPowerUsage (1 s average on Ampere+ other than A100)"})
@@ -87,3 +100,11 @@ def monitor_overhead(ctx: Context) -> dict:
     result.update({"steps_per_run": n, "batch_size": z.loader_batch, "precision": precision,
                    "monitor_hz_achieved_median": statistics.median(rates) if rates else None})
     return result
+
+
+def _safe(read):
+    """``read()``, or None when it raises (a transient NVML error is a missed sample, not a crash)."""
+    try:
+        return read()
+    except Exception:
+        return None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from benchmarks.gpu.context import (
-    Context, StepLoop, _cnn_fn, _model_text, _precisions, _repeats, _resnet_fn, throughput_row)
+    Config, Context, StepLoop, _cnn_fn, _model_text, _precisions, _repeats, _resnet_fn, interleaved_rows,
+    math_mode)
 from benchmarks.gpu.records import _ratio
 
 
@@ -13,22 +14,22 @@ def _precision_experiment(ctx: Context, model_fn, ds, batch: int, what: str, tar
     precisions = _precisions(ctx)
     model_flops = flops(model_fn(), ds.input_shape, batch_size=1).forward
     repeats = _repeats(ctx, len(precisions), ctx.min_window_s * ctx.sizes.window_margin)
-    rows = {}
+    configs = []
     for precision in precisions:
-        if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
-            break
         ctx.torch.manual_seed(0)
-        loop = StepLoop(ctx, model_fn(), ds, batch, precision)
         label = {"fp32": "fp32 (PyTorch defaults)", "bf16": "bf16 autocast",
                  "fp16": "fp16 autocast + GradScaler"}[precision]
-        row = throughput_row(ctx, label, loop, {"precision": precision, "batch_size": batch},
-                             repeats, flops_per_sample=model_flops, profile=True, ds=ds)
+        configs.append(Config(label, StepLoop(ctx, model_fn(), ds, batch, precision),
+                              {"precision": precision, "batch_size": batch}, model_flops, profile=True,
+                              ds=ds, math_mode=math_mode(ctx, precision, convolutions=True)))
+    rows = {}
+    for precision, row in zip(precisions, interleaved_rows(ctx, configs, repeats)):
         if precision == "fp16":
             row["includes"] = "GradScaler's per-step inf check (a device-to-host sync each step)"
         rows[precision] = ctx.row(row)
-        del loop
-        if ctx.device == "cuda":
-            ctx.torch.cuda.empty_cache()
+    del configs
+    if ctx.device == "cuda":
+        ctx.torch.cuda.empty_cache()
     base = rows.get("fp32", {})
     for row in rows.values():
         row["speedup_vs_fp32"] = _ratio(row.get("samples_per_second"), base.get("samples_per_second"))
@@ -41,9 +42,13 @@ def _precision_experiment(ctx: Context, model_fn, ds, batch: int, what: str, tar
             ctx.measured["bf16_energy_saving_pct"] = rows["bf16"]["energy_saving_pct_vs_fp32"]
     ctx.note(f"{what} ({_model_text(model_fn)}, {model_flops / 1e9:.3g} GFLOP forward per sample) on "
              f"{ds.describe()}; batch {batch}; SGD lr 0.05 momentum 0.9; device-resident batches. "
-             "Per configuration: warm-up, a synchronised calibration of the step time, then "
-             f"{repeats} window(s) of at least {ctx.min_window_s:.2g} s; medians with min/max. "
-             "fp32 runs with PyTorch's default TF32 settings as found (cuDNN convolutions may use TF32). "
+             "Per configuration: warm-up and a synchronised calibration of the step time; then "
+             f"{repeats} window(s) of at least {ctx.min_window_s:.2g} s each, interleaved across the "
+             "configurations (A B C A B C), medians with min/max; window_end_* give each window's SM "
+             "clock, temperature and clock-event reasons. fp32 runs with PyTorch's default TF32 "
+             "settings as found; math_mode says what the products actually used. joules are gross "
+             "device energy (idle included); joules_above_idle_per_sample subtracts measurement_core's "
+             "idle power over each window. "
              "tflops_achieved counts 3x the forward FLOPs per sample (forward + backward). "
              "device_busy_fraction: GPU kernel time over wall time in a 3-step torch.profiler trace. "
              "Test accuracy is measured after the windows. channels_last on CUDA.")

@@ -39,4 +39,6 @@ def exp_data_pipeline(ctx: Context) -> None:
     ctx.note(f"Lesson 08's reference CNN on {ds.describe()}; {precision}; batch {z.loader_batch}. Each "
              "loader is greenlab.data.make_dataloader (persistent_workers off, as gl.train uses it), so "
              "worker start-up at each new pass over the data falls inside the windows, as in a lesson. "
-             f"CPU: {os.cpu_count()} logical cores.")
+             f"CPU: {os.cpu_count()} logical cores. The loaders' work is on the host: "
+             "cpu_joules_per_sample is the CPU's energy in the same windows (cpu_energy_source says "
+             "whether it is a model estimate); joules are the GPU's alone.")
