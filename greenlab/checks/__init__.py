@@ -11,17 +11,18 @@ their own, named after the lesson's topic, and are all reachable here by the exe
 
 from greenlab.checks.accumulation import accumulate_gradients  # lesson 03
 from greenlab.checks.batching import scaled_lr_with_warmup  # lesson 04
-from greenlab.checks.capstone import capstone_submission  # lesson 09
-from greenlab.checks.carbon import best_start_hour, co2e_grams  # lesson 06
+from greenlab.checks.capstone import capstone_submission, one_cycle  # lesson 09
+from greenlab.checks.carbon import best_start_hour, co2e_grams, schedule_jobs  # lesson 06
 from greenlab.checks.compression import break_even, tensor_sparsity  # lesson 07
 from greenlab.checks.core import (FAILED, NOT_ATTEMPTED, PASSED, Check, check_close, check_function,
                                   check_gradients_match, is_placeholder, number_or_none)
-from greenlab.checks.data_pipeline import most_uncertain  # lesson 08
+from greenlab.checks.data_pipeline import early_stopping, most_uncertain, prefetch_loader  # lesson 08
 from greenlab.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 10, 11
 from greenlab.checks.measuring import energy_window, joules_per_gflop  # lesson 00
 from greenlab.checks.precision import amp_step  # lesson 02
 from greenlab.checks.scaling import scale_out_costs  # lesson 01
 from greenlab.checks.search import pareto_indices, separable_conv_flops  # lesson 05
+from greenlab.checks.statement import stakeholder_statement  # lessons 06 and 09
 
 __all__ = [
     "Check", "PASSED", "FAILED", "NOT_ATTEMPTED", "is_placeholder", "check_close", "check_function",
@@ -29,5 +30,6 @@ __all__ = [
     "joules_per_gflop", "energy_window", "scale_out_costs", "amp_step", "accumulate_gradients",
     "scaled_lr_with_warmup", "separable_conv_flops", "pareto_indices", "co2e_grams", "best_start_hour",
     "tensor_sparsity", "break_even", "most_uncertain", "capstone_submission", "zero_bytes_per_rank",
-    "lora_trainable_params",
+    "lora_trainable_params", "schedule_jobs", "early_stopping", "prefetch_loader", "one_cycle",
+    "stakeholder_statement",
 ]
