@@ -34,7 +34,7 @@ from greenlab.train import RunResult, StopTraining, TrainConfig, train  # noqa: 
 from greenlab.train import Interrupted, last_interrupted  # noqa: E402  Ctrl-C: one line, the partial result kept
 
 # --- lesson topics: compression, profiling and monitoring, leaderboard ---
-from greenlab import compress, profiling  # noqa: E402
+from greenlab import active, compress, prefetch, profiling, stopping  # noqa: E402
 from greenlab import lm, lm_compile, lm_serve, lora, sharding  # noqa: E402  gl.lm: a small language model in joules per token
 from greenlab import optional, optimizers  # noqa: E402  gl.optimizers: fp32 or 8-bit AdamW states, counted state bytes
 from greenlab import sharding_run  # noqa: E402  gl.sharding_run: DDP against FSDP, measured in 2 processes

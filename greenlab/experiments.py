@@ -206,7 +206,10 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     variants: {name: TrainConfig}; the first is the baseline for ratios and verdicts. The
       variants must share one seed (leave ``seed`` at its default in each).
     model_fn: returns a fresh model; it is called after seeding, so within a repeat every
-      variant starts from the same weights.
+      variant starts from the same weights. A dict {name: model_fn} gives each variant its
+      own model (a ladder row that changes the architecture); every variant needs one.
+    data: a Dataset, or a dict {name: Dataset} giving each variant its own (a row that changes
+      the data itself: a subset, more samples); every variant needs one.
     seed: repeat r runs every variant with seed ``seed + r`` (default: the variants' seed), so
       within a repeat all variants see the same initial weights and sample order, and repeats
       differ from each other.
@@ -229,8 +232,15 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
             raise ValueError(f"variant names must be non-empty strings, got {name!r}")
         if not isinstance(cfg, TrainConfig):
             raise ValueError(f"variant {name!r} must be a TrainConfig, got {type(cfg).__name__}")
-    if not callable(model_fn):
-        raise ValueError("model_fn must be a callable that returns a fresh torch.nn.Module")
+    datasets = data if isinstance(data, dict) else {name: data for name in variants}
+    if set(datasets) != set(variants):
+        raise ValueError(f"data must be a Dataset or a dict with one for every variant; got {sorted(datasets)} "
+                         f"for variants {sorted(variants)}")
+    model_fns = model_fn if isinstance(model_fn, dict) else {name: model_fn for name in variants}
+    missing = [name for name in variants if not callable(model_fns.get(name))]
+    if missing:
+        raise ValueError("model_fn must be a callable that returns a fresh torch.nn.Module, or a dict "
+                         f"with one for every variant (missing or not callable: {', '.join(missing)})")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -252,8 +262,8 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     def one(name, repeat_seed, keep):
         cfg = dataclasses.replace(configs[name], seed=repeat_seed)
         seed_everything(repeat_seed)
-        model = model_fn()
-        return train(model, data, cfg, callbacks=callbacks, device=device, log=log, sources=sources,
+        model = model_fns[name]()
+        return train(model, datasets[name], cfg, callbacks=callbacks, device=device, log=log, sources=sources,
                      idle=idle, save=save and keep, results_path=results_path, stop_event=stop_event)
 
     def cut_short(result) -> bool:

@@ -404,3 +404,65 @@ def _cell(row: EfficiencyRow, key: str) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
     return str(value)
+
+
+def recipe_statement(comparison, baseline: str, candidate: str, region: str = "WORLD",
+                     tuning_joules: dict | None = None, tolerance: float = 0.01,
+                     names: dict | None = None) -> str:
+    """A paragraph for a non-technical reader on ``candidate`` against ``baseline`` in a
+    ``gl.compare`` result: the energy each spent to deliver its model (the whole run) in J and
+    Wh with g CO2e on ``region``'s grid, the paired verdict in words, the test accuracies and
+    whether they are within ``tolerance`` (fraction), the search bill when ``tuning_joules``
+    ({name: J}) is given, and a decision with its condition. ``names`` ({row: word}) renames
+    rows for the reader. Claims a saving only when the verdict shows one."""
+    from greenlab.units import format_energy
+
+    label = {baseline: baseline, candidate: candidate, **(names or {})}
+
+    grid = carbon.intensity(region)
+    factor = comparison.paired(baseline, candidate, metric="joules")  # baseline / candidate
+    mean = {n: comparison.stats[n]["joules"].mean for n in (baseline, candidate)}
+    acc = {n: comparison.stats[n]["final_accuracy"].mean for n in (baseline, candidate)}
+    if None in mean.values() or None in acc.values():
+        return (f"No statement: {baseline} or {candidate} has no complete run to compare "
+                f"({comparison.repeats} repeat(s)).")
+
+    def amount(j):
+        return f"{format_energy(j)} ({j / 3600:.2g} Wh, {carbon.co2e_g(j, grid):.2g} g CO2e on the {grid.name} grid)"
+
+    how = ("estimated from a CPU power model (uncertain by about a factor of two either way)"
+           if comparison.estimated else "measured by the hardware's energy counters")
+    parts = [f"To deliver a trained model, the {label[candidate]} recipe used {amount(mean[candidate])} and the "
+             f"{label[baseline]} recipe {amount(mean[baseline])}, each the mean of {comparison.repeats} paired runs; "
+             f"the energy is {how}."]
+    gap = acc[candidate] - acc[baseline]
+    same = gap >= -tolerance
+    if factor.detectable:
+        word = "less" if factor.estimate > 1 else "more"
+        times = factor.estimate if factor.estimate > 1 else 1 / factor.estimate
+        lo, hi = sorted(((factor.low, factor.high) if factor.estimate > 1 else (1 / factor.high, 1 / factor.low)))
+        parts.append(f"The {label[candidate]} recipe used {times:.1f} times {word} energy (95% interval "
+                     f"{lo:.1f} to {hi:.1f} times).")
+    elif factor.low is None:
+        parts.append(f"With {factor.n} paired run(s) there is no interval, so no difference is claimed.")
+    else:
+        parts.append("The repeats show no detectable difference in energy between the two.")
+    if not same:
+        accuracy_note = (f": the {label[candidate]} model is {-gap * 100:.1f} points less accurate, so the saving "
+                         "was bought with accuracy.")
+    elif gap <= tolerance:
+        accuracy_note = f" (within {tolerance * 100:.0f} point)."
+    else:
+        accuracy_note = "."
+    parts.append(f"Test accuracy: {label[candidate]} {acc[candidate]:.1%}, {label[baseline]} {acc[baseline]:.1%}{accuracy_note}")
+    if tuning_joules:
+        parts.append("Choosing the learning rates cost " + ", ".join(
+            f"{format_energy(j)} for {label.get(n, n)}" for n, j in tuning_joules.items()) + ", paid once before training.")
+    if factor.detectable and factor.estimate > 1:
+        condition = ("as long as its model meets the accuracy target" if same else
+                     f"if {-gap * 100:.1f} points of test accuracy are an acceptable price")
+        parts.append(f"We recommend the {label[candidate]} recipe {condition}; on other hardware, measure again "
+                     "before relying on the factor.")
+    else:
+        parts.append(f"We keep the {label[baseline]} recipe unless more repeats show a difference.")
+    return " ".join(parts)

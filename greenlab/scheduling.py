@@ -209,6 +209,54 @@ def window_means(profile, hours_needed: int, wrap: bool = False) -> list[float]:
     return [_window(prof, s, hours_needed).mean_g_per_kwh for s in range(last_start + 1)]
 
 
+def schedule_jobs(profile, jobs) -> dict:
+    """Plan several jobs on one machine (one job per hour) over an hourly profile.
+
+    ``jobs``: a list of dicts ``{"name": str, "hours": int, "deadline": int, "interruptible":
+    bool}``; a job must finish by ``deadline`` (it may use hours ``0 .. deadline - 1``).
+    Earliest deadline first (ties: the order given), each job takes the cleanest hours still
+    free before its deadline: any such hours when it is interruptible, else the free
+    contiguous window with the lowest mean (ties: the earliest hour). Returns ``{name: sorted
+    list of hour indices}``, or ``None`` for a job that no longer fits: a greedy plan, not
+    always the cheapest possible one. Raises ValueError for a malformed job."""
+    prof = _as_profile(profile)
+    values, taken, plan = prof.g_per_kwh, set(), {}
+    for job in sorted(_check_jobs(jobs, len(prof)), key=lambda j: j["deadline"]):  # stable sort
+        free = [h for h in range(job["deadline"]) if h not in taken]
+        if job["interruptible"]:
+            chosen = sorted(sorted(free, key=lambda h: (values[h], h))[:job["hours"]])
+        else:
+            runs = [list(range(s, s + job["hours"])) for s in range(job["deadline"] - job["hours"] + 1)]
+            runs = [r for r in runs if not taken.intersection(r)]
+            chosen = min(runs, key=lambda r: (math.fsum(values[h] for h in r), r[0]), default=[])
+        if len(chosen) < job["hours"]:
+            plan[job["name"]] = None
+            continue
+        taken.update(chosen)
+        plan[job["name"]] = chosen
+    return {job["name"]: plan[job["name"]] for job in jobs}
+
+
+def plan_grams(profile, plan: dict, kwh_per_hour: float) -> float:
+    """Grams CO2 of a plan from :func:`schedule_jobs` (or any {name: hours}) when every job
+    draws ``kwh_per_hour`` kWh in each of its hours; jobs planned as ``None`` count 0."""
+    prof = _as_profile(profile)
+    kwh = _non_negative(kwh_per_hour, "kwh_per_hour")
+    return math.fsum(prof.g_per_kwh[h] * kwh for hours in plan.values() if hours for h in hours)
+
+
+def as_soon_as_possible(profile, jobs) -> dict:
+    """The carbon-blind plan to compare against: jobs in the order given, each in the first
+    free hours (contiguous for a job that cannot be interrupted), deadlines ignored."""
+    prof = _as_profile(profile)
+    next_free, plan = 0, {}
+    for job in _check_jobs(jobs, len(prof), deadlines=False):
+        hours = list(range(next_free, next_free + job["hours"]))
+        plan[job["name"]] = hours if hours[-1] < len(prof) else None
+        next_free += job["hours"]
+    return plan
+
+
 # --- helpers ------------------------------------------------------------------
 
 
@@ -299,3 +347,24 @@ def _non_negative(value, name: str) -> float:
     if math.isnan(number) or math.isinf(number) or number < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return number
+
+
+def _check_jobs(jobs, n_hours: int, deadlines: bool = True) -> list:
+    if isinstance(jobs, (str, bytes, dict)) or not hasattr(jobs, "__iter__"):
+        raise ValueError(f"jobs must be a list of dicts with name, hours, deadline, interruptible; got {jobs!r}")
+    out, names = [], set()
+    for i, job in enumerate(jobs):
+        if not isinstance(job, dict) or not {"name", "hours"} <= set(job):
+            raise ValueError(f"jobs[{i}] must be a dict with name, hours, deadline and interruptible, got {job!r}")
+        hours, deadline = job["hours"], job.get("deadline", n_hours)
+        if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= n_hours:
+            raise ValueError(f"jobs[{i}]['hours'] must be a whole number from 1 to {n_hours}, got {hours!r}")
+        if deadlines and (isinstance(deadline, bool) or not isinstance(deadline, int)
+                          or not 1 <= deadline <= n_hours):
+            raise ValueError(f"jobs[{i}]['deadline'] must be an hour from 1 to {n_hours}, got {deadline!r}")
+        if job["name"] in names:
+            raise ValueError(f"jobs[{i}]['name'] {job['name']!r} is used twice; names must be unique")
+        names.add(job["name"])
+        out.append({"name": job["name"], "hours": hours, "deadline": deadline,
+                    "interruptible": bool(job.get("interruptible", False))})
+    return out

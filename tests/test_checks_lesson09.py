@@ -3,6 +3,8 @@ each missing piece fails with what to do; a stub is not attempted."""
 
 from types import SimpleNamespace
 
+import pytest
+
 from greenlab import checks
 from greenlab.leaderboard import Leaderboard
 from greenlab.train import TrainConfig
@@ -64,7 +66,8 @@ def test_quick_recipes_are_small_and_share_the_target():
     for model_fn, config, spec in (naive, green):
         assert config.target_accuracy == recipes.CAPSTONE_QUICK_TARGET_ACCURACY
         assert spec == recipes.QUICK_DATA
-        assert model_fn is recipes.quick_cnn
+    assert naive.model_fn is recipes.tutorial_cnn and green.model_fn is recipes.quick_cnn
+    assert (naive.config.batch_size, naive.config.lr, naive.config.momentum) == (4, 0.001, 0.9)  # the tutorial's
     assert green[1].batch_size > naive[1].batch_size and green[1].stop_at_target
     assert not naive[1].stop_at_target and naive[1].loader == "dataloader"
     assert recipes.naive_recipe()[1].target_accuracy == recipes.CAPSTONE_TARGET_ACCURACY  # full by default
@@ -83,3 +86,55 @@ def test_quick_green_recipe_reaches_its_target():
     gl.config.seed_everything(config.seed)
     run = gl.train(model_fn(), ds, config, device="cpu", log=False, save=False)
     assert run.status == "target-reached" and run.joules_to_target is not None
+
+
+# --- the learner's one-cycle schedule -----------------------------------------------------------
+
+def my_cycle(step, total, warm):
+    """A correct schedule written as a piecewise interpolation."""
+    if warm and step < warm:
+        return (step + 1) / warm
+    return min(1.0, max(0.0, 1 - (step - warm) / max(1, total - warm)))
+
+
+def test_one_cycle_accepts_a_correct_schedule_written_differently():
+    result = checks.one_cycle(my_cycle)
+    assert result.passed, result.text()
+
+
+def test_one_cycle_warm_up_from_zero_fails_with_its_hint():
+    result = checks.one_cycle(lambda s, t, w: s / w if s < w else my_cycle(s, t, w))
+    assert result.status == checks.FAILED and "(step + 1) / warmup_steps" in " ".join(result.details)
+
+
+def test_one_cycle_fall_over_the_whole_run_fails_with_its_hint():
+    result = checks.one_cycle(lambda s, t, w: (s + 1) / w if s < w else max(0.0, (t - s) / t))
+    assert result.status == checks.FAILED and "total_steps - warmup_steps" in " ".join(result.details)
+
+
+def test_one_cycle_below_zero_fails_with_its_hint():
+    result = checks.one_cycle(lambda s, t, w: (s + 1) / w if s < w else (t - s) / max(1, t - w))
+    assert result.status == checks.FAILED and "clip the multiplier at 0" in " ".join(result.details)
+
+
+def test_one_cycle_that_stays_at_one_fails_with_its_hint():
+    result = checks.one_cycle(lambda s, t, w: (s + 1) / w if s < w else 1.0)
+    assert result.status == checks.FAILED and "does not stay at 1" in " ".join(result.details)
+
+
+def test_one_cycle_matches_the_training_loops_schedule():
+    import importlib
+
+    import torch
+
+    from greenlab import recipes
+
+    train = importlib.import_module("greenlab.train")
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = train._scheduler(TrainConfig(lr_schedule="warmup-linear", warmup_steps=3), opt, total_steps=10)
+    got = []
+    for step in range(10):
+        got.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert got == pytest.approx([recipes.one_cycle(s, 10, 3) for s in range(10)])

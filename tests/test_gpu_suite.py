@@ -239,7 +239,10 @@ def test_recipes_return_model_fn_config_and_data_spec():
         assert set(spec) == {"name", "n_train", "n_test"}
     assert naive[1].precision == "fp32" and naive[1].loader == "dataloader" and not naive[1].stop_at_target
     assert green[1].loader == "device" and green[1].stop_at_target
-    assert green[1].precision == "fp32"  # on the CPU; bf16 only on a CUDA GPU that supports it
+    from greenlab import hardware
+
+    native = hardware.precision_support("bf16", "cpu").native  # bf16 only where the device runs it natively
+    assert green[1].precision == ("bf16" if native else "fp32")
     assert recipes.green_recipe(device="cpu", n_train=500)[2]["n_train"] == 500
     with pytest.raises(ValueError, match="device"):
         recipes.green_recipe(device="tpu")

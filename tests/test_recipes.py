@@ -10,43 +10,134 @@ from greenlab import data, models, recipes
 from greenlab.train import TrainConfig
 
 
-def test_recipes_share_seed_budget_and_evaluation_schedule():
+def test_recipes_share_seed_passes_and_data_and_the_naive_one_is_the_tutorials():
     for quick in (True, False):
-        naive = recipes.naive_recipe(quick=quick)[1]
-        green = recipes.green_recipe(device="cpu", quick=quick)[1]
-        assert naive.seed == green.seed and naive.epochs == green.epochs
-        assert naive.eval_every is None and green.eval_every is None
-        assert naive.eval_every_samples == green.eval_every_samples is not None
+        naive = recipes.naive_recipe(quick=quick)
+        green = recipes.green_recipe(device="cpu", quick=quick)
+        model_fn, config, spec = naive  # unpacks as the GPU suite reads it
+        assert naive.config.seed == green.config.seed and naive.config.epochs == green.config.epochs
+        assert naive.data_spec == green.data_spec
+        assert naive.config.target_accuracy == green.config.target_accuracy
+        cfg = naive.config
+        assert (cfg.batch_size, cfg.lr, cfg.momentum, cfg.optimizer, cfg.precision, cfg.loader) == (
+            4, 0.001, 0.9, "sgd", "fp32", "dataloader")
+        assert cfg.eval_every_samples is None and not cfg.stop_at_target  # scored once per pass, no stop
+        assert green.config.stop_at_target and green.config.lr_schedule == "warmup-linear"
+        assert naive.lr_candidates() == (0.001, 0.003, 0.01)
+        assert len(green.lr_candidates()) == len(naive.lr_candidates())  # the same search budget
+
+
+def test_tutorial_network_shape():
+    import torch
+
+    net = recipes.tutorial_cnn()
+    assert net(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    convs = [m for m in net if isinstance(m, torch.nn.Conv2d)]
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    assert [c.out_channels for c in convs] == [6, 16] and [c.kernel_size for c in convs] == [(5, 5)] * 2
+    assert [m.out_features for m in linears] == [120, 84, 10]
+    assert recipes.tutorial_cnn(in_channels=3, image_size=32)(torch.zeros(1, 3, 32, 32)).shape == (1, 10)
+    with pytest.raises(ValueError, match="image_size"):
+        recipes.tutorial_cnn(image_size=8)
+
+
+def test_green_uses_bf16_only_where_native(monkeypatch):
+    from greenlab import hardware
+
+    def support(native):
+        return lambda precision, device="cpu", **kw: hardware.PrecisionSupport(precision, device, native, "test")
+
+    monkeypatch.setattr(hardware, "precision_support", support(False))
+    assert recipes.green_recipe(device="cpu", quick=True).config.precision == "fp32"
+    monkeypatch.setattr(hardware, "precision_support", support(True))
+    green = recipes.green_recipe(device="cpu", quick=True)
+    assert green.config.precision == "bf16" and not green.config.channels_last  # channels-last: CUDA only
 
 
 def test_the_ladder_changes_one_thing_per_row_and_ends_at_green():
-    naive = recipes.naive_recipe(quick=True)[1]
-    green = dataclasses.replace(recipes.green_recipe(device="cpu", quick=True)[1], precision="bf16",
-                                channels_last=True)
+    naive = recipes.naive_recipe(quick=True)
+    green = recipes.green_recipe(device="cpu", quick=True)
+    green = green._replace(config=dataclasses.replace(green.config, precision="bf16", channels_last=True))
     ladder = recipes.one_change_at_a_time(naive, green)
-    assert list(ladder) == ["naive", "+ device data", "+ batch 32, lr 0.1", "+ bf16", "+ channels-last"]
+    assert list(ladder) == ["naive", "+ batch 32, lr 0.01, warm-up 3", "+ batch-norm CNN", "+ device data",
+                            "+ one-cycle schedule", "+ stop at target", "+ evaluate every 256 samples", "+ bf16",
+                            "+ channels-last"]
     rows = list(ladder.values())
     names = [f.name for f in dataclasses.fields(TrainConfig) if f.name != "label"]
+    groups = [set(group) for group, _ in recipes.LADDER]
     for before, after in zip(rows, rows[1:]):
-        changed = {n for n in names if getattr(before, n) != getattr(after, n)}
-        assert changed and any(changed <= set(group) for group, _ in recipes.LADDER), changed
-    assert all(r.stop_at_target for r in rows)
-    last = dataclasses.replace(rows[-1], label=green.label)
-    assert last == dataclasses.replace(green, stop_at_target=True)
-    # the CPU recipes share precision and memory format: those rows are left out
-    cpu = recipes.one_change_at_a_time(naive, recipes.green_recipe(device="cpu", quick=True)[1])
-    assert list(cpu) == ["naive", "+ device data", "+ batch 32, lr 0.1"]
+        changed = {n for n in names if getattr(before.config, n) != getattr(after.config, n)}
+        if before.model_fn is not after.model_fn:
+            changed.add("model")
+        assert changed and any(changed <= group for group in groups), changed
+    assert rows[0].model_fn is recipes.tutorial_cnn and rows[-1].model_fn is green.model_fn
+    assert dataclasses.replace(rows[-1].config, label=green.config.label) == green.config
+    # configs alone: no network row
+    configs = recipes.one_change_at_a_time(naive.config, green.config)
+    assert "+ batch-norm CNN" not in configs and list(configs)[-1] == "+ channels-last"
 
 
 def test_the_ladder_refuses_recipes_that_differ_elsewhere():
-    naive = recipes.naive_recipe(quick=True)[1]
-    green = recipes.green_recipe(device="cpu", quick=True)[1]
+    naive = recipes.naive_recipe(quick=True)
+    green = recipes.green_recipe(device="cpu", quick=True)
     with pytest.raises(ValueError, match="seed"):
-        recipes.one_change_at_a_time(naive, dataclasses.replace(green, seed=1))
-    with pytest.raises(ValueError, match="eval_every_samples"):
-        recipes.one_change_at_a_time(naive, dataclasses.replace(green, eval_every_samples=64))
-    with pytest.raises(ValueError, match="TrainConfig"):
+        recipes.one_change_at_a_time(naive, green._replace(config=dataclasses.replace(green.config, seed=1)))
+    with pytest.raises(ValueError, match="epochs"):
+        recipes.one_change_at_a_time(naive, green._replace(config=dataclasses.replace(green.config, epochs=9)))
+    with pytest.raises(ValueError, match="Recipes"):
         recipes.one_change_at_a_time(naive, {"lr": 1})
+
+
+def test_compare_ladder_gives_each_row_its_network_and_pairs_the_repeats():
+    ds = data.load("synthetic", n_train=64, n_test=32, verbose=False)
+    small = TrainConfig(batch_size=16, epochs=1, max_steps=2, loader="dataloader", target_accuracy=None)
+    built = []
+
+    def mlp():
+        built.append("mlp")
+        return models.build("mlp", input_shape=(1, 28, 28), hidden=(4,))
+
+    def cnn():
+        built.append("cnn")
+        return models.build("cnn", depth=1, width=2)
+
+    cnn.model_name = "small CNN"
+    naive = recipes.Recipe(mlp, small, {})
+    green = recipes.Recipe(cnn, dataclasses.replace(small, loader="device"), {})
+    ladder = recipes.one_change_at_a_time(naive, green)
+    assert list(ladder) == ["naive", "+ small CNN", "+ device data"]
+    result = recipes.compare_ladder(ladder, ds, repeats=1, warmup=0, save=False, sources=[SlopeSource()])
+    assert sorted(built) == ["cnn", "cnn", "mlp"] and result.names == list(ladder)
+
+
+def test_tune_lr_with_a_stop_at_the_target_picks_the_fewest_samples(monkeypatch):
+    import importlib
+    from types import SimpleNamespace
+
+    gl_train = importlib.import_module("greenlab.train")
+    seen = []
+
+    def fake_train(model, ds, cfg, **kw):
+        seen.append(cfg)
+        steps = {0.01: None, 0.03: 4, 0.1: 2}[cfg.lr]
+        return SimpleNamespace(status="target-reached" if steps else "completed", val_accuracy=0.5,
+                               joules=1.0, seconds=0.1, estimated=True, steps_to_target=steps,
+                               config={"batch_size": cfg.batch_size, "accum_steps": cfg.accum_steps})
+
+    monkeypatch.setattr(gl_train, "train", fake_train)
+    ds = data.load("synthetic", n_train=64, n_test=32, verbose=False)
+    cfg = TrainConfig(batch_size=16, target_accuracy=0.6, stop_at_target=True, eval_every_samples=32)
+    tuning = recipes.tune_lr(lambda: None, ds, cfg, candidates=(0.01, 0.03, 0.1), samples=128)
+    assert tuning.best_lr == 0.1 and [r["samples_to_target"] for r in tuning.rows] == [None, 64, 32]
+    assert all(c.target_accuracy == 0.6 and c.stop_at_target and c.max_steps == 8 for c in seen)
+    assert "target after 32 samples" in tuning.table()
+
+
+def test_one_cycle_rises_then_falls_to_zero():
+    assert [recipes.one_cycle(s, 6, 2) for s in range(7)] == [0.5, 1.0, 1.0, 0.75, 0.5, 0.25, 0.0]
+    assert recipes.one_cycle(9, 6, 2) == 0.0
+    with pytest.raises(ValueError, match="step"):
+        recipes.one_cycle(-1, 6, 2)
 
 
 def test_tune_lr_gives_each_candidate_the_same_samples_and_picks_by_validation(monkeypatch, capsys):
@@ -67,7 +158,8 @@ def test_tune_lr_gives_each_candidate_the_same_samples_and_picks_by_validation(m
     def model_fn():
         return models.build("mlp", input_shape=(1, 28, 28), hidden=(8,))
 
-    base = TrainConfig(batch_size=16, epochs=1, target_accuracy=0.9, patience=2, eval_every_samples=32)
+    base = TrainConfig(batch_size=16, epochs=1, target_accuracy=0.9, stop_at_target=False, patience=2,
+                       eval_every_samples=32)
     tuning = recipes.tune_lr(model_fn, ds, base, candidates=(0.001, 0.05, 90.0), samples=160,
                              sources=[SlopeSource()], device="cpu")
     assert [r["lr"] for r in tuning.rows] == [0.001, 0.05, 90.0]

@@ -12,14 +12,14 @@ their own, named after the lesson's topic, and are all reachable here by the exe
 from greenlab.checks.accumulation import accumulate_gradients, batchnorm_fix  # lesson 03
 from greenlab.checks.batching import (batch_then_lr_schedule, noise_scale_from_norms,  # lesson 04
                                       scaled_lr_with_warmup)
-from greenlab.checks.capstone import capstone_submission  # lesson 09
-from greenlab.checks.carbon import best_start_hour, co2e_grams  # lesson 06
+from greenlab.checks.capstone import capstone_submission, one_cycle  # lesson 09
+from greenlab.checks.carbon import best_start_hour, co2e_grams, schedule_jobs  # lesson 06
 from greenlab.checks.compression import (break_even, channel_prune, distillation_loss,  # lesson 07
                                          fake_quantize, fine_grained_prune, linear_quantize,
                                          tensor_sparsity)
 from greenlab.checks.core import (FAILED, NOT_ATTEMPTED, PASSED, Check, check_close, check_function,
                                   check_gradients_match, is_placeholder, number_or_none)
-from greenlab.checks.data_pipeline import most_uncertain  # lesson 08
+from greenlab.checks.data_pipeline import early_stopping, most_uncertain, prefetch_loader  # lesson 08
 from greenlab.checks.knowledge import quiz_answer  # every lesson's knowledge check, graded
 from greenlab.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 10, 11
 from greenlab.checks.lm_serving import int8_per_channel, kv_cache_bytes, kv_decode_step, lora_linear  # lesson 11
@@ -30,6 +30,7 @@ from greenlab.checks.precision import amp_step, fp16_flush_fractions, loss_scale
 from greenlab.checks.scaling import energy_per_device_hour, ring_all_reduce, scale_out_costs  # lesson 01
 from greenlab.checks.search import (grad_norm_proxy, pareto_indices, regularized_evolution,  # lesson 05
                                    separable_conv_flops)
+from greenlab.checks.statement import stakeholder_statement  # lessons 06 and 09
 
 __all__ = [
     "Check", "PASSED", "FAILED", "NOT_ATTEMPTED", "is_placeholder", "check_close", "check_function",
@@ -44,4 +45,5 @@ __all__ = [
     "regularized_evolution", "grad_norm_proxy",
     "causal_attention", "checkpoint_blocks", "zero1_step",
     "activation_bytes_per_layer", "lora_linear", "kv_decode_step", "int8_per_channel", "kv_cache_bytes",
+    "schedule_jobs", "early_stopping", "prefetch_loader", "one_cycle", "stakeholder_statement",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, is_placeholder
+from greenlab.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, is_placeholder, number_or_none
 
 
 def capstone_submission(config: Any, result: Any = None, board: Any = None,
@@ -52,3 +52,32 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
                  [f"time to target {result.seconds_to_target:.3g} s; CO2e of the whole run "
                   f"{entry.get('co2e_g', float('nan')):.3g} g"
                   + (" (energy is an estimate)" if result.estimated else "")])
+
+
+def one_cycle(fn: Any) -> Check:
+    """Check a learner's ``fn(step, total_steps, warmup_steps) -> multiplier`` against
+    ``gl.recipes.one_cycle``: a linear rise to 1 over the warm-up steps ((step + 1) / warmup at
+    step < warmup), then a linear fall to 0 at ``total_steps``."""
+    from greenlab.checks.core import check_function
+    from greenlab.recipes import one_cycle as reference
+
+    inputs = [(0, 10, 4), (1, 10, 4), (3, 10, 4), (4, 10, 4), (7, 10, 4), (10, 10, 4), (12, 10, 4),
+              (0, 5, 0), (2, 5, 0), (0, 8, 1), (5, 8, 1)]
+    cases = [(args, reference(*args)) for args in inputs]
+
+    def hint(args, expected, got):
+        step, total, warm = args
+        value = number_or_none(got)
+        if value is None:
+            return None
+        if step < warm and math.isclose(value, step / warm):
+            return "count the warm-up from (step + 1) / warmup_steps, so step 0 already trains (not at 0)."
+        if step >= warm and math.isclose(value, max(0.0, (total - step) / total)):
+            return "the fall starts after the warm-up: divide by (total_steps - warmup_steps), not total_steps."
+        if step >= total and value < 0:
+            return "never go below 0 past total_steps: clip the multiplier at 0."
+        if step >= warm and math.isclose(value, 1.0):
+            return "after the warm-up the rate falls linearly to 0 at total_steps; it does not stay at 1."
+        return None
+
+    return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="one_cycle", hint=hint)

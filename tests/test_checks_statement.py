@@ -1,0 +1,56 @@
+"""gl.check.stakeholder_statement: a statement with the five elements passes; each planted
+statement missing one element fails with that element's advice."""
+
+import pytest
+
+from greenlab import checks
+from greenlab.checks.statement import statement_elements
+
+GOOD = ("Training the green recipe to the validation target used 12 J against 61 J for the naive one "
+        "(5.1 times less, 95% interval 3.2 to 8.0 times over 3 paired repeats). The figures are estimated "
+        "from a CPU power model, not read from a meter. The green model's test accuracy was 72%, within "
+        "1 point of the naive model's 72.5%. We recommend the green recipe for retraining as long as it "
+        "keeps test accuracy within 1 point of the naive one.")
+
+
+def test_a_complete_statement_passes():
+    result = checks.stakeholder_statement(GOOD)
+    assert result.passed, result.text()
+    assert all(statement_elements(GOOD).values())
+
+
+@pytest.mark.parametrize("remove, add, element", [
+    ("12 J against 61 J", "much less energy than", "figure"),
+    ("estimated from a CPU power model, not read from a meter", "what they are", "provenance"),
+    ("(5.1 times less, 95% interval 3.2 to 8.0 times over 3 paired repeats)", "", "uncertainty"),
+    ("The green model's test accuracy was 72%, within 1 point of the naive model's 72.5%. ", "", "accuracy"),
+    ("We recommend the green recipe for retraining as long as it keeps test accuracy within 1 point of "
+     "the naive one.", "That is all.", "decision"),
+])
+def test_each_missing_element_fails_with_its_own_advice(remove, add, element):
+    assert remove in GOOD
+    text = GOOD.replace(remove, add)
+    result = checks.stakeholder_statement(text)
+    assert result.status == checks.FAILED
+    missing = [d for d in result.details if d.startswith("missing ")]
+    assert missing == [d for d in missing if d.startswith(f"missing {element}:")] and missing, result.text()
+
+
+def test_a_decision_without_its_condition_fails():
+    text = GOOD.replace("as long as it keeps test accuracy within 1 point of the naive one", "from now on")
+    result = checks.stakeholder_statement(text)
+    assert result.status == checks.FAILED and any(d.startswith("missing decision") for d in result.details)
+
+
+def test_unreadable_figures_are_flagged():
+    text = GOOD.replace("12 J", "1.2e+01 J")
+    result = checks.stakeholder_statement(text)
+    assert result.status == checks.FAILED and any("hard for a reader" in d for d in result.details)
+
+
+def test_placeholders_and_non_text():
+    assert checks.stakeholder_statement(None).status == checks.NOT_ATTEMPTED
+    assert checks.stakeholder_statement("  ").status == checks.NOT_ATTEMPTED
+    assert checks.stakeholder_statement(42).status == checks.FAILED
+    with pytest.raises(TypeError):
+        statement_elements(42)
