@@ -309,12 +309,12 @@ _SAVING_TEXT_RE = re.compile(
     r"\bbreak[- ]?even\b|\bpays? (?:for )?(?:it|them)sel(?:f|ves)\b|\bpays? off\b|\bpays? after\b"
     r"|\bsaves\b|\bsaved \{|\bsavings? (?:of|is|was)\b", re.IGNORECASE)
 # a saving of something counted, not measured (bytes, FLOPs, parameters): no verdict needed
-_COUNTED_TEXT_RE = re.compile(r"\b(?:bytes?|[kMG]B|FLOPs?|GFLOPs?|parameters?|params)\b")
+_COUNTED_TEXT_RE = re.compile(r"\b(?:bytes?|[kKMG]i?B|FLOPs?|GFLOPs?|parameters?|params)\b")
 # a statement an author marks as arithmetic rather than a measured difference, with the reason
 CLAIM_OK_MARK = "# not a measured difference:"
 # what shows the statement follows a verdict
 _VERDICT_EXPR_RE = re.compile(r"\bdetectable\b|\bverdict\w*\b|\bpaired\b|\bequal_accuracy_saving\b"
-                              r"|\bno_detectable\w*\b")
+                              r"|\bno_detectable\w*\b|\.sentence\(\)")  # a Paired's sentence() is its verdict
 # the same words in the text itself: the sentence states its verdict
 _VERDICT_TEXT_RE = re.compile(r"no detectable difference|\bdetectable\b|\bverdict\b", re.IGNORECASE)
 

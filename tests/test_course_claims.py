@@ -118,8 +118,5 @@ def test_course_check_fails_on_a_planted_claim_and_passes_on_good_text(tmp_path,
     assert "no claim without its verdict" in capsys.readouterr().out
 
 
-@pytest.mark.xfail(strict=False, reason="the shipped lessons still carry claims the rule flags (validation "
-                   "figures labelled test accuracy in 04 and 08; break-evens and savings without a verdict "
-                   "in 04, 05, 06, 07 and 08); make this strict once the lessons are fixed")
 def test_the_shipped_lessons_make_no_claim_without_its_verdict():
     assert course.claim_problems(REPO / "lessons") == []
