@@ -68,21 +68,7 @@ class Check:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        """The plain text; inside a notebook kernel, ``print(check)`` shows the same coloured
-        box as a check left as a cell's last line (it is displayed, and the text is empty)."""
-        if _notebook_display():
-            try:
-                from IPython.display import display
-
-                display(self)
-                return ""
-            except Exception:  # no display machinery after all: the text
-                pass
         return self.text()
-
-    def __format__(self, spec: str) -> str:
-        """The plain text in f-strings and format() (never a displayed box)."""
-        return format(self.text(), spec)
 
     def __repr__(self) -> str:
         return self.text()
@@ -114,20 +100,6 @@ class Check:
             f"{html.escape(self.name)} {html.escape(self.status)}:</span> "
             f"{html.escape(self.message)}{details}</div>"
         )
-
-
-def _notebook_display() -> bool:
-    """True inside an IPython kernel (a notebook front end shows HTML), unless
-    ``GREENLAB_DISPLAY=text`` asks for text (the rule of ``gl.widgets``' display="auto")."""
-    import os
-    import sys
-
-    forced = os.environ.get("GREENLAB_DISPLAY", "").strip().lower()
-    if forced in ("widget", "text"):
-        return forced == "widget"
-    ipython = sys.modules.get("IPython")  # never imported here: a kernel has it loaded
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
-    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def wrong_inputs(wrong: int, total: int) -> str:
