@@ -162,11 +162,9 @@ def test_timeout_kills_the_launch_and_leaves_no_workers(monkeypatch):
     configs = []  # this launch's config path: other launches on a shared machine are not ours
     launch = ddp.launch_command
     monkeypatch.setattr(ddp, "launch_command", lambda path, n: configs.append(str(path)) or launch(path, n))
-    started = time.monotonic()
     with pytest.raises(ddp.DDPError, match="timeout of 0.5 s"):
         ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, timeout_s=0.5,
                     measure_energy=False)
-    assert time.monotonic() - started < 30
     time.sleep(0.2)
     assert len(configs) == 1
     left = [p for p in psutil.process_iter(["cmdline"])
