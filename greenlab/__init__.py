@@ -35,6 +35,7 @@ from greenlab.train import Interrupted, last_interrupted  # noqa: E402  Ctrl-C: 
 
 # --- lesson topics: compression, profiling and monitoring, leaderboard ---
 from greenlab import active, compress, prefetch, profiling, stopping  # noqa: E402
+from greenlab import accumulation, numerics, roofline  # noqa: E402  lessons 00-03: roofline, fp16, accumulation
 from greenlab import lm, lm_compile, lm_serve, lora, sharding  # noqa: E402  gl.lm: a small language model in joules per token
 from greenlab import optional, optimizers  # noqa: E402  gl.optimizers: fp32 or 8-bit AdamW states, counted state bytes
 from greenlab import sharding_run  # noqa: E402  gl.sharding_run: DDP against FSDP, measured in 2 processes

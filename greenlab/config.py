@@ -204,7 +204,7 @@ def _set_threads(threads):
 
 
 def _show_interrupts_as_one_line() -> None:
-    """In IPython (Jupyter), show ``greenlab.train.Interrupted`` as its one line instead of a
+    """In IPython (Jupyter), show ``greenlab.interrupts.Interrupted`` as its one line instead of a
     traceback; the cell still ends with an error, so Run All stops there."""
     try:
         from IPython import get_ipython
@@ -213,7 +213,7 @@ def _show_interrupts_as_one_line() -> None:
     shell = get_ipython()
     if shell is None or not hasattr(shell, "set_custom_exc"):
         return
-    from greenlab.train import Interrupted
+    from greenlab.interrupts import Interrupted
 
     def one_line(shell, etype, value, tb, tb_offset=None):
         print(str(value), file=sys.stderr)  # IPython shows nothing else for it

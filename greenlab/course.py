@@ -7,7 +7,7 @@ solutions; the learner copy ``lessons/NN_slug.ipynb`` is generated from it::
     python -m greenlab.course check            # exit 1 with a summary when anything is out of sync
     python -m greenlab.course new 03 gradient_accumulation "Gradient accumulation"
     python -m greenlab.course run lessons/instructor/03_gradient_accumulation.ipynb   # headless
-    python -m greenlab.course nbgrader --out COURSE_DIR   # an nbgrader course (greenlab.nbgrader_export)
+    python -m greenlab.nbgrader_export --out COURSE_DIR   # an nbgrader course from the instructor copies
 
 Markers in the instructor copy:
 
@@ -712,7 +712,7 @@ def _use_text_display(tree: ast.Module) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m greenlab.course build|check|new|run|nbgrader``; returns the exit code."""
+    """``python -m greenlab.course build|check|new|run``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m greenlab.course", description="Build and check the lesson notebooks.")
     parser.add_argument("--lessons", default=None, help="lessons folder (default: lessons/ beside the package)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -726,12 +726,7 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="execute lessons' code cells in order, headless (no Jupyter needed)")
     run.add_argument("notebooks", nargs="+", help="notebook files, e.g. lessons/instructor/00_measuring_energy.ipynb")
     run.add_argument("--full", action="store_true", help="full mode (default: quick mode, GREENLAB_QUICK=1)")
-    grading = sub.add_parser("nbgrader", help="write an nbgrader course (source/ and nbgrader_config.py) from the instructor copies")
-    grading.add_argument("--out", required=True, help="the nbgrader course folder to write")
-    grading.add_argument("--only", nargs="+", default=None, metavar="NN", help="lesson numbers (default: every lesson)")
     args = parser.parse_args(argv)
-    if args.command == "nbgrader":
-        return _nbgrader_command(args.out, args.only, args.lessons)
     if args.command == "run":
         return _run_command(args.notebooks, quick=not args.full)
     root = lessons_dir(args.lessons)
@@ -765,22 +760,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def _nbgrader_command(out: str, only: list[str] | None, folder: str | None) -> int:
-    """``nbgrader``: the course as nbgrader assignments; exit 2 for a bad lesson number."""
-    from greenlab.nbgrader_export import export
-
-    try:
-        written = export(out, only=only, folder=folder)
-    except (LessonError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for path in written:
-        print(f"wrote {path}")
-    print(f"{len(written)} assignment(s) and {Path(out) / 'nbgrader_config.py'}; next, in {out}: "
-          "nbgrader generate_assignment lessonNN")
-    return 0
 
 
 def _run_command(paths: list[str], quick: bool) -> int:

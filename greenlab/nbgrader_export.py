@@ -1,7 +1,7 @@
 """The course as an nbgrader course: assignments and autograded tests from the instructor copies.
 
-    python -m greenlab.course nbgrader --out COURSE_DIR             # every lesson
-    python -m greenlab.course nbgrader --out COURSE_DIR --only 03 06   # some lessons
+    python -m greenlab.nbgrader_export --out COURSE_DIR             # every lesson
+    python -m greenlab.nbgrader_export --out COURSE_DIR --only 03 06   # some lessons
 
 writes ``COURSE_DIR/source/lessonNN/NN_slug.ipynb`` for each lesson and ``COURSE_DIR/nbgrader_config.py``.
 From there the instructor uses nbgrader as usual (``nbgrader generate_assignment lessonNN``, release,
@@ -26,15 +26,17 @@ How the course's own markers become nbgrader's:
 
 from __future__ import annotations
 
+import argparse
 import ast
 import copy
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
-from greenlab.course import (INSTRUCTOR_ONLY_TAG, SOLUTION_BEGIN, _check_stem, _read_json, _source, dumps,
+from greenlab.course import (INSTRUCTOR_ONLY_TAG, SOLUTION_BEGIN, LessonError, _check_stem, _read_json, _source, dumps,
                              instructor_notebooks, lessons_dir, normalise, strip_instructor_notes,
                              strip_solutions)
 
@@ -44,7 +46,7 @@ SCHEMA_VERSION = 3
 _QUIZ_CALL = re.compile(r"""gl\.quiz\(\s*["'](\d{2})["']\s*\)""")
 
 CONFIG_TEMPLATE = '''\
-"""nbgrader configuration for the greenlab course (written by python -m greenlab.course nbgrader)."""
+"""nbgrader configuration for the greenlab course (written by greenlab.nbgrader_export)."""
 from nbgrader import preprocessors as pre
 
 from greenlab.nbgrader_preprocessor import LearnerParts
@@ -239,3 +241,28 @@ def points(nb: dict[str, Any]) -> dict[str, int]:
 def load(path: str | os.PathLike) -> dict[str, Any]:
     """An exported (or released, or graded) notebook as a dict."""
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m greenlab.nbgrader_export --out DIR [--only NN ...]``; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m greenlab.nbgrader_export",
+                                     description="Write an nbgrader course (source/ and nbgrader_config.py) "
+                                                 "from the instructor copies.")
+    parser.add_argument("--out", required=True, help="the nbgrader course folder to write")
+    parser.add_argument("--only", nargs="+", default=None, metavar="NN", help="lesson numbers (default: every lesson)")
+    parser.add_argument("--lessons", default=None, help="lessons folder (default: lessons/ beside the package)")
+    args = parser.parse_args(argv)
+    try:
+        written = export(args.out, only=args.only, folder=args.lessons)
+    except (LessonError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    print(f"{len(written)} assignment(s) and {Path(args.out) / 'nbgrader_config.py'}; next, in {args.out}: "
+          'nbgrader generate_assignment "lesson*"')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -43,6 +43,7 @@ import torch
 from greenlab import validation
 from greenlab.accuracy import accuracy
 from greenlab.energy.flags import MeasuredFlags
+from greenlab.interrupts import Interrupted, last_interrupted, remember_interrupted  # noqa: F401  as before
 from greenlab.precision import PRECISIONS, dtype as precision_dtype  # noqa: F401  train.PRECISIONS as before
 from greenlab.train_step import backward, classifier_loss, make_scaler, optimizer_step
 
@@ -393,39 +394,6 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
         print(("greenlab.train: " + result.message + "\n" if result.message else "") +
               "greenlab.train: " + result.summary())
     return result
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (Kernel > Interrupt) stopped ``gl.train`` or ``gl.compare`` before the work was
-    done. ``str()`` is one line: what was interrupted, the time and energy spent, and where the
-    partial result is; ``result`` is that partial result (a ``RunResult`` with status
-    "interrupted", or a ``Comparison``), also returned by ``last_interrupted()``.
-
-    It is a KeyboardInterrupt, so the interrupt still stops what runs after it (a notebook's
-    Run All, a script); in a notebook set up by ``gl.setup()`` it shows as its one line."""
-
-    def __init__(self, line: str, result):
-        super().__init__(line)
-        self.line = line
-        self.result = result
-
-    def __str__(self) -> str:
-        return self.line
-
-
-_last_interrupted = None
-
-
-def last_interrupted():
-    """The partial result of the latest interrupted ``gl.train``/``gl.compare`` (None before)."""
-    return _last_interrupted
-
-
-def remember_interrupted(line: str, result) -> Interrupted:
-    """Keep ``result`` for ``last_interrupted()`` and return the ``Interrupted`` to raise."""
-    global _last_interrupted
-    _last_interrupted = result
-    return Interrupted(line, result)
 
 
 def _interrupted(result, run, save) -> Interrupted:

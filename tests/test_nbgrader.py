@@ -167,9 +167,13 @@ def test_quiz_answer_check_grades_by_option_text_whatever_the_display_order():
         gl.check.quiz_answer("03", right, 0)
 
 
-def test_export_refuses_an_unknown_lesson(tmp_path):
+def test_export_refuses_an_unknown_lesson_from_python_and_the_shell(tmp_path, capsys):
     with pytest.raises(ValueError, match="no lesson numbered 42"):
         nbgrader_export.export(tmp_path, only=["42"])
+    assert nbgrader_export.main(["--out", str(tmp_path), "--only", "42"]) == 2
+    assert "no lesson numbered 42" in capsys.readouterr().err
+    assert nbgrader_export.main(["--out", str(tmp_path / "c"), "--only", "03"]) == 0
+    assert (tmp_path / "c" / "source" / "lesson03").is_dir() and (tmp_path / "c" / "nbgrader_config.py").is_file()
 
 
 def test_checker_calls_are_found_in_order():

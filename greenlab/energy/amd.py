@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from greenlab.energy.sources import CounterSource, EnergySource, SampledPowerSource
+from greenlab.energy.source import CounterSource, EnergySource, SampledPowerSource
 
 PACKAGE = "amdsmi"
 DRM_ROOT = "/sys/class/drm"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass, field
 
-from greenlab.energy.sources import CounterSource
+from greenlab.energy.source import CounterSource
 
 SOURCE_NAME = "apple-soc"
 PACKAGE = "zeus-apple-silicon"

@@ -3,6 +3,9 @@ read by one method, with its uncertainty, update period, attribution and recorde
 
 from __future__ import annotations
 
+import threading
+import time
+
 
 class EnergySource:
     """Base class: one component (``"cpu"``, ``"dram"``, ``"gpu:0"``) read by one method."""
@@ -68,3 +71,79 @@ class EnergySource:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.component} {self.name}>"
+
+
+class CounterSource(EnergySource):
+    """A device's own cumulative energy counter, kept monotonic: a step backwards (a driver
+    reload, a reset) is recorded as a fault and the energy between those two reads is missing.
+    Subclasses give :meth:`raw_joules`, the counter as the device reports it."""
+
+    counter = "energy counter"  # how the fault message names it
+
+    def __init__(self, component: str, note: str = ""):
+        super().__init__(component, note)
+        self._lock = threading.Lock()
+        self._raw: float | None = None
+        self._total = 0.0
+
+    def raw_joules(self) -> float:
+        raise NotImplementedError
+
+    def read_joules(self) -> float:
+        with self._lock:
+            raw = self.raw_joules()
+            if self._raw is None:
+                self._total = raw
+            elif raw < self._raw:
+                self.record_fault(f"{self.counter} went backwards ({self._raw:.6g} J -> "
+                                  f"{raw:.6g} J; driver reload or reset?): the energy "
+                                  "between those reads is missing")
+            else:
+                self._total += raw - self._raw
+            self._raw = raw
+            return self._total
+
+
+class SampledPowerSource(EnergySource):
+    """Energy by integrating power samples (:meth:`watts`) with the trapezoid rule, for devices
+    without a usable energy counter. A failed reading is never bridged: the time from the last
+    good sample to the next good one is left out and recorded as a fault with its length."""
+
+    poll_interval_s = 0.05
+    attribution = "device"
+
+    def __init__(self, component: str, note: str = "", clock=time.monotonic):
+        super().__init__(component, note)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._joules = 0.0
+        self._last: tuple[float, float] | None = None  # (t_s, watts)
+        self._gap_from: float | None = None  # time of the last good sample before failures
+        self._gap_error = ""
+
+    def watts(self) -> float:
+        raise NotImplementedError
+
+    def poll(self) -> None:
+        self.read_joules()
+
+    def read_joules(self) -> float:
+        with self._lock:
+            try:
+                watts = self.watts()
+            except Exception as exc:
+                if self._last is not None:
+                    self._gap_from, self._last = self._last[0], None
+                    self._gap_error = str(exc) or type(exc).__name__
+                raise
+            now = self._clock()
+            if self._last is not None:
+                t_prev, w_prev = self._last
+                self._joules += 0.5 * (watts + w_prev) * max(0.0, now - t_prev)
+            elif self._gap_from is not None:
+                self.record_fault(f"power readings failed ({self._gap_error}); "
+                                  f"{now - self._gap_from:.3g} s were not sampled and their "
+                                  "energy is missing")
+                self._gap_from = None
+            self._last = (now, watts)
+            return self._joules
