@@ -358,7 +358,7 @@ def test_sweep_pairs_sizes_repeat_by_repeat_and_counts_misses():
         reach = j is not None
         return SimpleNamespace(status="target-reached" if reach else "completed", seconds=1.0, joules=j or 200.0,
                                seconds_to_target=1.0 if reach else None, joules_to_target=j,
-                               final_accuracy=0.9, energy=SimpleNamespace(estimated=True))
+                               final_accuracy=0.9, estimated=True, energy=SimpleNamespace(estimated=True))
 
     res = gb.sweep_batch_sizes(lambda: None, None, [32, 128, 512], Cfg(), 0.8, repeats=3, train_fn=train,
                                verbose=False)
