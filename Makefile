@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.greenlab-installed
 
 # Tests run the lessons in quick mode: real training, only smaller, offline (GREENLAB_DOWNLOAD=0).
-# Tests and the lab kernels choose PyTorch's threads the same way (gl.setup(), greenlab/threads.py),
+# Tests and the lab kernels choose PyTorch's threads the same way (gl.setup(), greenlab/session/threads.py),
 # with OpenMP's threads sleeping instead of spinning while they wait for each other: spinning
 # threads on a core another program holds slowed a run several-fold. OpenMP reads the setting once,
 # when PyTorch loads, so it has to be in the environment the kernel starts with.
@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@echo "greenlab: a few minutes; pip shows its progress below). Without an NVIDIA driver the CPU-only PyTorch is chosen."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) greenlab/torch_install.py --constraints constraints.txt
+	$(PY) greenlab/base/torch_install.py --constraints constraints.txt
 	$(PY) -m pip install -c constraints.txt -e '.[test$(EXTRAS)]'
 	touch $(STAMP)
 

@@ -121,7 +121,7 @@ class EntryPoint:
 
 
 def _region_ok(text):
-    from greenlab import carbon
+    from greenlab.impact import carbon
 
     try:
         carbon.intensity(text)
@@ -136,8 +136,12 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
 
     import greenlab as gl
     from fakes import SlopeSource
-    from greenlab import (batching, carbon, compress, data, experiments, leaderboard, models,
-                          profiling, report, results, scaling, scheduling, search, units)
+    from greenlab.techniques import batching, compress, profiling, search
+    from greenlab.impact import carbon, report, scaling, scheduling
+    from greenlab.training import data, models
+    from greenlab import experiments
+    from greenlab.course import leaderboard
+    from greenlab.base import results, units
 
     def tiny_data():
         g = torch.Generator().manual_seed(0)
@@ -335,8 +339,8 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
     add("config.budget", gl.budget, {"full": 10, "quick": 2}, {"full": st.one_of(st.just(math.nan), st.just(-1)), "quick": st.one_of(st.just(math.nan), st.just(-1))})
     eps += language_model_entry_points(tmp)
     eps += other_new_entry_points(tmp)
-    add("quiz.load", gl.quiz.__module__ and __import__("greenlab.quiz", fromlist=["load"]).load, {"lesson": "00"},
-        {"lesson": name_not_in(lambda s: s in __import__("greenlab.quiz", fromlist=["lessons"]).lessons())})
+    add("quiz.load", gl.quiz.__module__ and __import__("greenlab.course.quiz", fromlist=["load"]).load, {"lesson": "00"},
+        {"lesson": name_not_in(lambda s: s in __import__("greenlab.course.quiz", fromlist=["lessons"]).lessons())})
     return eps
 
 
@@ -346,7 +350,8 @@ def language_model_entry_points(tmp: Path) -> list[EntryPoint]:
     import torch
 
     from fakes import SlopeSource
-    from greenlab import lm, lm_compile, lm_serve, lora, optimizers
+    from greenlab.techniques.lm import model as lm, compiling as lm_compile, serving as lm_serve, lora
+    from greenlab.training import optimizers
 
     eps = []
 
@@ -455,7 +460,9 @@ def other_new_entry_points(tmp: Path) -> list[EntryPoint]:
     import torch
 
     from fakes import SlopeSource
-    from greenlab import datacache, hardware, magics
+    from greenlab.training import datacache
+    from greenlab.session import hardware
+    from greenlab.widgets import magics
     from greenlab.energy import IdlePower, measure
 
     eps = []
@@ -552,7 +559,8 @@ def combos(tmp: Path) -> list[Combo]:
     import torch
 
     from fakes import SlopeSource
-    from greenlab import lm, lm_serve, optimizers
+    from greenlab.techniques.lm import model as lm, serving as lm_serve
+    from greenlab.training import optimizers
     from greenlab.energy import PowerMonitor
 
     corpus = lm.load_corpus(max_bytes=4096)
@@ -596,7 +604,7 @@ def combos(tmp: Path) -> list[Combo]:
 def fuzz_combos(tmp: Path, examples: int = 6) -> list:
     """[(combo name, outcome, detail)] for every :func:`combos` call, then ``examples`` drawn
     pairs (seq_len, batch_size), each within its own range, whose product is too many tokens."""
-    from greenlab import lm
+    from greenlab.techniques.lm import model as lm
 
     rows = []
     for combo in combos(tmp):

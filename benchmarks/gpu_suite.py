@@ -26,7 +26,7 @@ What it does, within ``--budget-s`` seconds of wall time:
   time (``--lesson-jobs``: lessons are checked here, not measured);
 - runs the ``gpu``-marked tests with pytest when pytest is installed ("not run" otherwise);
 - writes, after every experiment and every lesson, ``DIR/gpu_suite_records.json``: one record
-  per experiment in the ``greenlab.reference`` schema, plus the summary record ``gpu_suite``;
+  per experiment in the ``greenlab.course.reference`` schema, plus the summary record ``gpu_suite``;
   the whole log to ``DIR/gpu_suite_log.txt``; each experiment's rows as they finish to
   ``DIR/gpu_suite_parts/``. The first two are all that is needed back.
   ``--unpack`` writes the records as ``data/reference_runs/<gpu>_<date>_<experiment>.json``,

@@ -37,7 +37,7 @@ def child(name: str, steps: int) -> dict:
     import torch
 
     import greenlab as gl
-    from greenlab import threads as gl_threads
+    from greenlab.session import threads as gl_threads
 
     cores = int(gl_threads.usable_cores())
     busy = None

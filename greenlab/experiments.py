@@ -13,7 +13,7 @@ batch size, so that every variant is checked after the same amount of data.
 
 ``equal_accuracy_saving`` states a saving only beside the accuracy it was bought at.
 
-The ``greenlab run`` command that drives it is ``greenlab.run_command``.
+The ``greenlab run`` command that drives it is ``greenlab.cli.run``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import dataclasses
 import html
 import math
 
-from greenlab import progress, validation
-from greenlab.units import format_energy
+from greenlab.base import progress, validation
+from greenlab.base.units import format_energy
 
 METRICS = ("seconds", "joules", "final_accuracy", "val_accuracy", "seconds_to_target", "joules_to_target",
            "samples_per_second", "co2e_g")
@@ -218,12 +218,12 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
       variant always goes first.
     stop_event: a threading.Event; setting it stops the whole comparison. Runs finished before
       are kept; the run cut short is kept in ``partial`` and left out of every mean and verdict.
-    Ctrl-C does the same, then raises ``greenlab.train.Interrupted``: one line with the time
+    Ctrl-C does the same, then raises ``greenlab.training.loop.Interrupted``: one line with the time
       and energy spent, the partial Comparison in ``gl.last_interrupted()``.
     show_progress: a line per run (which variant and repeat, then its time and energy).
     """
-    from greenlab.config import seed_everything
-    from greenlab.train import TrainConfig, train
+    from greenlab.session.config import seed_everything
+    from greenlab.training.loop import TrainConfig, train
 
     if not isinstance(variants, dict) or not variants:
         raise ValueError("variants must be a non-empty dict {name: TrainConfig}")
@@ -324,7 +324,7 @@ class _CutShort(Exception):
 
 def _train_kept(one, name, seed, keep):
     """One run; an ``Interrupted`` from gl.train becomes ``_CutShort`` carrying its partial run."""
-    from greenlab.train import Interrupted
+    from greenlab.training.loop import Interrupted
 
     try:
         return one(name, seed, keep)
@@ -339,7 +339,7 @@ def _run_note(result) -> str:
 
 def _interrupted(cmp, where):
     """The ``Interrupted`` (one line) for a comparison stopped by Ctrl-C during ``where``."""
-    from greenlab.train import remember_interrupted
+    from greenlab.training.loop import remember_interrupted
 
     every = [r for rs in cmp.runs.values() for r in rs] + [p[2] for p in cmp.partial]
     seconds = sum(r.seconds for r in every)

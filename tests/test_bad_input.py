@@ -9,7 +9,9 @@ import pytest
 import torch
 
 import greenlab as gl
-from greenlab import lm, lm_compile, lm_serve, lora, optimizers, validation
+from greenlab.techniques.lm import model as lm, compiling as lm_compile, serving as lm_serve, lora
+from greenlab.training import optimizers
+from greenlab.base import validation
 from greenlab.energy import EnergySource, IdlePower, PowerMonitor, measure
 
 from fakes import SlopeSource
@@ -98,11 +100,11 @@ def test_language_model_functions_name_a_wrong_model_or_corpus(corpus):
     cfg = lm.LMConfig(seq_len=8, batch_size=2, steps=1, eval_every=1, eval_batches=1)
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
         lm.evaluate("TinyGPT", corpus, 8)
-    with pytest.raises(TypeError, match="corpus must be a greenlab.lm.Corpus"):
+    with pytest.raises(TypeError, match="corpus must be a greenlab.techniques.lm.model.Corpus"):
         lm.evaluate(small_model(), corpus.train, 8)
-    with pytest.raises(TypeError, match="corpus must be a greenlab.lm.Corpus"):
+    with pytest.raises(TypeError, match="corpus must be a greenlab.techniques.lm.model.Corpus"):
         lm.train_lm(small_model(), "pydoc-topics", cfg)
-    with pytest.raises(TypeError, match="config must be a greenlab.lm.LMConfig"):
+    with pytest.raises(TypeError, match="config must be a greenlab.techniques.lm.model.LMConfig"):
         lm.train_lm(small_model(), corpus, {"steps": 1})
     with pytest.raises(TypeError, match="model_fn"):
         lm.compare_lm({"a": cfg}, "TinyGPT", corpus)
@@ -124,7 +126,7 @@ def test_train_step_names_a_wrong_optimizer_or_batch(corpus):
 def test_serving_functions_name_a_wrong_model_or_prompts():
     model = small_model()
     prompts = torch.zeros(2, 3, dtype=torch.long)
-    with pytest.raises(TypeError, match="model must be a greenlab.lm.TinyGPT"):
+    with pytest.raises(TypeError, match="model must be a greenlab.techniques.lm.model.TinyGPT"):
         lm_serve.generate(torch.nn.Linear(2, 2), prompts, 2)
     with pytest.raises(TypeError, match="prompts must be a 2-dimensional integer torch.Tensor"):
         lm_serve.generate(model, [[1, 2, 3]], 2)
@@ -132,9 +134,9 @@ def test_serving_functions_name_a_wrong_model_or_prompts():
         lm_serve.generate(model, prompts.float(), 2)
     with pytest.raises(ValueError, match=r"token ids in \[0, 255\]"):
         lm_serve.generate(model, prompts + 300, 2)
-    with pytest.raises(TypeError, match="model must be a greenlab.lm.TinyGPT"):
+    with pytest.raises(TypeError, match="model must be a greenlab.techniques.lm.model.TinyGPT"):
         lm_serve.measure_generation(None, prompts, 2)
-    with pytest.raises(TypeError, match="model must be a greenlab.lm.TinyGPT"):
+    with pytest.raises(TypeError, match="model must be a greenlab.techniques.lm.model.TinyGPT"):
         lm_serve.kv_cache_bytes("gpt", 1, 8)
     with pytest.raises(TypeError, match="setups must be a dict"):
         lm_serve.compare_generation([model, model])
@@ -248,7 +250,7 @@ def test_measure_names_an_idle_of_the_wrong_kind():
                                   "on --bogus 1", "on 'unclosed", "on --region NOWHERE", "on --pue -1"])
 def test_energy_meter_magic_bad_arguments_give_the_usage(line):
     pytest.importorskip("IPython")
-    from greenlab import magics
+    from greenlab.widgets import magics
 
     with pytest.raises(ValueError, match=r"usage: %energy_meter on\|off \[--region CODE\] \[--pue P\]"):
         magics._parse(line, cell=False)
@@ -257,7 +259,7 @@ def test_energy_meter_magic_bad_arguments_give_the_usage(line):
 @pytest.mark.parametrize("line", ["--attribution both", "--label", "--pue x", "extra"])
 def test_energy_cell_magic_bad_arguments_give_the_usage(line):
     pytest.importorskip("IPython")
-    from greenlab import magics
+    from greenlab.widgets import magics
 
     with pytest.raises(ValueError, match=r"usage: %%energy \[--region CODE\]"):
         magics._parse(line, cell=True)
@@ -268,7 +270,7 @@ def test_energy_cell_magic_bad_arguments_give_the_usage(line):
 def test_a_damaged_quiz_file_is_named_in_the_error(tmp_path, monkeypatch, content):
     import importlib
 
-    quiz_module = importlib.import_module("greenlab.quiz")  # gl.quiz is the function
+    quiz_module = importlib.import_module("greenlab.course.quiz")  # gl.quiz is the function
 
     path = tmp_path / "00_broken.json"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())

@@ -8,8 +8,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import greenlab.batching as gb
-from greenlab import models
+import greenlab.techniques.batching as gb
+from greenlab.training import models
 
 
 def _tiny_model():
@@ -178,7 +178,7 @@ def test_lr_helpers():
 
 
 def test_batch_growth_vs_lr_decay_configs():
-    from greenlab.train import TrainConfig
+    from greenlab.training.loop import TrainConfig
 
     base = TrainConfig(batch_size=32, lr=0.5, epochs=6)
     cfgs = gb.batch_growth_vs_lr_decay(base, n_train=320, milestones=[2, 4], factor=5)
@@ -194,8 +194,8 @@ def test_batch_growth_vs_lr_decay_configs():
 
 def test_on_plateau_drives_real_training():
     """The OnPlateau object as both batch_schedule and callback of gl.train changes the batch."""
-    from greenlab import data
-    from greenlab.train import TrainConfig, train
+    from greenlab.training import data
+    from greenlab.training.loop import TrainConfig, train
 
     ds = data.generate("synthetic", n_train=64, n_test=32, seed=0, shape=(1, 8, 8))
     seen = []
@@ -300,7 +300,7 @@ def test_sweep_bookkeeping_and_cost():
 
 
 def test_sweep_evaluates_every_size_after_the_same_samples():
-    from greenlab.train import TrainConfig
+    from greenlab.training.loop import TrainConfig
 
     train, seen = _fake_train({16: (10.0, True), 64: (12.0, True)})
     gb.sweep_batch_sizes(lambda: None, None, [16, 64], TrainConfig(batch_size=16, accum_steps=2, eval_every=4),
@@ -328,7 +328,7 @@ def test_plot_sweep_runs():
 
 
 def test_sweep_takes_tuned_rates_and_a_sample_cap():
-    from greenlab.train import TrainConfig
+    from greenlab.training.loop import TrainConfig
 
     train, seen = _fake_train({16: (10.0, True), 64: (12.0, True)})
     data = (torch.zeros(100, 2), torch.zeros(100))

@@ -6,7 +6,7 @@ import math
 import pytest
 
 import greenlab as gl
-from greenlab import carbon
+from greenlab.impact import carbon
 
 
 def _write_table(folder, rows):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from greenlab import scaling
+from greenlab.impact import scaling
 from greenlab.widgets import ScaleOutChecklist
 
 KEYS = [q.key for q in scaling.SCALE_OUT_QUESTIONS]

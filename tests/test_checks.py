@@ -1,4 +1,4 @@
-"""Exercise checkers (greenlab.checks, exposed as gl.check): never raise for wrong answers."""
+"""Exercise checkers (greenlab.course.checks, exposed as gl.check): never raise for wrong answers."""
 
 import math
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import greenlab as gl
-from greenlab import checks
-from greenlab.checks import FAILED, NOT_ATTEMPTED, PASSED
+from greenlab.course import checks
+from greenlab.course.checks import FAILED, NOT_ATTEMPTED, PASSED
 
 
 def test_module_is_exposed_as_gl_check():
@@ -196,7 +196,7 @@ def test_assert_passed_raises_with_the_hint_for_autograding():
 
 
 def test_failed_message_reads_as_a_sentence():
-    from greenlab.checks.core import wrong_inputs
+    from greenlab.course.checks.core import wrong_inputs
 
     assert wrong_inputs(4, 4) == "all 4 test inputs give a wrong result."
     assert wrong_inputs(1, 4) == "1 of 4 test inputs gives a wrong result."

@@ -5,8 +5,8 @@ import time
 import pytest
 
 import greenlab as gl
-from greenlab import checks
-from greenlab.checks import FAILED, NOT_ATTEMPTED, PASSED
+from greenlab.course import checks
+from greenlab.course.checks import FAILED, NOT_ATTEMPTED, PASSED
 from greenlab.energy import ComponentEnergy, Measurement
 from greenlab.energy.sources import EnergySource
 
@@ -184,7 +184,7 @@ def test_integrate_power_names_each_mistake(wrong, hint):
 
 
 def test_integrate_power_reference_is_torch_trapezoid_per_segment():
-    from greenlab.checks.measuring import _power_reference
+    from greenlab.course.checks.measuring import _power_reference
 
     assert _power_reference([0.0, 1.0, 2.0, 4.0], [100.0] * 4, 1.5) == pytest.approx((200.0, 2.0))
     assert checks.integrate_power(lambda *a: None).status == NOT_ATTEMPTED

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import greenlab as gl
-from greenlab import checks
-from greenlab.checks import FAILED, NOT_ATTEMPTED
+from greenlab.course import checks
+from greenlab.course.checks import FAILED, NOT_ATTEMPTED
 
 
 def good(hours, n, eff, watts, price):

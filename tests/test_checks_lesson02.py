@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from greenlab import checks
-from greenlab.checks import FAILED, NOT_ATTEMPTED
+from greenlab.course import checks
+from greenlab.course.checks import FAILED, NOT_ATTEMPTED
 
 
 def right(model, optimizer, scaler, x, y):

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from greenlab import checks
-from greenlab.checks import FAILED, NOT_ATTEMPTED, PASSED
+from greenlab.course import checks
+from greenlab.course.checks import FAILED, NOT_ATTEMPTED, PASSED
 
 
 def right(model, x, y, micro_batch_size):
@@ -123,7 +123,7 @@ def _swap_wrong_groups(model, num_groups):
 def test_batchnorm_fix_passes_a_correct_swap_and_the_librarys():
     assert checks.batchnorm_fix(_swap_right).passed, checks.batchnorm_fix(_swap_right).text()
     import greenlab as gl
-    from greenlab import accumulation
+    from greenlab.techniques import accumulation
     assert checks.batchnorm_fix(accumulation.groupnorm_instead_of_batchnorm).passed
     assert checks.accumulate_gradients(accumulation.accumulate_gradients).passed
 
@@ -142,7 +142,7 @@ def test_batchnorm_fix_names_each_mistake(wrong, hint):
 def test_batchnorm_fix_placeholder_and_why_batchnorm_needs_it():
     assert checks.batchnorm_fix(lambda m, g: None).status == NOT_ATTEMPTED
     # with BatchNorm left in, micro-batches do not give the big batch's gradient: the check can fail
-    from greenlab.checks.accumulation import _bn_model
+    from greenlab.course.checks.accumulation import _bn_model
 
     result = checks.batchnorm_fix(lambda m, g: m)
     assert result.status == FAILED and "still in the model" in result.message

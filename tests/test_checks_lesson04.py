@@ -4,8 +4,8 @@ import pytest
 
 import greenlab as gl
 
-from greenlab import checks
-from greenlab.checks import FAILED, NOT_ATTEMPTED
+from greenlab.course import checks
+from greenlab.course.checks import FAILED, NOT_ATTEMPTED
 
 
 def right(step, base_lr, base_batch, batch, warmup_steps):

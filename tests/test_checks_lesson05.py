@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from greenlab import checks
+from greenlab.course import checks
 
 
 def right_flops(c_in, c_out, k, h, w):
@@ -21,7 +21,7 @@ def right_pareto(points):
 
 
 def test_formula_matches_pytorch_flop_counter():
-    # the checker's expected values must agree with what greenlab.models.flops counts
+    # the checker's expected values must agree with what greenlab.training.models.flops counts
     c_in, c_out, k, h, w = 6, 10, 3, 9, 7
     x = torch.zeros(1, c_in, h, w)
     standard = nn.Conv2d(c_in, c_out, k, padding=k // 2, bias=False)

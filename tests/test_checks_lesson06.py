@@ -1,7 +1,7 @@
 """Lesson 06's scheduler exercise: gl.check.schedule_jobs passes a correct plan written another
 way and fails each typical mistake with its own hint."""
 
-from greenlab import checks
+from greenlab.course import checks
 
 
 def mine(values, jobs, deadline_first=True):

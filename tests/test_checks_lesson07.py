@@ -2,7 +2,7 @@
 
 import math
 
-from greenlab import checks
+from greenlab.course import checks
 
 
 def right_sparsity(t):
@@ -51,7 +51,7 @@ def test_break_even_passes_right_answer():
 
 
 def test_break_even_agrees_with_library():
-    from greenlab.compress import break_even_inferences
+    from greenlab.techniques.compress import break_even_inferences
 
     assert checks.break_even(break_even_inferences).passed
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from greenlab import checks
+from greenlab.course import checks
 
 
 def least_confident(probs, k):

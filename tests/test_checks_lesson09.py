@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from greenlab import checks
-from greenlab.leaderboard import Leaderboard
-from greenlab.train import TrainConfig
+from greenlab.course import checks
+from greenlab.course.leaderboard import Leaderboard
+from greenlab.training.loop import TrainConfig
 
 
 def run(joules=12.5, to_target=4.0, best=0.85):
@@ -59,7 +59,7 @@ def test_run_must_be_on_the_board(tmp_path):
 
 
 def test_quick_recipes_are_small_and_share_the_target():
-    from greenlab import recipes
+    from greenlab.course import recipes
 
     naive = recipes.naive_recipe(quick=True)
     green = recipes.green_recipe(device="cpu", quick=True)
@@ -79,7 +79,7 @@ def test_quick_recipes_are_small_and_share_the_target():
 
 def test_quick_green_recipe_reaches_its_target():
     import greenlab as gl
-    from greenlab import recipes
+    from greenlab.course import recipes
 
     model_fn, config, spec = recipes.green_recipe(device="cpu", quick=True)
     ds = gl.data.load(**spec, verbose=False)
@@ -127,9 +127,9 @@ def test_one_cycle_matches_the_training_loops_schedule():
 
     import torch
 
-    from greenlab import recipes
+    from greenlab.course import recipes
 
-    train = importlib.import_module("greenlab.train")
+    train = importlib.import_module("greenlab.training.loop")
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     sched = train._scheduler(TrainConfig(lr_schedule="warmup-linear", warmup_steps=3), opt, total_steps=10)
     got = []

@@ -3,8 +3,8 @@ statement missing one element fails with that element's advice."""
 
 import pytest
 
-from greenlab import checks
-from greenlab.checks.statement import statement_elements
+from greenlab.course import checks
+from greenlab.course.checks.statement import statement_elements
 
 GOOD = ("Training the green recipe to the validation target used 12 J against 61 J for the naive one "
         "(5.1 times less, 95% interval 3.2 to 8.0 times over 3 paired repeats). The figures are estimated "

@@ -2,7 +2,8 @@
 
 import subprocess
 
-from greenlab import cli, config
+from greenlab.cli import app as cli
+from greenlab.session import config
 
 
 def test_learner_copy_copies_missing_lessons_and_never_overwrites(tmp_path, monkeypatch):

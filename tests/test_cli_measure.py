@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from greenlab.energy.command import measure_main
+from greenlab.cli.measure import measure_main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXIT3 = [sys.executable, "-c", "import sys; sys.exit(3)"]
@@ -42,7 +42,7 @@ def test_command_not_found_and_no_command(capsys):
 
 
 def test_via_cli_main():
-    from greenlab import cli
+    from greenlab.cli import app as cli
 
     assert cli.main(["measure", "--", *EXIT3]) == 3
 
@@ -69,7 +69,7 @@ def test_attribution_reaches_the_cpu_estimate(capsys):
 
 
 def test_attribution_flag_on_the_command_line(capsys):
-    from greenlab import cli
+    from greenlab.cli import app as cli
 
     assert cli.main(["measure", "--json", "--attribution", "machine", "--", sys.executable, "-c", "pass"]) == 0
     assert json.loads(capsys.readouterr().out)["exit_code"] == 0

@@ -2,8 +2,9 @@
 
 import pytest
 
-from greenlab import config, results
-from greenlab.cli import main
+from greenlab.session import config
+from greenlab.base import results
+from greenlab.cli.app import main
 
 
 @pytest.fixture(autouse=True)

@@ -8,9 +8,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from greenlab import compress, models
-from greenlab.data import generate
-from greenlab.train import TrainConfig
+from greenlab.techniques import compress
+from greenlab.training import models
+from greenlab.training.data import generate
+from greenlab.training.loop import TrainConfig
 
 
 def _tiny_mlp():

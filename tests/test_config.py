@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from greenlab import config
+from greenlab.session import config
 
 
 @pytest.fixture(autouse=True)
@@ -153,7 +153,7 @@ def test_bad_seed_is_refused():
 
 
 def _fake_native(monkeypatch, device, native):
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     def support(precision, dev="cpu", **kw):
         assert dev == device

@@ -5,7 +5,7 @@ import json
 import nbformat
 import pytest
 
-from greenlab import course
+from greenlab.course import build as course
 
 
 def _saved_by_jupyter(cells):

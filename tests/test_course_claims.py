@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from greenlab import course
-from greenlab.course import code, md
+from greenlab.course import build as course
+from greenlab.course.build import code, md
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,8 @@ import torch
 import torchvision
 
 import fake_mirror
-from greenlab import config, data, datacache
+from greenlab.session import config
+from greenlab.training import data, datacache
 
 
 @pytest.fixture(autouse=True)
@@ -340,7 +341,7 @@ def _accuracies(model, ds, steps, every, batch_size=128, lr=0.05):
 
 
 def test_stand_in_relates_the_course_models_as_fashion_mnist_does():
-    from greenlab import models
+    from greenlab.training import models
 
     ds = data.generate("fashion-mnist", n_train=4000, n_test=600, seed=0)
     threads = torch.get_num_threads()
@@ -428,7 +429,7 @@ def test_make_dataloader_iterates_and_changes_batch_size():
 
 
 def test_subset_by_rows_and_by_classes_relabels_and_keeps_the_test_split():
-    from greenlab import data as gd
+    from greenlab.training import data as gd
 
     ds = gd.load("synthetic", n_train=200, n_test=100, verbose=False)
     first = ds.subset(train_indices=50)
@@ -451,7 +452,7 @@ def test_subset_by_rows_and_by_classes_relabels_and_keeps_the_test_split():
 
 
 def test_both_loaders_give_the_same_sample_order_on_a_cpu():
-    from greenlab import data as gd
+    from greenlab.training import data as gd
 
     ds = gd.load("synthetic", n_train=100, n_test=10, verbose=False)
     device = gd.DeviceLoader(ds.train_x, ds.train_y, 16, seed=3)
@@ -465,7 +466,7 @@ def test_both_loaders_give_the_same_sample_order_on_a_cpu():
 
 
 def test_every_dataset_has_a_seeded_validation_split():
-    from greenlab import data as gd
+    from greenlab.training import data as gd
 
     a = gd.load("synthetic", n_train=300, n_test=50, verbose=False)
     b = gd.load("synthetic", n_train=300, n_test=50, verbose=False)
@@ -489,7 +490,7 @@ def test_every_dataset_has_a_seeded_validation_split():
 
 
 def test_subset_rejects_bad_requests():
-    from greenlab import data as gd
+    from greenlab.training import data as gd
 
     ds = gd.load("synthetic", n_train=20, n_test=10, verbose=False)
     for bad in ([], [1, 1], [10], [-1]):

@@ -7,7 +7,9 @@ import sys
 import pytest
 
 import fake_mirror
-from greenlab import cli, config, datacache
+from greenlab.cli import app as cli
+from greenlab.session import config
+from greenlab.training import datacache
 
 
 @pytest.fixture(autouse=True)

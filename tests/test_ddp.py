@@ -8,8 +8,10 @@ import pytest
 import torch
 from torch.utils.data.distributed import DistributedSampler
 
-from greenlab import ddp, models, scaling
-from greenlab import data as gl_data
+from greenlab.techniques import ddp
+from greenlab.training import models
+from greenlab.impact import scaling
+from greenlab.training import data as gl_data
 
 TINY_DATA = {"name": "synthetic", "n_train": 256, "n_test": 64}
 TINY_MODEL = {"name": "mlp", "hidden": [16]}
@@ -63,10 +65,10 @@ def test_cuda_needs_one_gpu_per_worker():
 def test_launch_command_uses_torchrun_standalone():
     cmd = ddp.launch_command("/tmp/run/x.json", 2)
     # torchrun runs under the supervisor that ties it to this process and removes the run's folder
-    assert cmd[1].endswith("greenlab/processes.py") and cmd[2:5] == ["--remove", "/tmp/run", "--"]
+    assert cmd[1].endswith("greenlab/base/processes.py") and cmd[2:5] == ["--remove", "/tmp/run", "--"]
     assert cmd[5] == "torch.distributed.run"
     assert "--standalone" in cmd and "--nproc_per_node=2" in cmd
-    assert cmd[-4:] == ["-m", "greenlab.ddp", "--config", "/tmp/run/x.json"]
+    assert cmd[-4:] == ["-m", "greenlab.techniques.ddp", "--config", "/tmp/run/x.json"]
 
 
 # --- a real 2-process run --------------------------------------------------------------------
@@ -260,7 +262,7 @@ def test_stakeholder_summary_uses_the_numbers():
 
 @pytest.fixture
 def cli_isolated(monkeypatch, tmp_path):
-    from greenlab import config
+    from greenlab.session import config
 
     monkeypatch.setenv("GREENLAB_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("GREENLAB_CACHE_DIR", str(tmp_path / "cache"))
@@ -272,8 +274,8 @@ CLI_TINY = ["run", "--dataset", "synthetic", "--model", "mlp", "--n-train", "128
 
 
 def test_run_with_workers_reports_the_reduced_energy_per_node_and_worker(cli_isolated, capsys):
-    from greenlab import results
-    from greenlab.cli import main
+    from greenlab.base import results
+    from greenlab.cli.app import main
 
     assert main(CLI_TINY + ["--workers", "2"]) == 0
     out = capsys.readouterr().out
@@ -290,7 +292,7 @@ def test_run_with_workers_reports_the_reduced_energy_per_node_and_worker(cli_iso
     (["--workers", "2", "--target", "0.5"], "--target"),
 ])
 def test_run_with_bad_workers_exits_2(cli_isolated, capsys, extra, words):
-    from greenlab.cli import main
+    from greenlab.cli.app import main
 
     assert main(CLI_TINY + extra) == 2
     assert words in capsys.readouterr().err
@@ -305,7 +307,7 @@ def test_parse_worker_counts():
 # --- no process or temporary data left behind ---------------------------------------------------
 
 def _tree_after_start(proc, want: int, timeout_s: float = 180.0) -> list:
-    """The descendants of ``proc`` once ``want`` of them run a greenlab.ddp worker's config."""
+    """The descendants of ``proc`` once ``want`` of them run a greenlab.techniques.ddp worker's config."""
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -360,7 +362,7 @@ def test_kill_9_of_a_launching_process_leaves_no_torchrun_no_worker_and_no_datas
 
 
 def test_a_worker_failure_in_greenlab_run_workers_is_one_line_with_exit_code_1(cli_isolated, capsys):
-    from greenlab.cli import main
+    from greenlab.cli.app import main
 
     # a model option the workers refuse: the launch starts, its worker fails
     real = ddp.run_ddp
@@ -381,7 +383,7 @@ def test_a_worker_failure_in_greenlab_run_workers_is_one_line_with_exit_code_1(c
 
 
 def test_ctrl_c_in_greenlab_run_workers_is_one_line_with_exit_code_130(cli_isolated, capsys, monkeypatch):
-    from greenlab.cli import main
+    from greenlab.cli.app import main
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -397,7 +399,7 @@ def test_kill_groups_kills_members_that_outlive_their_leader():
     import subprocess
     import sys
 
-    from greenlab.processes import kill_group
+    from greenlab.base.processes import kill_group
 
     # the leader exits at SIGTERM at once; its child ignores SIGTERM and would live on
     code = ("import signal, subprocess, sys, time\n"
@@ -421,11 +423,11 @@ def test_die_with_parent_ignores_a_parent_pid_inherited_from_further_up(monkeypa
     import subprocess
     import sys
 
-    from greenlab import processes
+    from greenlab.base import processes
 
     # the variable names this (living) test process, but the child's parent is a shell in between
     env = {**os.environ, processes.PARENT_ENV: str(os.getpid())}
-    code = "from greenlab.processes import die_with_parent; die_with_parent(); print('alive')"
+    code = "from greenlab.base.processes import die_with_parent; die_with_parent(); print('alive')"
     out = subprocess.run(["sh", "-c", f"{sys.executable} -c \"{code}\"; true"], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "alive", out.stderr[-2000:]

@@ -179,7 +179,7 @@ def test_greenlab_measure_counts_the_commands_cpu_time(capsys, monkeypatch, tmp_
 
     import importlib
 
-    from greenlab.energy import command
+    from greenlab.cli import measure as command
 
     measure_mod = importlib.import_module("greenlab.energy.windows")  # where measure() opens a window
     measure_fn = measure_mod.measure

@@ -198,9 +198,9 @@ def test_windows_without_given_sources_carry_discovery_problems(monkeypatch, tmp
 @pytest.fixture(scope="module")
 def incomplete_runs(tmp_path_factory):
     """Two variants trained (compare, 1 repeat) with a GPU that is visible but unreadable."""
-    from greenlab import data, models
+    from greenlab.training import data, models
     from greenlab.experiments import compare
-    from greenlab.train import TrainConfig
+    from greenlab.training.loop import TrainConfig
 
     tmp = tmp_path_factory.mktemp("incomplete")
     gpus = [FakeGpu("GPU-bad", energy_mj=None, power_mw=None)]
@@ -228,7 +228,7 @@ def test_comparison_carries_the_flag(incomplete_runs):
 
 
 def test_carbon_statement_and_metrics_carry_the_flag(incomplete_runs):
-    from greenlab import report
+    from greenlab.impact import report
 
     result = incomplete_runs.runs["a"][0]
     statement = report.carbon_statement(result, region="FR")
@@ -242,7 +242,7 @@ def test_carbon_statement_and_metrics_carry_the_flag(incomplete_runs):
 
 
 def test_leaderboard_carries_the_flag(incomplete_runs, tmp_path):
-    from greenlab.leaderboard import Leaderboard
+    from greenlab.course.leaderboard import Leaderboard
 
     board = Leaderboard(tmp_path / "board.json")
     entry = board.add_result("alice", incomplete_runs.runs["a"][0])

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("IPython")
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
-from greenlab import magics  # noqa: E402
+from greenlab.widgets import magics  # noqa: E402
 from greenlab.energy import measure  # noqa: E402
 
 from fakes import SlopeSource  # noqa: E402

@@ -239,8 +239,8 @@ def _carrier(problems=(), estimated=True):
 
 
 def test_results_read_their_flags_through_the_measurement():
-    from greenlab.compress import InferenceCost
-    from greenlab.lm_serve import GenerationRun
+    from greenlab.techniques.compress import InferenceCost
+    from greenlab.techniques.lm.serving import GenerationRun
 
     lost = _carrier(["cpu: a read failed"])
     cost = InferenceCost(0.1, 1.0, 0.1, 8, 3, energy=lost)
@@ -259,8 +259,8 @@ def test_with_problems_adds_each_text_once_and_leaves_the_original():
 
 
 def test_a_train_run_keeps_the_keys_of_its_record():
-    from greenlab import data, models
-    from greenlab.train import TrainConfig, train
+    from greenlab.training import data, models
+    from greenlab.training.loop import TrainConfig, train
 
     ds = data.generate(n_train=32, n_test=16)
     run = train(models.build("mlp", input_shape=ds.input_shape, num_classes=ds.num_classes), ds,

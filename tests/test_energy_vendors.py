@@ -20,7 +20,7 @@ from greenlab.energy import rapl as rapl_mod
 from greenlab.energy.amd import AmdCounterSource, AmdPowerSource, amd_gpu_present, probe_amd
 from greenlab.energy.apple import AppleSocSource, probe_apple
 from greenlab.energy.sources import discover
-from greenlab.hardware import doctor, format_report
+from greenlab.session.hardware import doctor, format_report
 from fakes import FakePynvml
 
 pytestmark = pytest.mark.filterwarnings("ignore::greenlab.energy.ShortWindowWarning")
@@ -248,7 +248,7 @@ def test_doctor_prints_how_to_make_rapl_readable_and_what_changes(tmp_path, monk
 
 
 def test_setup_line_on_an_apple_gpu_says_what_is_and_is_not_measured():
-    from greenlab.config import Settings
+    from greenlab.session.config import Settings
 
     measured = Settings("mps", True, 0, {"cpu": "apple-soc", "gpu:0": "apple-soc", "dram": "apple-soc"})
     assert "gpu:0=apple-soc" in measured.line() and "not measured" not in measured.line()

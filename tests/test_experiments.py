@@ -8,9 +8,11 @@ import torch
 
 matplotlib.use("Agg")
 
-from greenlab import data, experiments, models, results  # noqa: E402
+from greenlab.training import data, models
+from greenlab import experiments
+from greenlab.base import results  # noqa: E402
 from fakes import SlopeSource  # noqa: E402
-from greenlab.train import Interrupted, TrainConfig  # noqa: E402
+from greenlab.training.loop import Interrupted, TrainConfig  # noqa: E402
 
 
 
@@ -211,8 +213,8 @@ def test_run_main_stops_on_interrupt_and_prints_the_finished_runs(monkeypatch, c
 
     import importlib
 
-    gl_train = importlib.import_module("greenlab.train")  # the module (greenlab.train is also a function)
-    from greenlab import run_command
+    gl_train = importlib.import_module("greenlab.training.loop")  # the module (greenlab.training.loop is also a function)
+    from greenlab.cli import run as run_command
 
     real_train, calls = gl_train.train, {"n": 0}
 

@@ -65,7 +65,7 @@ def test_measure_on_cuda_reports_nvml_counter_and_positive_joules():
 
 
 def _tiny_data():
-    from greenlab import data
+    from greenlab.training import data
 
     return data.load("synthetic", n_train=2048, n_test=512, verbose=False)
 
@@ -73,8 +73,8 @@ def _tiny_data():
 @pytest.mark.skipif(torch.cuda.is_available() and not torch.cuda.is_bf16_supported(),
                     reason="this GPU has no bf16 support")
 def test_bf16_autocast_trains_on_cuda():
-    from greenlab import models
-    from greenlab.train import TrainConfig, train
+    from greenlab.training import models
+    from greenlab.training.loop import TrainConfig, train
 
     model = models.build("cnn", width=16)
     first = [p.detach().clone() for p in model.parameters()]
@@ -88,8 +88,8 @@ def test_bf16_autocast_trains_on_cuda():
 
 
 def test_fp16_with_grad_scaler_trains_on_cuda():
-    from greenlab import models
-    from greenlab.train import TrainConfig, train
+    from greenlab.training import models
+    from greenlab.training.loop import TrainConfig, train
 
     res = train(models.build("cnn", width=16), _tiny_data(),
                 TrainConfig(precision="fp16", batch_size=256, epochs=2, lr=0.05),
@@ -118,10 +118,10 @@ def test_grad_scaler_scales_and_unscales_fp16_gradients():
 
 
 def test_find_max_batch_on_cuda():
-    batching = pytest.importorskip("greenlab.batching")
+    batching = pytest.importorskip("greenlab.techniques.batching")
     if not hasattr(batching, "find_max_batch"):
-        pytest.skip("greenlab.batching has no find_max_batch")
-    from greenlab import models
+        pytest.skip("greenlab.techniques.batching has no find_max_batch")
+    from greenlab.training import models
 
     model = models.build("cnn", width=16).cuda()
     free, _total = torch.cuda.mem_get_info()
@@ -134,8 +134,8 @@ def test_find_max_batch_on_cuda():
 
 
 def test_peak_memory_counts_only_what_the_run_adds():
-    from greenlab import models
-    from greenlab.train import TrainConfig, train
+    from greenlab.training import models
+    from greenlab.training.loop import TrainConfig, train
 
     resident = torch.empty(2**30, dtype=torch.uint8, device="cuda")  # 1 GiB already on the GPU
     res = train(models.build("cnn", width=16), _tiny_data(),

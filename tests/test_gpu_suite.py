@@ -1,5 +1,5 @@
 """CPU tests of benchmarks/gpu_suite.py: no-GPU behaviour, read-only audit, measurement helpers,
-and a full dry run whose files must match greenlab.reference's schema."""
+and a full dry run whose files must match greenlab.course.reference's schema."""
 
 import json
 import math
@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import gpu_suite as gs  # noqa: E402
-from greenlab import reference  # noqa: E402
+from greenlab.course import reference  # noqa: E402
 
 AUDITED = [ROOT / "benchmarks" / "gpu_suite.py", *sorted((ROOT / "benchmarks" / "gpu").rglob("*.py")),
-           ROOT / "greenlab" / "recipes.py",
+           ROOT / "greenlab" / "course" / "recipes.py",
            ROOT / "tests" / "test_gpu.py"]
 
 
@@ -135,8 +135,8 @@ def _import_with_blocked(body: str):
 
 def test_suite_imports_without_notebook_or_plotting_packages():
     proc = _import_with_blocked(
-        "import benchmarks.gpu_suite as gs, greenlab.recipes\n"
-        "import greenlab, greenlab.train, greenlab.energy, greenlab.reference\n")
+        "import benchmarks.gpu_suite as gs, greenlab.course.recipes\n"
+        "import greenlab, greenlab.training.loop, greenlab.energy, greenlab.course.reference\n")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "imported []" in proc.stdout
 
@@ -228,8 +228,8 @@ def test_write_json_stores_non_finite_numbers_as_null(tmp_path):
 
 
 def test_recipes_return_model_fn_config_and_data_spec():
-    from greenlab import recipes
-    from greenlab.train import TrainConfig
+    from greenlab.course import recipes
+    from greenlab.training.loop import TrainConfig
 
     naive = recipes.naive_recipe()
     green = recipes.green_recipe(device="cpu")
@@ -239,7 +239,7 @@ def test_recipes_return_model_fn_config_and_data_spec():
         assert set(spec) == {"name", "n_train", "n_test"}
     assert naive[1].precision == "fp32" and naive[1].loader == "dataloader" and not naive[1].stop_at_target
     assert green[1].loader == "device" and green[1].stop_at_target
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     native = hardware.precision_support("bf16", "cpu").native  # bf16 only where the device runs it natively
     assert green[1].precision == ("bf16" if native else "fp32")

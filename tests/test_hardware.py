@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from greenlab.hardware import doctor, doctor_main, format_report
+from greenlab.session.hardware import doctor, doctor_main, format_report
 
 
 class NotSupported(Exception):
@@ -99,7 +99,7 @@ def test_quick_mode_from_environment(tmp_path, monkeypatch):
 def test_native_bf16_is_reported_from_cpu_flags(monkeypatch):
     import torch
 
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
@@ -133,7 +133,7 @@ X86_BF16 = {"sse2", "avx2", "avx512f", "avx512_bf16"}
 def test_bf16_emulation_overrides_are_honoured(monkeypatch, env, aten, native):
     import torch
 
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: aten)
     support = hardware.precision_support("bf16", "cpu", environ=env, cpu_flags=X86_BF16)
@@ -149,7 +149,7 @@ def test_bf16_emulation_overrides_are_honoured(monkeypatch, env, aten, native):
 def test_cpu_without_bf16_or_fp16_flags_and_arm_flags(monkeypatch):
     import torch
 
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     plain = hardware.native_precisions("cpu", environ={}, cpu_flags={"sse2", "avx2", "avx512f"})
@@ -168,7 +168,7 @@ def test_cpu_without_bf16_or_fp16_flags_and_arm_flags(monkeypatch):
 def test_cpu_without_a_flag_list_asks_onednn(monkeypatch):
     import torch
 
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     monkeypatch.setattr(hardware, "_cpu_flags", lambda: set())
@@ -187,7 +187,7 @@ def test_cpu_without_a_flag_list_asks_onednn(monkeypatch):
     ((6, 1), False, False, False),  # GTX 10xx: fp16 at a fraction of the fp32 rate
 ])
 def test_cuda_precisions_follow_compute_capability(capability, bf16, fp16, cores):
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     support = hardware.native_precisions("cuda:0", cuda_capability=capability)
     assert support == {"bf16": bf16, "fp16": fp16}
@@ -198,7 +198,7 @@ def test_cuda_precisions_follow_compute_capability(capability, bf16, fp16, cores
 def test_cuda_without_a_gpu_and_mps_through_mocks(monkeypatch):
     import torch
 
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert hardware.precision_support("bf16", "cuda").native is False
@@ -217,7 +217,7 @@ def test_cuda_without_a_gpu_and_mps_through_mocks(monkeypatch):
 def test_doctor_reports_the_chosen_device_and_its_precisions(monkeypatch, tmp_path):
     import torch
 
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)

@@ -5,8 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from greenlab import carbon, profiling
-from greenlab.leaderboard import Leaderboard, LeaderboardError
+from greenlab.impact import carbon
+from greenlab.techniques import profiling
+from greenlab.course.leaderboard import Leaderboard, LeaderboardError
 
 
 def _board(tmp_path):
@@ -73,7 +74,7 @@ def test_a_class_board_ranks_like_with_like_and_names_each_author(tmp_path, monk
 
 
 def test_leaderboard_show_prints_a_class_board_from_the_shell(tmp_path, capsys):
-    from greenlab.cli import main
+    from greenlab.cli.app import main
 
     Leaderboard(tmp_path).add("run", joules=5.0, seconds=1.0, accuracy=0.9, target_accuracy=0.8, co2e_g=0.0,
                               author="lin")

@@ -52,7 +52,7 @@ def test_lesson_shape(path):
 
 @pytest.mark.parametrize("path", INSTRUCTOR, ids=lambda p: p.stem)
 def test_knowledge_check_has_four_to_eight_questions_each_option_with_feedback(path):
-    from greenlab.quiz import Quiz, load
+    from greenlab.course.quiz import Quiz, load
 
     src = next(src for kind, src in _cells(path) if kind == "code" and "gl.quiz(" in src)
     call = re.search(r"gl\.quiz\(\s*[\"'](\w+)[\"']", src)
@@ -65,6 +65,6 @@ def test_knowledge_check_has_four_to_eight_questions_each_option_with_feedback(p
 
 
 def test_every_quiz_data_file_belongs_to_a_lesson():
-    from greenlab.quiz import lessons
+    from greenlab.course.quiz import lessons
 
     assert lessons() == [p.stem for p in INSTRUCTOR]

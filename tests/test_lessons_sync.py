@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from greenlab import course
+from greenlab.course import build as course
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""greenlab.lm (corpus, model, token training loop, FLOP counts), greenlab.sharding (ZeRO and
+"""greenlab.techniques.lm.model (corpus, model, token training loop, FLOP counts), greenlab.techniques.lm.sharding (ZeRO and
 parallelism arithmetic) and lesson 10's checker. Tiny sizes: the whole file runs in seconds."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from greenlab import checks, lm, sharding
+from greenlab.course import checks
+from greenlab.techniques.lm import model as lm, sharding
 from greenlab.experiments import Comparison
 
 
@@ -75,7 +76,7 @@ def test_model_is_causal_a_later_byte_never_changes_an_earlier_logit():
 def test_checkpointing_gives_the_same_gradients_and_keeps_less(corpus):
     x, y = lm.batch(corpus.train, 32, 4, torch.Generator().manual_seed(1))
     grads, peaks = [], []
-    from greenlab.batching import measure_step_peak_bytes
+    from greenlab.techniques.batching import measure_step_peak_bytes
 
     for ckpt in (False, True):
         model = tiny(checkpoint=ckpt)
@@ -229,7 +230,7 @@ def test_zero_checker_passes_the_solution_and_names_the_usual_mistakes():
 # --- lesson 11: LoRA, serving -------------------------------------------------------------------
 
 def test_lora_starts_at_the_model_trains_only_adapters_and_counts_them(corpus):
-    from greenlab import lora
+    from greenlab.techniques.lm import lora
 
     base = tiny()
     model = lora.add_lora(tiny(), rank=2)
@@ -250,7 +251,7 @@ def test_lora_starts_at_the_model_trains_only_adapters_and_counts_them(corpus):
 
 
 def test_kv_cache_gives_the_same_tokens_for_fewer_flops():
-    from greenlab import lm_serve
+    from greenlab.techniques.lm import serving as lm_serve
 
     model = tiny()
     prompts = torch.randint(0, 256, (3, 5))
@@ -266,7 +267,7 @@ def test_kv_cache_gives_the_same_tokens_for_fewer_flops():
 
 
 def test_compare_generation_pairs_repeats_in_rotated_order(monkeypatch):
-    from greenlab import lm_serve
+    from greenlab.techniques.lm import serving as lm_serve
 
     model = tiny()
     prompts = torch.randint(0, 256, (2, 5))
@@ -299,7 +300,7 @@ def test_compare_generation_pairs_repeats_in_rotated_order(monkeypatch):
 
 def test_int8_weights_quarter_the_block_weights_and_stay_close():
     pytest.importorskip("torchao")  # a dependency: installed wherever the course is
-    from greenlab import lm_serve
+    from greenlab.techniques.lm import serving as lm_serve
 
     model = tiny()
     q = lm_serve.quantize_weights_int8(tiny())
@@ -322,7 +323,7 @@ def test_int8_weights_quarter_the_block_weights_and_stay_close():
 
 
 def test_weight_bytes_counts_each_storage_once():
-    from greenlab import lm_serve
+    from greenlab.techniques.lm import serving as lm_serve
 
     model = tiny()
     values = sum(p.numel() for p in model.parameters())  # the tied head counted once
@@ -334,7 +335,8 @@ def test_weight_bytes_counts_each_storage_once():
 def test_without_torchao_int8_says_it_is_missing(monkeypatch):
     import sys
 
-    from greenlab import lm_serve, optional
+    from greenlab.techniques.lm import serving as lm_serve
+    from greenlab.base import optional
 
     monkeypatch.setitem(sys.modules, "torchao", None)  # import torchao now raises ImportError
     assert optional.missing("torchao") == "torchao is not installed"

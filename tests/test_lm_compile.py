@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import greenlab as gl
-from greenlab.lm_compile import CompileMeasurement, _cache_state
+from greenlab.techniques.lm.compiling import CompileMeasurement, _cache_state
 
 
 @pytest.fixture(scope="module")

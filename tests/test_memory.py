@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from greenlab.memory import saved_for_backward
+from greenlab.training.memory import saved_for_backward
 
 
 def _mlp():

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import gpu_suite as gs  # noqa: E402
 from benchmarks.gpu.settings import PARTS  # noqa: E402
-from greenlab import reference  # noqa: E402
+from greenlab.course import reference  # noqa: E402
 
 LESSONS = sorted((ROOT / "lessons" / "instructor").glob("*.ipynb"))
 
@@ -43,13 +43,13 @@ def test_the_hidden_packages_really_cannot_be_imported(tmp_path):
     code = ("import importlib.util, sys\n"
             f"names = {list(HIDDEN)!r}\n"
             "print([n for n in names if importlib.util.find_spec(n) is not None])\n"
-            "import greenlab, greenlab.train, greenlab.energy, greenlab.course, greenlab.hardware, benchmarks.gpu_suite\n"
+            "import greenlab, greenlab.training.loop, greenlab.energy, greenlab.course, greenlab.session.hardware, benchmarks.gpu_suite\n"
             "print(sorted(n for n in names if n in sys.modules))\n"
             # the parts that used psutil and tqdm work without them
             "import importlib, torch\n"
-            "info = greenlab.hardware._cpu_info()\n"
+            "info = greenlab.session.hardware._cpu_info()\n"
             "print(info['logical_cores'] >= 1, info['physical_cores'] is None or info['physical_cores'] >= 1)\n"
-            "t = importlib.import_module('greenlab.train')\n"
+            "t = importlib.import_module('greenlab.training.loop')\n"
             "print(type(t._progress(5, True, 'x')).__name__)\n"
             "pm = t._PeakMemory(torch.device('cpu')); block = b'x' * (64 * 2**20); pm.sample()\n"
             "print(pm.bytes() >= 32 * 2**20)\n")

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from greenlab import models
+from greenlab.training import models
 
 
 @pytest.mark.parametrize("name,kw,shape", [

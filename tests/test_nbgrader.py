@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import greenlab as gl
-from greenlab import nbgrader_export
+from greenlab.course import nbgrader as nbgrader_export
 
 nbgrader = pytest.importorskip("nbgrader", reason="nbgrader is in the test extra: pip install -e '.[test]'")
 
@@ -151,7 +151,7 @@ def test_one_planted_wrong_exercise_loses_exactly_its_points_with_the_hint(cours
 
 
 def test_quiz_answer_check_grades_by_option_text_whatever_the_display_order():
-    from greenlab.quiz import load
+    from greenlab.course.quiz import load
 
     questions = load("03").questions
     right = [nbgrader_export._correct_answer(q) for q in questions]

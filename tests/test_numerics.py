@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from greenlab import checks
-from greenlab.numerics import TorchLossScaler, fp16_flush_fractions
+from greenlab.course import checks
+from greenlab.techniques.numerics import TorchLossScaler, fp16_flush_fractions
 
 
 def test_flush_fractions_count_zeros_and_subnormals_among_non_zero_values():

@@ -9,7 +9,9 @@ import sys
 import pytest
 import torch
 
-from greenlab import lm, optimizers, optional
+from greenlab.techniques.lm import model as lm
+from greenlab.training import optimizers
+from greenlab.base import optional
 
 
 def _model():

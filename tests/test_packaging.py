@@ -90,7 +90,7 @@ def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(tmp_path):
     import sys
     import sysconfig
 
-    from greenlab import carbon
+    from greenlab.impact import carbon
 
     src = tmp_path / "src"
     shutil.copytree(ROOT / "greenlab", src / "greenlab", ignore=shutil.ignore_patterns("__pycache__"))
@@ -118,7 +118,7 @@ def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert doctor.returncode == 0, doctor.stderr
     assert json.loads(doctor.stdout)
-    code = ("import json, greenlab, greenlab.paths as p\n"
+    code = ("import json, greenlab, greenlab.base.paths as p\n"
             "print(json.dumps({'file': greenlab.__file__, 'checkout': p.in_checkout(),\n"
             "                  'g': greenlab.co2e_g(3.6e6, 'FRA'), 'tables': str(p.tables_dir())}))")
     done = subprocess.run([str(python), "-c", code], cwd=away, env=env, capture_output=True, text=True,

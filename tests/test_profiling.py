@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from greenlab import profiling
-from greenlab.data import generate
+from greenlab.techniques import profiling
+from greenlab.training.data import generate
 from greenlab.energy import PowerSample
-from greenlab.train import TrainConfig, train
+from greenlab.training.loop import TrainConfig, train
 
 
 def _model():

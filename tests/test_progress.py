@@ -1,11 +1,11 @@
-"""Tests for greenlab.progress and the progress lines of long library calls."""
+"""Tests for greenlab.base.progress and the progress lines of long library calls."""
 
 import io
 import logging
 
 import pytest
 
-from greenlab import progress
+from greenlab.base import progress
 
 
 def test_steps_prints_a_line_per_item_that_ends_with_its_note():
@@ -49,7 +49,7 @@ def test_progress_can_be_silenced(monkeypatch):
 
 
 def test_pytorchs_cuda_home_notice_is_hidden_while_compiling(caplog):
-    from greenlab.lm_compile import _no_cuda_home_notice
+    from greenlab.techniques.lm.compiling import _no_cuda_home_notice
 
     logger = logging.getLogger("torch.utils.cpp_extension")
     with caplog.at_level(logging.WARNING):

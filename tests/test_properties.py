@@ -21,10 +21,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from greenlab import carbon, checks, profiling, results, tables, units, validation
-from greenlab.batching import linear_scaling_lr
-from greenlab.leaderboard import Leaderboard
-from greenlab.train import TrainConfig
+from greenlab.impact import carbon
+from greenlab.course import checks
+from greenlab.techniques import profiling
+from greenlab.base import results, tables, units, validation
+from greenlab.techniques.batching import linear_scaling_lr
+from greenlab.course.leaderboard import Leaderboard
+from greenlab.training.loop import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = settings(max_examples=60, derandomize=True, deadline=None, database=None,

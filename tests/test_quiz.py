@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from greenlab.quiz import Quiz, grade_question, lessons, load, make_question, session_seed, shuffled
+from greenlab.course.quiz import (
+    Quiz,
+    grade_question,
+    lessons,
+    load,
+    make_question,
+    session_seed,
+    shuffled,
+)
 from greenlab.widgets.quiz_display import quiz
 
 SINGLE = {

@@ -6,8 +6,9 @@ import dataclasses
 import pytest
 
 from fakes import SlopeSource
-from greenlab import data, models, recipes
-from greenlab.train import TrainConfig
+from greenlab.training import data, models
+from greenlab.course import recipes
+from greenlab.training.loop import TrainConfig
 
 
 def test_recipes_share_seed_passes_and_data_and_the_naive_one_is_the_tutorials():
@@ -42,7 +43,7 @@ def test_tutorial_network_shape():
 
 
 def test_green_uses_bf16_only_where_native(monkeypatch):
-    from greenlab import hardware
+    from greenlab.session import hardware
 
     def support(native):
         return lambda precision, device="cpu", **kw: hardware.PrecisionSupport(precision, device, native, "test")
@@ -114,7 +115,7 @@ def test_tune_lr_with_a_stop_at_the_target_picks_the_fewest_samples(monkeypatch)
     import importlib
     from types import SimpleNamespace
 
-    gl_train = importlib.import_module("greenlab.train")
+    gl_train = importlib.import_module("greenlab.training.loop")
     seen = []
 
     def fake_train(model, ds, cfg, **kw):
@@ -143,7 +144,7 @@ def test_one_cycle_rises_then_falls_to_zero():
 def test_tune_lr_gives_each_candidate_the_same_samples_and_picks_by_validation(monkeypatch, capsys):
     import importlib
 
-    gl_train = importlib.import_module("greenlab.train")
+    gl_train = importlib.import_module("greenlab.training.loop")
     real_train = gl_train.train
 
     def train_diverging_at_90(model, ds, cfg, **kw):

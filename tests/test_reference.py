@@ -1,4 +1,4 @@
-"""Recorded GPU reference runs (greenlab.reference): loading, validation, honest "none yet"."""
+"""Recorded GPU reference runs (greenlab.course.reference): loading, validation, honest "none yet"."""
 
 import html
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import greenlab as gl
-from greenlab import reference
+from greenlab.course import reference
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,11 +19,14 @@ import pytest
 import torch
 
 from fakes import SlopeSource
-from greenlab import batching, carbon, data, models, profiling, results
-from greenlab.energy.command import measure_main
-from greenlab.leaderboard import Leaderboard
-from greenlab.tables import DataTableError
-from greenlab.train import TrainConfig, train
+from greenlab.techniques import batching, profiling
+from greenlab.impact import carbon
+from greenlab.training import data, models
+from greenlab.base import results
+from greenlab.cli.measure import measure_main
+from greenlab.course.leaderboard import Leaderboard
+from greenlab.base.tables import DataTableError
+from greenlab.training.loop import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -315,7 +318,7 @@ def test_damaged_carbon_table_names_the_file(tmp_path, monkeypatch, damage, matc
     (lambda b: b + b"\xff\xfe\n", "not UTF-8"),
 ])
 def test_damaged_gpu_table_names_the_file(tmp_path, monkeypatch, damage, match):
-    from greenlab import scaling
+    from greenlab.impact import scaling
 
     (tmp_path / "data").mkdir()
     table = tmp_path / "data" / "gpus.csv"
@@ -350,7 +353,7 @@ def test_batching_helpers_refuse_nan():
 # --- the command line ----------------------------------------------------------------------
 
 def test_run_refuses_n_train_zero(capsys):
-    from greenlab import cli
+    from greenlab.cli import app as cli
 
     assert cli.main(["run", "--n-train", "0", "--no-save", "--quick"]) == 2
     assert "error: --n-train must be a positive integer" in capsys.readouterr().err

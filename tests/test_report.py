@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from greenlab import carbon, report
+from greenlab.impact import carbon, report
 from greenlab.energy import ComponentEnergy, Measurement
-from greenlab.train import RunResult
+from greenlab.training.loop import RunResult
 
 
 def _measurement(components, seconds=10.0, label="window"):
@@ -175,7 +175,7 @@ def test_datasheet_efficiency_is_labelled_and_sorted():
 
 
 def test_co2e_grams_checker_matches_carbon_arithmetic():
-    from greenlab import checks
+    from greenlab.course import checks
 
     def right(kwh, g_per_kwh, pue):
         return carbon.co2e_g(kwh * 3.6e6, carbon.Region("X", "x", g_per_kwh, 2024, "test"), pue)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from greenlab import results
+from greenlab.base import results
 
 
 def test_append_and_load_round_trip(tmp_path):

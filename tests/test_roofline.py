@@ -2,7 +2,7 @@
 
 import pytest
 
-from greenlab import roofline
+from greenlab.techniques import roofline
 
 
 def test_matmul_intensity_is_flops_over_bytes():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from greenlab import carbon, scaling
+from greenlab.impact import carbon, scaling
 
 A100 = "NVIDIA A100 SXM 80GB"
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from greenlab import scheduling
+from greenlab.impact import scheduling
 
 
 def test_best_window_picks_lowest_mean_and_reports_saving():
@@ -92,7 +92,7 @@ def test_shipped_profile_is_a_cited_day_of_24_hours():
 def test_shipped_file_hour_is_mean_of_its_half_hours():
     import csv
 
-    from greenlab import carbon
+    from greenlab.impact import carbon
 
     path = carbon.data_dir() / "hourly_intensity_gb_2023-03-14.csv"
     rows = list(csv.DictReader(line for line in path.read_text().splitlines() if not line.startswith("#")))
@@ -147,7 +147,7 @@ def test_summary_mentions_both_windows():
 
 
 def test_best_start_hour_checker_agrees_with_best_window():
-    from greenlab import checks
+    from greenlab.course import checks
 
     def right(values, hours):
         return scheduling.best_window(list(values), hours).best.start_hour

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-import greenlab.search as gs
+import greenlab.techniques.search as gs
 
 
 def _space(**kw):
@@ -49,7 +49,7 @@ def test_space_rejects_bad_options():
 
 
 def test_candidate_costs_match_hand_counts():
-    """FLOPs and parameters through greenlab.models on layers whose counts are known by hand."""
+    """FLOPs and parameters through greenlab.training.models on layers whose counts are known by hand."""
     space = gs.SearchSpace(depth=[1], width=[4], kernel_size=[3], separable=[False, True],
                            input_shape=(1, 8, 8), num_classes=10, norm="none")
     plain, sep = space.candidates()
@@ -243,8 +243,8 @@ def test_energy_per_inference_measures():
 
 
 def test_train_evaluator_real_run():
-    from greenlab import data
-    from greenlab.train import TrainConfig
+    from greenlab.training import data
+    from greenlab.training.loop import TrainConfig
 
     ds = data.generate("synthetic", n_train=64, n_test=32, seed=0, shape=(1, 8, 8))
     space = _space(depth=[1], width=[4], kernel_size=[3], separable=[False, True])
@@ -256,7 +256,7 @@ def test_train_evaluator_real_run():
 
 
 def test_evolve_runs_a_given_loop_and_records_every_evaluation():
-    from greenlab import search as gsearch
+    from greenlab.techniques import search as gsearch
 
     space = gsearch.SearchSpace(depth=(1, 2), width=(4, 8), kernel_size=(3,), separable=(False, True))
 
@@ -278,8 +278,8 @@ def test_evolve_runs_a_given_loop_and_records_every_evaluation():
 
 
 def test_compare_archs_trains_every_arch_per_repeat_with_paired_seeds():
-    from greenlab import data
-    from greenlab.train import TrainConfig
+    from greenlab.training import data
+    from greenlab.training.loop import TrainConfig
 
     ds = data.generate("synthetic", n_train=64, n_test=32, seed=0, shape=(1, 8, 8))
     space = gs.SearchSpace(depth=(1,), width=(4, 8), kernel_size=(3,), separable=(False,),

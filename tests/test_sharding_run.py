@@ -10,7 +10,8 @@ import psutil
 import pytest
 import torch
 
-from greenlab import ddp, lm, sharding, sharding_run
+from greenlab.techniques import ddp
+from greenlab.techniques.lm import model as lm, sharding, sharding_run
 
 # d_model 15 and 33 positions: most first dimensions (15, 45, 60, 33) do not divide by 2
 SHAPE = {"d_model": 15, "n_layers": 2, "n_heads": 3, "max_seq_len": 33}

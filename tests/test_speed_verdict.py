@@ -2,7 +2,7 @@
 
 import pytest
 
-from greenlab.compress import SpeedComparison
+from greenlab.techniques.compress import SpeedComparison
 
 
 def comparison(ratios):
@@ -28,7 +28,7 @@ def test_unknown_name_is_refused():
 def test_compare_inference_speed_keeps_every_rounds_ratio():
     import torch
 
-    from greenlab.compress import compare_inference_speed
+    from greenlab.techniques.compress import compare_inference_speed
 
     model = torch.nn.Linear(4, 2)
     speed = compare_inference_speed({"a": model, "b": model}, torch.randn(3, 4), rounds=5, warmup=0)

@@ -6,8 +6,9 @@ import threading
 import pytest
 
 from fakes import SlopeSource
-from greenlab import data, models, prefetch, stopping
-from greenlab.train import TrainConfig, train
+from greenlab.training import data, models
+from greenlab.techniques import prefetch, stopping
+from greenlab.training.loop import TrainConfig, train
 
 
 def test_should_stop_counts_evaluations_without_an_improvement_above_min_delta():

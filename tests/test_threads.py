@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from greenlab import config, threads
+from greenlab.session import config, threads
 
 
 def test_spinning_small_machines_get_one_thread_whatever_the_load():

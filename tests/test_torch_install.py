@@ -1,4 +1,4 @@
-"""Which PyTorch build a new environment gets (greenlab/torch_install.py, run by make)."""
+"""Which PyTorch build a new environment gets (greenlab/base/torch_install.py, run by make)."""
 
 import subprocess
 import sys
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from greenlab import torch_install
-from greenlab.torch_install import CPU_INDEX, plan
+from greenlab.base import torch_install
+from greenlab.base.torch_install import CPU_INDEX, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,11 +62,11 @@ def test_it_runs_as_a_plain_script_before_greenlab_can_be_imported():
     done = subprocess.run([sys.executable, "-S", "-c", "import ast, sys; tree = ast.parse(open(sys.argv[1]).read()); "
                            "mods = [n.module or '' for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + "
                            "[a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]; "
-                           "print(','.join(mods))", str(ROOT / "greenlab" / "torch_install.py")],
+                           "print(','.join(mods))", str(ROOT / "greenlab" / "base" / "torch_install.py")],
                           capture_output=True, text=True, check=True)
     assert not [m for m in done.stdout.strip().split(",") if m.startswith("greenlab")]
 
 
 def test_the_makefile_runs_it_before_the_install():
     text = (ROOT / "Makefile").read_text()
-    assert text.index("greenlab/torch_install.py") < text.index("-e '.[test")
+    assert text.index("greenlab/base/torch_install.py") < text.index("-e '.[test")

@@ -7,9 +7,10 @@ import threading
 import pytest
 import torch
 
-from greenlab import data, models, results
+from greenlab.training import data, models
+from greenlab.base import results
 from fakes import SlopeSource
-from greenlab.train import Interrupted, StopTraining, TrainConfig, last_interrupted, train
+from greenlab.training.loop import Interrupted, StopTraining, TrainConfig, last_interrupted, train
 
 
 

@@ -8,10 +8,13 @@ import warnings
 import pytest
 import torch
 
-from greenlab import data, experiments, models, profiling, results
+from greenlab.training import data, models
+from greenlab import experiments
+from greenlab.techniques import profiling
+from greenlab.base import results
 from fakes import SlopeSource
 
-gl_train = importlib.import_module("greenlab.train")
+gl_train = importlib.import_module("greenlab.training.loop")
 TrainConfig, Interrupted = gl_train.TrainConfig, gl_train.Interrupted
 
 
@@ -219,7 +222,7 @@ def test_a_comparison_stopped_by_its_event_returns_without_raising(ds):
 
 def test_setup_makes_ipython_show_an_interrupt_as_its_one_line(monkeypatch, capsys):
     IPython = pytest.importorskip("IPython")
-    from greenlab import config
+    from greenlab.session import config
 
     class Shell:
         def set_custom_exc(self, exc_tuple, handler):

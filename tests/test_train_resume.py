@@ -5,9 +5,10 @@ import copy
 import pytest
 import torch
 
-from greenlab import data, models, profiling
+from greenlab.training import data, models
+from greenlab.techniques import profiling
 from fakes import SlopeSource
-from greenlab.train import StopTraining, TrainConfig, train
+from greenlab.training.loop import StopTraining, TrainConfig, train
 
 
 

@@ -1,8 +1,8 @@
-"""Golden values for greenlab.units (1 kWh = 3.6 MJ, 1 Wh = 3600 J, 1 kg = 1000 g)."""
+"""Golden values for greenlab.base.units (1 kWh = 3.6 MJ, 1 Wh = 3600 J, 1 kg = 1000 g)."""
 
 import pytest
 
-from greenlab import units
+from greenlab.base import units
 
 
 def test_joules_kwh_golden():
@@ -30,7 +30,7 @@ def test_round_trips(value):
 
 
 def test_format_energy_picks_a_readable_unit():
-    from greenlab.units import format_energy
+    from greenlab.base.units import format_energy
 
     assert format_energy(512) == "512 J"
     assert format_energy(3600) == "3.6 kJ"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import greenlab as gl
-from greenlab import carbon, scaling
+from greenlab.impact import carbon, scaling
 from greenlab.energy import EnergySource
 from greenlab.energy.monitor import PowerSample
 from greenlab.widgets import CostBenefitCalculator, EnergyMeter, ExperimentPanel, MeterState

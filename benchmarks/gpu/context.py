@@ -116,7 +116,7 @@ class Context:
 
     def dataset(self, name: str, n_train: int, n_test: int):
         """A dataset, shared between this suite's workers through a cache file."""
-        from greenlab import data
+        from greenlab.training import data
 
         key = (name, n_train, n_test)
         if key in self.datasets:
@@ -233,7 +233,7 @@ class _MemoryIncrease:
         else:
             import importlib
 
-            self._rss = importlib.import_module("greenlab.train")._rss_bytes
+            self._rss = importlib.import_module("greenlab.training.loop")._rss_bytes
             self.base = self._rss()
 
     def mib(self):
@@ -466,7 +466,8 @@ def _inference_row(ctx: Context, label: str, net, x, precision: str) -> dict:
 
 def _cnn_fn(ctx: Context, lesson: bool = False):
     """The reference CNN: the lessons' width (``lesson=True``) or the suite's compute-bound width."""
-    from greenlab import models, recipes
+    from greenlab.training import models
+    from greenlab.course import recipes
 
     opts = {**recipes.REFERENCE_CNN, **({} if lesson else ctx.sizes.cnn)}
     if ctx.dry_run:
@@ -475,7 +476,8 @@ def _cnn_fn(ctx: Context, lesson: bool = False):
 
 
 def _resnet_fn(ctx: Context):
-    from greenlab import models, recipes
+    from greenlab.training import models
+    from greenlab.course import recipes
 
     opts = {**recipes.REFERENCE_RESNET, **ctx.sizes.resnet}
     return lambda: models.build("resnet", in_channels=3, **opts)
@@ -495,7 +497,7 @@ def _device_joules(res, ctx: Context):
 
 
 def _model_text(model_fn) -> str:
-    from greenlab.models import count_params
+    from greenlab.training.models import count_params
 
     model = model_fn()
     return f"{type(model).__name__}, {count_params(model):,} parameters"

@@ -27,7 +27,7 @@ from benchmarks.gpu.settings import (
     MIN_WINDOW_PERIODS, MIN_WINDOW_S, OVERHEAD_SECONDS, PARTS, PYTEST_SECONDS, REPO_ROOT, SUMMARY, TARGETS,
     WATCHDOG_GRACE_S, WATCHDOG_KILL_GRACE_S)
 from benchmarks.gpu.worker import worker_main
-from greenlab.processes import PARENT_ENV, kill_groups
+from greenlab.base.processes import PARENT_ENV, kill_groups
 
 SUITE_SCRIPT = REPO_ROOT / "benchmarks" / "gpu_suite.py"  # the documented command; workers run it too
 
@@ -262,7 +262,7 @@ class Suite:
         return self._record(target, data)
 
     def _record(self, experiment: str, data: dict) -> dict:
-        from greenlab import reference
+        from greenlab.course import reference
 
         rows = list(data.get("rows") or [])
         if self.dry_run:
@@ -460,7 +460,7 @@ def shortest_window_s(floor_s: float, counter_period_ms) -> tuple:
 def select_lessons(spec: str, dry_run: bool) -> list:
     """Lessons for ``--lessons``: "all", "none", instructor lesson numbers "00,03" or notebook
     paths; the dry run's default is lesson 03 alone (a short one), the GPU run's every lesson."""
-    from greenlab.course import instructor_notebooks
+    from greenlab.course.build import instructor_notebooks
 
     found = instructor_notebooks(REPO_ROOT / "lessons")
     if spec in (None, ""):
@@ -493,7 +493,7 @@ def gpu_test_files() -> list:
 def unpack(bundle_path, into, allow_dry_run: bool = False) -> int:
     """Write each record of a bundle as ``<gpu-slug>_<date>_<experiment>.json`` in ``into``,
     after checking it against the reference schema. Dry-run records are refused unless allowed."""
-    from greenlab import reference
+    from greenlab.course import reference
 
     bundle = _read_json(Path(bundle_path))
     if not bundle or bundle.get("bundle_version") != BUNDLE_VERSION or not isinstance(bundle.get("records"), list):

@@ -16,7 +16,7 @@ def worker_main(args) -> int:
     ``<args.part>/<name>.json`` as they are finished, and a "running" record is written there as
     each one starts (before CUDA or NVML is touched), so a worker killed at start-up is not
     started again with its experiment. Exit code 1 when any failed."""
-    from greenlab.processes import die_with_parent
+    from greenlab.base.processes import die_with_parent
 
     die_with_parent()  # the orchestrator's death ends this worker (and, through it, torchrun's)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # unwinds: run_ddp then ends its torchrun group

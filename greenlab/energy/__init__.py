@@ -1,8 +1,8 @@
 """Energy measurement: sources, windows (``measure``) and the background ``PowerMonitor``.
 
 Every figure carries its source: ``nvml-counter``, ``nvml-power``, ``rapl`` or ``estimate``.
-The ``greenlab measure`` command is ``greenlab.energy.command`` (not imported here: it needs
-``greenlab.carbon``, which sits above this package).
+The ``greenlab measure`` command is ``greenlab.cli.measure`` (not imported here: it needs
+``greenlab.impact.carbon``, which sits above this package).
 """
 
 from greenlab.energy.distributed import CollectiveWindow, DistributedMeasurement

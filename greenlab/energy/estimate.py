@@ -186,8 +186,8 @@ def _tdp_table() -> tuple:
     the estimate then uses the default per-core power and its label says the table was unreadable."""
     global _TABLE
     if _TABLE is None:
-        from greenlab import tables
-        from greenlab.paths import tables_dir
+        from greenlab.base import tables
+        from greenlab.base.paths import tables_dir
 
         path = tables_dir() / "cpu_tdp.csv"
         try:

@@ -66,7 +66,7 @@ class IdlePower:
     problems: list = field(default_factory=list)  # what the idle window could not measure
 
     def __post_init__(self):
-        from greenlab import validation
+        from greenlab.base import validation
 
         if not isinstance(self.watts_by_component, dict):
             raise validation.ArgumentTypeError(
@@ -200,7 +200,7 @@ class EnergyWindow:
         from greenlab.energy.sources import _check_gpus
 
         if idle is not None and not isinstance(idle, IdlePower):
-            from greenlab.validation import ArgumentTypeError
+            from greenlab.base.validation import ArgumentTypeError
 
             raise ArgumentTypeError(f"idle must be an IdlePower from measure_idle(), or None, "
                                     f"got {type(idle).__name__}")
@@ -266,7 +266,7 @@ class EnergyWindow:
 def check_sources(sources, name: str = "sources") -> list:
     """``sources`` as a list, or a TypeError naming the argument: a list (or other iterable)
     of energy sources, each with ``read_joules()``, a ``component`` and a ``name``."""
-    from greenlab.validation import ArgumentTypeError
+    from greenlab.base.validation import ArgumentTypeError
 
     if isinstance(sources, (str, bytes, dict)) or not hasattr(sources, "__iter__"):
         raise ArgumentTypeError(f"{name} must be a list of energy sources "

@@ -78,7 +78,7 @@ class NvmlPowerSource(SampledPowerSource):
 def trapezoid_joules(times_s, watts) -> float:
     """Energy in joules of a power trace (seconds, watts) by the trapezoid rule. Times must be
     finite and not decrease; powers finite and >= 0."""
-    from greenlab import validation
+    from greenlab.base import validation
 
     times_s = [validation.number(f"times_s[{i}]", t) for i, t in enumerate(validation.items("times_s", times_s))]
     watts = [validation.number(f"watts[{i}]", w, low=0) for i, w in enumerate(validation.items("watts", watts))]
@@ -314,7 +314,7 @@ def gap_aware_joules(times_s, watts, max_gap_s: float) -> tuple:
     """(joules, missing seconds) of a power trace (seconds, watts) by the trapezoid rule, without
     bridging two samples more than ``max_gap_s`` apart: the power between them is unknown, so
     their interval adds no energy and counts as missing (the figure is then incomplete)."""
-    from greenlab import validation
+    from greenlab.base import validation
 
     max_gap_s = validation.number("max_gap_s", max_gap_s, low=0, low_open=True)
     times_s = list(validation.items("times_s", times_s))

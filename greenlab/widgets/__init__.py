@@ -2,7 +2,7 @@
 front-end extension, so they work in JupyterLab, Notebook, VS Code and Colab).
 
 Each widget is a thin view: the logic it shows lives in plain Python (greenlab.energy,
-greenlab.scaling, greenlab.train, greenlab.quiz) and every control can be driven from
+greenlab.impact.scaling, greenlab.training.loop, greenlab.course.quiz) and every control can be driven from
 Python (``button.click()``, setting ``.value``) without a browser.
 """
 

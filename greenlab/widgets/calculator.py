@@ -1,8 +1,8 @@
-"""Cost-benefit calculator: a view over :mod:`greenlab.scaling` (all arithmetic lives there)."""
+"""Cost-benefit calculator: a view over :mod:`greenlab.impact.scaling` (all arithmetic lives there)."""
 
 from __future__ import annotations
 
-from greenlab import carbon, scaling
+from greenlab.impact import carbon, scaling
 from greenlab.widgets.common import figure_png, html_escape, new_figure, resolve_display, widget_kit
 
 MAX_DEVICES = 1024
@@ -89,7 +89,7 @@ class CostBenefitCalculator:
 
     # --- logic (no widgets needed to call) ---
     def scenario(self) -> scaling.ScalingScenario:
-        """The inputs currently set, as a :class:`greenlab.scaling.ScalingScenario`."""
+        """The inputs currently set, as a :class:`greenlab.impact.scaling.ScalingScenario`."""
         return scaling.ScalingScenario(
             gpu=self.gpu.value, n_devices=int(self.n_devices.value),
             single_device_hours=float(self.single_device_hours.value),
@@ -99,7 +99,7 @@ class CostBenefitCalculator:
             watts_per_device=float(self.watts.value) if self.own_watts.value else None)
 
     def result(self) -> scaling.ScalingResult:
-        """Time, money, energy and CO2e for the current inputs (``greenlab.scaling.cost_benefit``)."""
+        """Time, money, energy and CO2e for the current inputs (``greenlab.impact.scaling.cost_benefit``)."""
         return self.scenario().result()
 
     def sweep(self) -> list:

@@ -1,6 +1,6 @@
-"""The scale-out checklist: a view over :func:`greenlab.scaling.recommend`.
+"""The scale-out checklist: a view over :func:`greenlab.impact.scaling.recommend`.
 
-One dropdown per question of :data:`greenlab.scaling.SCALE_OUT_QUESTIONS`; the recommendation
+One dropdown per question of :data:`greenlab.impact.scaling.SCALE_OUT_QUESTIONS`; the recommendation
 and its reasons update whenever an answer changes. The scoring lives in ``scaling``.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from greenlab import scaling
+from greenlab.impact import scaling
 from greenlab.widgets.common import html_escape, resolve_display
 
 

@@ -28,14 +28,14 @@ WH_PER_JOULE = 1.0 / 3600.0  # 1 Wh = 3600 J
 class MeterState:
     """What the meter knows, without any widget: fed PowerSamples, returns figures.
 
-    ``region`` and ``pue`` convert joules to grams CO2e via :func:`greenlab.carbon.co2e_g`;
+    ``region`` and ``pue`` convert joules to grams CO2e via :func:`greenlab.impact.carbon.co2e_g`;
     ``samples`` (or :meth:`add_samples`) gives joules per sample; ``window_s`` is the span of
     the kept power trace in seconds.
     """
 
     def __init__(self, region: str = "WORLD", samples: int | None = None, window_s: float = 30.0,
                  pue: float | None = None, sources: dict | None = None, estimated: bool = False):
-        from greenlab import carbon
+        from greenlab.impact import carbon
 
         self.region = carbon.intensity(region)  # ValueError for an unknown region
         self.pue = pue
@@ -89,7 +89,7 @@ class MeterState:
 
     def figures(self) -> dict:
         """Current figures: seconds, joules, wh, g_co2e, joules_per_sample (or None), per component."""
-        from greenlab import carbon
+        from greenlab.impact import carbon
 
         with self._lock:
             joules = sum(self.joules_by_component.values())

@@ -5,7 +5,7 @@
                                        base_config=gl.TrainConfig(epochs=2, target_accuracy=0.8))
     panel            # shows it; or drive it: panel.run_button.click(); panel.wait(); panel.results
 
-Run trains on a background thread (``greenlab.train.train``) so Stop can be clicked; Stop sets
+Run trains on a background thread (``greenlab.training.loop.train``) so Stop can be clicked; Stop sets
 the ``threading.Event`` passed to ``train``, which ends the run between steps and keeps the
 partial result (status "stopped"). A run that fails shows its error and leaves the panel usable.
 """
@@ -44,7 +44,7 @@ class Knob:
 
 def default_knobs() -> dict:
     """Knobs a lesson can name without describing them: name -> :class:`Knob`."""
-    from greenlab.train import LR_SCHEDULES, OPTIMIZERS, PRECISIONS
+    from greenlab.training.loop import LR_SCHEDULES, OPTIMIZERS, PRECISIONS
 
     return {
         "precision": Knob("precision", options=PRECISIONS),
@@ -62,18 +62,18 @@ def default_knobs() -> dict:
 class ExperimentPanel:
     """Controls, Run/Stop, a live meter, and a results table and plot that grow with each run.
 
-    ``data``: a ``greenlab.data.Dataset``. ``model_fn``: called with no arguments for a fresh
+    ``data``: a ``greenlab.training.data.Dataset``. ``model_fn``: called with no arguments for a fresh
     model per run. ``knobs``: names from :func:`default_knobs`, or a dict name -> options list
     (dropdown), ``(low, high)`` (slider) or :class:`Knob`. ``base_config``: the TrainConfig the
     knobs modify. ``region``: grid region for the meter's g CO2e. ``train_kwargs``: extra
-    keyword arguments for ``greenlab.train.train`` (e.g. ``save=False``). ``display`` picks the
+    keyword arguments for ``greenlab.training.loop.train`` (e.g. ``save=False``). ``display`` picks the
     live meter's mode (``"auto"``, ``"widget"``, ``"text"``).
     """
 
     def __init__(self, data, model_fn, knobs=("precision", "batch_size", "accum_steps", "lr_schedule"),
                  base_config=None, region: str = "WORLD", train_kwargs: dict | None = None,
                  display: str = "auto", meter_sources: list | None = None):
-        from greenlab.train import TrainConfig
+        from greenlab.training.loop import TrainConfig
 
         if not callable(model_fn):
             raise ValueError("model_fn must be a function returning a fresh torch model")
@@ -217,7 +217,7 @@ class ExperimentPanel:
 
     # --- the run thread ---
     def _run(self, cfg, values: dict) -> None:
-        from greenlab.train import train
+        from greenlab.training.loop import train
 
         number = len(self.results) + 1
         try:

@@ -1,9 +1,9 @@
 """``gl.quiz``: show a knowledge check, with ipywidgets in a notebook front end and as text
-elsewhere, and return its ``Quiz`` (grading is plain Python in ``greenlab.quiz``)."""
+elsewhere, and return its ``Quiz`` (grading is plain Python in ``greenlab.course.quiz``)."""
 
 from __future__ import annotations
 
-from greenlab.quiz import ANSWER_HINT, Quiz, load, shuffled
+from greenlab.course.quiz import ANSWER_HINT, Quiz, load, shuffled
 from greenlab.widgets.common import resolve_display
 
 

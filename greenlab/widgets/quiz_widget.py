@@ -1,10 +1,10 @@
-"""ipywidgets view of a :class:`greenlab.quiz.Quiz`; all grading stays in greenlab.quiz."""
+"""ipywidgets view of a :class:`greenlab.course.quiz.Quiz`; all grading stays in greenlab.course.quiz."""
 
 from __future__ import annotations
 
 import ipywidgets as w
 
-from greenlab.quiz import Quiz, grade_question
+from greenlab.course.quiz import Quiz, grade_question
 from greenlab.widgets.common import html_escape
 
 

@@ -9,7 +9,9 @@ from benchmarks.gpu.context import Context, StepLoop
 
 def exp_ddp_scaling(ctx: Context) -> None:
     """Lesson 01: a real DistributedDataParallel run via torchrun, one worker per GPU."""
-    from greenlab import ddp, models, recipes
+    from greenlab.techniques import ddp
+    from greenlab.training import models
+    from greenlab.course import recipes
 
     z = ctx.sizes
     torch = ctx.torch
@@ -47,7 +49,7 @@ def exp_ddp_scaling(ctx: Context) -> None:
     if gpus < 2:
         ctx.note("This machine has one GPU: the one-worker DDP run is recorded (its overhead is "
                  "DDP's wrapper and the launch); scaling to more GPUs was not measured here.")
-    ctx.note(f"greenlab.ddp.run_ddp via torchrun (NCCL on CUDA, gloo on the CPU); reference CNN, "
+    ctx.note(f"greenlab.techniques.ddp.run_ddp via torchrun (NCCL on CUDA, gloo on the CPU); reference CNN, "
              f"{n_train} training images, batch {z.ddp_per_worker_batch} per worker; the step count comes "
              "from a calibrated single-process step time (calibrated_step_ms) so the training window "
              "lasts at least the shortest window (window_ok says whether it did). train_joules_all_components also counts the CPU (a model estimate unless RAPL "

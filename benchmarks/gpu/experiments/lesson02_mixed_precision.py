@@ -9,7 +9,7 @@ from benchmarks.gpu.records import _ratio
 
 
 def _precision_experiment(ctx: Context, model_fn, ds, batch: int, what: str, targets: bool) -> None:
-    from greenlab.models import flops
+    from greenlab.training.models import flops
 
     precisions = _precisions(ctx)
     model_flops = flops(model_fn(), ds.input_shape, batch_size=1).forward

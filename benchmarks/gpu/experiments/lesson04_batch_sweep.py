@@ -10,7 +10,7 @@ from benchmarks.gpu.context import Context, StepLoop, _cnn_fn, _device_joules, _
 
 def exp_batch_sweep(ctx: Context) -> None:
     """Lesson 04: time and energy to a target accuracy across batch sizes (gl.train)."""
-    from greenlab.train import TrainConfig, train
+    from greenlab.training.loop import TrainConfig, train
 
     z = ctx.sizes
     torch = ctx.torch

@@ -7,8 +7,8 @@ from benchmarks.gpu.context import Context, _inference_row
 
 def exp_architecture_search(ctx: Context) -> None:
     """Lesson 05: candidate architectures' FLOPs against measured inference time and energy."""
-    from greenlab import models
-    from greenlab.models import count_params, flops
+    from greenlab.training import models
+    from greenlab.training.models import count_params, flops
 
     z = ctx.sizes
     torch = ctx.torch

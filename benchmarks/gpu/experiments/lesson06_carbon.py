@@ -7,7 +7,7 @@ from benchmarks.gpu.context import Context, StepLoop, _cnn_fn
 
 def exp_carbon(ctx: Context) -> None:
     """Lesson 06: one measured training window turned into CO2e for several regions and PUEs."""
-    from greenlab import carbon
+    from greenlab.impact import carbon
 
     z = ctx.sizes
     torch = ctx.torch

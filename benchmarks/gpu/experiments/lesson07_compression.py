@@ -12,8 +12,8 @@ def exp_compression(ctx: Context) -> None:
     """Lesson 07: dense against pruned models, inference time and energy per sample."""
     import copy
 
-    from greenlab import compress
-    from greenlab.models import count_params
+    from greenlab.techniques import compress
+    from greenlab.training.models import count_params
 
     z = ctx.sizes
     torch = ctx.torch

@@ -10,7 +10,7 @@ from benchmarks.gpu.records import _ratio
 
 def exp_data_pipeline(ctx: Context) -> None:
     """Lesson 08: the device-resident loader against DataLoaders (workers, pinned memory)."""
-    from greenlab.data import make_dataloader
+    from greenlab.training.data import make_dataloader
 
     z = ctx.sizes
     torch = ctx.torch
@@ -37,7 +37,7 @@ def exp_data_pipeline(ctx: Context) -> None:
         ctx.row(row)
         del loop, loader
     ctx.note(f"Lesson 08's reference CNN on {ds.describe()}; {precision}; batch {z.loader_batch}. Each "
-             "loader is greenlab.data.make_dataloader (persistent_workers off, as gl.train uses it), so "
+             "loader is greenlab.training.data.make_dataloader (persistent_workers off, as gl.train uses it), so "
              "worker start-up at each new pass over the data falls inside the windows, as in a lesson. "
              f"CPU: {os.cpu_count()} logical cores. The loaders' work is on the host: "
              "cpu_joules_per_sample is the CPU's energy in the same windows (cpu_energy_source says "

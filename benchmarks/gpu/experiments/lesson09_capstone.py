@@ -9,11 +9,11 @@ from benchmarks.gpu.records import _ratio
 
 
 def exp_capstone(ctx: Context) -> None:
-    """Lesson 09: the capstone's naive and green recipes (greenlab/recipes.py), to the same target."""
+    """Lesson 09: the capstone's naive and green recipes (greenlab/course/recipes.py), to the same target."""
     from dataclasses import replace
 
-    from greenlab import recipes
-    from greenlab.train import train
+    from greenlab.course import recipes
+    from greenlab.training.loop import train
 
     z = ctx.sizes
     torch = ctx.torch
@@ -60,7 +60,7 @@ def exp_capstone(ctx: Context) -> None:
         for key in ("joules_to_target", "seconds_to_target", "joules"):
             rows[1][f"{key}_ratio_green_over_naive"] = _ratio(rows[1].get(key), rows[0].get(key))
         ctx._save("running")
-    ctx.note("Recipes from greenlab/recipes.py (naive_recipe, green_recipe) trained with gl.train: the "
+    ctx.note("Recipes from greenlab/course/recipes.py (naive_recipe, green_recipe) trained with gl.train: the "
              "naive one runs its fixed epochs and records when it passed the target; the green one "
              "stops there. A run stopped by its time share has status 'stopped'. One repeat each. "
              "to_target_window_ok says whether the time to target was at least the shortest window.")

@@ -13,7 +13,8 @@ def exp_language_model_serving(ctx: Context) -> None:
     at batch 1 and at a larger batch, and with int8 weights (torchao; a row marked not measured
     where torchao is not installed) (a lesson-sized model, untrained: generation cost does not
     depend on what the weights say)."""
-    from greenlab import lm, lm_serve, optional
+    from greenlab.techniques.lm import model as lm, serving as lm_serve
+    from greenlab.base import optional
 
     z = ctx.sizes
     torch = ctx.torch
@@ -51,6 +52,6 @@ def exp_language_model_serving(ctx: Context) -> None:
         row["joules_per_generated_token"] = row.get("joules_per_sample")
         ctx.row(row)
     ctx._save("running")
-    ctx.note(f"greenlab.lm.TinyGPT {z.lm}, greedy generation of {new_tokens} bytes after a {prompt_len}-byte "
-             "prompt (greenlab.lm_serve.generate); a token is a byte. Per configuration: warm-up, a "
+    ctx.note(f"greenlab.techniques.lm.model.TinyGPT {z.lm}, greedy generation of {new_tokens} bytes after a {prompt_len}-byte "
+             "prompt (greenlab.techniques.lm.serving.generate); a token is a byte. Per configuration: warm-up, a "
              f"synchronised calibration, then {repeats} window(s) of at least {ctx.min_window_s:.2g} s.")

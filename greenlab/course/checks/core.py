@@ -1,0 +1,394 @@
+"""Instant exercise checkers for the lessons (``gl.check``).
+
+A checker looks at a learner's answer and returns a :class:`Check`: passed,
+failed (with exactly what was wrong) or not attempted yet. Checkers never raise
+for a wrong answer, an exception inside the learner's code, or a placeholder
+answer (``None`` / ``NotImplemented``), so a learner notebook runs top to bottom
+even when an exercise is skipped.
+
+This module holds what every checker shares: :class:`Check`, :func:`check_close`,
+:func:`check_function`, :func:`check_gradients_match`. The checkers themselves live
+beside it, one module per lesson, and ``greenlab.course.checks`` exposes them all by the
+exercise's name::
+
+    gl.check.joules_per_gflop(joules_per_gflop)   # shows a green tick, red cross or grey "not attempted"
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+PASSED = "passed"
+FAILED = "failed"
+NOT_ATTEMPTED = "not attempted"
+
+_SYMBOLS = {PASSED: "\u2714", FAILED: "\u2718", NOT_ATTEMPTED: "\u25cb"}
+_COLOURS = {PASSED: "#1a7f37", FAILED: "#cf222e", NOT_ATTEMPTED: "#6e7781"}
+
+
+@dataclass
+class Check:
+    """The outcome of one checker.
+
+    ``status`` is ``"passed"``, ``"failed"`` or ``"not attempted"``; ``message``
+    is one sentence; ``details`` are extra lines (one per failing case, hints).
+    Shown as text by ``print``/``repr`` and as a coloured box in notebooks.
+    """
+
+    name: str
+    status: str
+    message: str
+    details: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.status not in _SYMBOLS:
+            raise ValueError(
+                f"Check status must be one of {sorted(_SYMBOLS)}, got {self.status!r}"
+            )
+
+    @property
+    def passed(self) -> bool:
+        """True when the answer is right."""
+        return self.status == PASSED
+
+    @property
+    def attempted(self) -> bool:
+        """False while the learner's answer is still a placeholder (None/NotImplemented)."""
+        return self.status != NOT_ATTEMPTED
+
+    def text(self) -> str:
+        """Plain-text rendering: a symbol, the name and status, the message, then indented
+        details, e.g. "✘ add_one failed: 4 of 4 test inputs give a wrong result." """
+        lines = [f"{_SYMBOLS[self.status]} {self.name} {self.status}: {self.message}"]
+        lines += [f"    {d}" for d in self.details]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def assert_passed(self) -> None:
+        """Raise ``AssertionError`` (its message: this check's text, hints included) unless the
+        answer passed: for autograded test cells, where a failing exercise must lose its points."""
+        if not self.passed:
+            raise AssertionError(self.text())
+
+    def pick(self, yours: Any, reference: Any, what: str) -> Any:
+        """The implementation the lesson measures next: ``yours`` when it passed this check,
+        else the library's ``reference``. Prints one line saying whose ``what`` (e.g.
+        ``"pruning"``) is measured and why, so a figure is never credited to the wrong code."""
+        if self.passed:
+            print(f"Measured below: your {what} (it passed the checker).")
+            return yours
+        reason = "is not written yet" if not self.attempted else "did not pass the checker yet"
+        print(f"Measured below: the library's {what} (yours {reason}).")
+        return reference
+
+    def _repr_html_(self) -> str:
+        colour = _COLOURS[self.status]
+        items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
+        details = f"<ul style='margin:4px 0 0 0'>{items}</ul>" if items else ""
+        return (
+            f"<div style='border-left:4px solid {colour};padding:4px 8px;margin:4px 0'>"
+            f"<span style='color:{colour};font-weight:bold'>{_SYMBOLS[self.status]} "
+            f"{html.escape(self.name)} {html.escape(self.status)}:</span> "
+            f"{html.escape(self.message)}{details}</div>"
+        )
+
+
+def wrong_inputs(wrong: int, total: int) -> str:
+    """The one sentence of a failed function check: "1 of 4 test inputs gives a wrong result."."""
+    verb = "gives" if wrong == 1 else "give"
+    if wrong == total:
+        return (f"the test input gives a wrong result." if total == 1
+                else f"all {total} test inputs give a wrong result.")
+    return f"{wrong} of {total} test inputs {verb} a wrong result."
+
+
+def is_placeholder(value: Any) -> bool:
+    """True for the values a learner stub returns before it is filled in (None, NotImplemented, ...)."""
+    return value is None or value is NotImplemented or value is Ellipsis
+
+
+def check_close(
+    name: str,
+    got: Any,
+    expected: Any,
+    rtol: float = 1e-6,
+    atol: float = 0.0,
+) -> Check:
+    """Compare a learner's number (or array/tensor) with the expected one.
+
+    Passes when ``|got - expected| <= atol + rtol * |expected|`` everywhere.
+    ``None``/``NotImplemented`` count as not attempted.
+    """
+    _check_tolerances(rtol, atol)
+    if is_placeholder(got):
+        return Check(name, NOT_ATTEMPTED, "no answer yet (the value is still a placeholder).")
+    problem = _compare(got, expected, rtol, atol)
+    if problem is None:
+        return Check(name, PASSED, f"{_short(got)} matches the expected value.")
+    return Check(name, FAILED, problem)
+
+
+def _sorted_indices(got: Any) -> Any:
+    """A learner's answer of row indices (list, tuple or tensor) as a sorted list of ints,
+    so any order is accepted; a placeholder answer is passed through."""
+    if is_placeholder(got):
+        return got
+    if hasattr(got, "tolist"):
+        got = got.tolist()
+    return sorted(int(i) for i in got)
+
+
+def _not_a_function(fn: Any, label: str) -> Check | None:
+    """The verdict for an answer that is no function yet (None, ...) or not a function at all;
+    None when ``fn`` can be called."""
+    if is_placeholder(fn):
+        return Check(label, NOT_ATTEMPTED, "the function is not defined yet.")
+    if not callable(fn):
+        return Check(label, FAILED, f"expected a function, got {type(fn).__name__} {_short(fn)}.")
+    return None
+
+
+def number_or_none(value: Any) -> float | None:
+    """``value`` as a float, or None when it is not a number: for hints, which look at a wrong
+    answer only when it is one."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_function(
+    fn: Any,
+    cases: Iterable[tuple[Any, Any]],
+    rtol: float = 1e-6,
+    atol: float = 0.0,
+    name: str | None = None,
+    hint: Callable[[tuple, Any, Any], str | None] | None = None,
+) -> Check:
+    """Call the learner's ``fn`` on small inputs and compare with expected results.
+
+    ``cases`` is a list of ``(args, expected)``; ``args`` is a tuple of positional
+    arguments (a non-tuple is one argument). ``expected`` may be a number,
+    array/tensor, any value compared with ``==``, or an exception class the
+    function must raise. Reports which input failed, expected vs got, and the
+    exception text. ``hint(args, expected, got)`` may return an extra line of
+    advice for a wrong answer. A function that returns ``None``/``NotImplemented``
+    for every case is "not attempted".
+    """
+    _check_tolerances(rtol, atol)
+    cases = [_as_case(c) for c in cases]
+    if not cases:
+        raise ValueError("check_function needs at least one (args, expected) case")
+    label = name or getattr(fn, "__name__", None) or "function"
+    verdict = _not_a_function(fn, label)
+    if verdict is not None:
+        return verdict
+
+    failures: list[str] = []
+    placeholders = 0
+    for args, expected in cases:
+        call = f"{label}({', '.join(_short(a) for a in args)})"
+        try:
+            got = fn(*copy.deepcopy(args))
+        except Exception as exc:  # the learner's code failed: report it, never raise
+            if isinstance(expected, type) and isinstance(exc, expected):
+                continue
+            failures.append(f"{call} raised {type(exc).__name__}: {exc}")
+            continue
+        if isinstance(expected, type) and issubclass(expected, BaseException):
+            failures.append(f"{call} returned {_short(got)}; expected it to raise {expected.__name__}")
+            continue
+        if is_placeholder(got):
+            placeholders += 1
+            failures.append(f"{call} returned {_short(got)}; expected {_short(expected)}")
+            continue
+        problem = _compare(got, expected, rtol, atol)
+        if problem is not None:
+            line = f"{call}: {problem}"
+            advice = _safe_hint(hint, args, expected, got)
+            failures.append(f"{line} Hint: {advice}" if advice else line)
+
+    if placeholders == len(cases):
+        return Check(label, NOT_ATTEMPTED, "the function still returns a placeholder (None); fill it in.")
+    if failures:
+        return Check(label, FAILED, wrong_inputs(len(failures), len(cases)), failures)
+    return Check(label, PASSED, f"all {len(cases)} test inputs give the expected result.")
+
+
+def check_gradients_match(model_a: Any, model_b: Any, atol: float = 1e-6, rtol: float = 1e-5) -> Check:
+    """Compare the ``.grad`` of every parameter of two models with the same structure.
+
+    ``model_a`` is the reference, ``model_b`` the learner's. Not attempted when
+    ``model_b`` is None or has no gradients at all; otherwise names the parameter
+    with the largest mismatch.
+    """
+    _check_tolerances(rtol, atol)
+    label = "gradients match"
+    if is_placeholder(model_b):
+        return Check(label, NOT_ATTEMPTED, "no model yet.")
+    try:
+        params_a = dict(model_a.named_parameters())
+        params_b = dict(model_b.named_parameters())
+    except AttributeError as exc:
+        return Check(label, FAILED, f"expected two torch.nn.Module objects ({exc}).")
+    if list(params_a) != list(params_b):
+        only_a = sorted(set(params_a) - set(params_b))
+        only_b = sorted(set(params_b) - set(params_a))
+        return Check(
+            label, FAILED, "the two models have different parameters.",
+            [f"only in the reference: {only_a}", f"only in yours: {only_b}"],
+        )
+    if all(p.grad is None for p in params_b.values()):
+        return Check(label, NOT_ATTEMPTED, "your model has no gradients yet (call loss.backward()).")
+
+    failures: list[str] = []
+    worst_name, worst_diff = None, -1.0
+    for pname, pa in params_a.items():
+        ga, gb = pa.grad, params_b[pname].grad
+        if ga is None and gb is None:
+            continue
+        if ga is None or gb is None:
+            which = "yours" if gb is None else "the reference"
+            failures.append(f"{pname}: no gradient in {which}")
+            continue
+        if tuple(ga.shape) != tuple(gb.shape):
+            failures.append(f"{pname}: gradient shape {tuple(gb.shape)}, expected {tuple(ga.shape)}")
+            continue
+        try:
+            if gb.is_complex() or gb.is_meta:
+                raise TypeError(f"a {'complex' if gb.is_complex() else 'meta'} tensor has no real values")
+            a = ga.detach().double().cpu()
+            b = gb.detach().double().cpu()
+            diff = float((a - b).abs().max()) if a.numel() else 0.0
+            tol_ok = bool(((a - b).abs() <= atol + rtol * a.abs()).all())
+        except Exception as exc:  # an odd gradient is a wrong answer, never an error
+            failures.append(f"{pname}: cannot compare the gradient ({type(exc).__name__}: {exc})")
+            continue
+        if not tol_ok or math.isnan(diff):
+            failures.append(f"{pname}: max |difference| {diff:.3g} (allowed {atol:g} + {rtol:g}*|expected|)")
+        if diff > worst_diff:
+            worst_name, worst_diff = pname, diff
+    if failures:
+        return Check(label, FAILED, f"{len(failures)} of {len(params_a)} parameters differ.", failures)
+    return Check(
+        label, PASSED,
+        f"all {len(params_a)} parameter gradients agree (largest difference {worst_diff:.2g} in {worst_name}).",
+    )
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _check_tolerances(rtol: float, atol: float) -> None:
+    if not (rtol >= 0 and atol >= 0):
+        raise ValueError(f"rtol and atol must be >= 0, got rtol={rtol!r}, atol={atol!r}")
+
+
+def _as_case(case: Any) -> tuple[tuple, Any]:
+    try:
+        args, expected = case
+    except (TypeError, ValueError):
+        raise ValueError(f"each case must be a pair (args, expected), got {case!r}") from None
+    if not isinstance(args, tuple):
+        args = (args,)
+    return args, expected
+
+
+def _safe_hint(hint, args, expected, got) -> str | None:
+    """A hint's advice, or None when there is no hint or the hint itself fails on an odd answer
+    (a complex or meta tensor, a huge integer): a checker never raises for a wrong answer."""
+    if hint is None:
+        return None
+    try:
+        advice = hint(args, expected, got)
+    except Exception:
+        return None
+    return advice if isinstance(advice, str) else None
+
+
+def _to_float_list(value: Any) -> tuple[list[float], tuple] | None:
+    """Flatten a number, sequence, numpy array or torch tensor into floats plus a shape; None
+    for anything that is not real numbers (complex, meta tensors, integers too big for a float)."""
+    try:
+        return _to_float_list_unchecked(value)
+    except (TypeError, ValueError, OverflowError, RuntimeError, NotImplementedError, AttributeError):
+        return None
+
+
+def _to_float_list_unchecked(value: Any) -> tuple[list[float], tuple] | None:
+    if hasattr(value, "detach"):  # torch tensor
+        if getattr(value, "is_complex", lambda: False)() or getattr(value, "is_meta", False):
+            return None
+        value = value.detach().cpu()
+        return [float(x) for x in value.reshape(-1).tolist()], tuple(value.shape)
+    if hasattr(value, "tolist") and hasattr(value, "shape"):  # numpy array or scalar
+        flat = value.reshape(-1).tolist() if hasattr(value, "reshape") else [value.tolist()]
+        try:
+            return [float(x) for x in flat], tuple(value.shape)
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return [float(value)], ()
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        parts = [_to_float_list_unchecked(v) for v in value]
+        if any(p is None or p[1] != () for p in parts):
+            return None
+        return [p[0][0] for p in parts], (len(parts),)
+    return None
+
+
+def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str | None:
+    """None when ``got`` matches ``expected``; otherwise one sentence saying how it differs."""
+    try:
+        return _compare_unchecked(got, expected, rtol, atol)
+    except Exception as exc:  # an answer of an odd type: a wrong answer, never an error
+        return f"could not compare {_short(got)} with {_short(expected)} ({type(exc).__name__}: {exc})."
+
+
+def _compare_unchecked(got: Any, expected: Any, rtol: float, atol: float) -> str | None:
+    want = _to_float_list(expected)
+    if want is None:
+        try:
+            same = bool(got == expected)
+        except Exception as exc:  # an odd type whose == raises
+            return f"could not compare {_short(got)} with {_short(expected)} ({exc})."
+        return None if same else f"expected {_short(expected)}, got {_short(got)}."
+    have = _to_float_list(got)
+    if have is None:
+        return f"expected a number like {_short(expected)}, got {type(got).__name__} {_short(got)}."
+    (w, wshape), (h, hshape) = want, have
+    if len(w) != len(h) or (wshape and hshape and wshape != hshape):
+        return f"expected shape {wshape}, got shape {hshape}."
+    for i, (g, e) in enumerate(zip(h, w)):
+        if math.isnan(g) and not math.isnan(e):
+            where = f" at index {i}" if wshape else ""
+            return f"got NaN{where}; expected {e:.6g}."
+        if math.isinf(e) or math.isinf(g):  # inf - inf is nan and inf * rtol is inf: compare exactly
+            close = g == e
+        else:
+            close = abs(g - e) <= atol + rtol * abs(e)
+        if not close:
+            where = f" at index {i}" if wshape else ""
+            return f"expected {e:.6g}{where}, got {g:.6g} (difference {g - e:.3g})."
+    return None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        if hasattr(value, "detach") and hasattr(value, "shape") and getattr(value, "numel", lambda: 0)() > 8:
+            return f"tensor of shape {tuple(value.shape)}"
+        text = repr(value)
+    except Exception:  # a repr that fails (or an int too long to print) must not fail the check
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

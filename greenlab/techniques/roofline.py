@@ -1,0 +1,169 @@
+"""This machine's roofline (lessons 00 and 02): the FLOP/s it reaches on a large matrix multiply,
+the bytes/s it reaches on a large copy, and what a workload of a given arithmetic intensity
+(FLOPs per byte moved) can attain under both roofs (Williams, Waterman and Patterson, 2009).
+
+- ``matmul_intensity(m, n, k, bytes_per_element)``: FLOPs per byte of an (m x k) @ (k x n) product
+  that reads both inputs and writes the output once.
+- ``measure(device, dtypes)``: a ``Roofline`` measured here, labelled with the machine; each figure
+  is the best of a few timed windows (the least disturbed one), in FLOP/s and bytes/s.
+- ``Roofline.attainable(intensity, dtype)``: min(peak FLOP/s, bandwidth x intensity).
+- ``seconds_per_call(fn)``: how long one call of a workload takes, for placing it on the roofline.
+- ``plot(roofline, points)``: the roofs on log-log axes with workloads placed on them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class Roofline:
+    """Measured roofs of one machine: ``peak_flops`` {dtype name: FLOP/s} from an n x n matmul,
+    ``bandwidth_bytes_per_s`` from a copy (bytes read + written per second); ``machine`` names the
+    device it was measured on; ``matmul_n`` and ``copy_bytes`` the sizes used."""
+
+    machine: str
+    device: str
+    peak_flops: dict
+    bandwidth_bytes_per_s: float
+    matmul_n: int
+    copy_bytes: int
+    notes: list = field(default_factory=list)
+
+    def attainable(self, intensity: float, dtype: str = "fp32") -> float:
+        """FLOP/s attainable at ``intensity`` FLOPs per byte: min(peak, bandwidth x intensity)."""
+        if not intensity > 0:
+            raise ValueError(f"intensity must be > 0 FLOPs per byte, got {intensity!r}")
+        return min(self._peak(dtype), self.bandwidth_bytes_per_s * intensity)
+
+    def ridge_point(self, dtype: str = "fp32") -> float:
+        """The intensity (FLOPs per byte) where the memory roof meets the compute roof: below it,
+        work is memory-bound; above it, compute-bound."""
+        return self._peak(dtype) / self.bandwidth_bytes_per_s
+
+    def bound(self, intensity: float, dtype: str = "fp32") -> str:
+        """"memory-bound" or "compute-bound" at ``intensity`` under this roofline."""
+        return "memory-bound" if intensity < self.ridge_point(dtype) else "compute-bound"
+
+    def summary(self) -> str:
+        peaks = ", ".join(f"{d} {f / 1e9:.3g} GFLOP/s" for d, f in self.peak_flops.items())
+        return (f"roofline measured on {self.machine} ({self.device}): peak {peaks} ({self.matmul_n}x{self.matmul_n} "
+                f"matmul); bandwidth {self.bandwidth_bytes_per_s / 1e9:.3g} GB/s (copy of "
+                f"{self.copy_bytes / 2**20:.0f} MiB); ridge point {self.ridge_point():.3g} FLOP/byte (fp32)")
+
+    def _peak(self, dtype: str) -> float:
+        if dtype not in self.peak_flops:
+            raise ValueError(f"dtype must be one of the measured {sorted(self.peak_flops)}, got {dtype!r}")
+        return self.peak_flops[dtype]
+
+
+def matmul_intensity(m: int, n: int, k: int, bytes_per_element: int = 4) -> float:
+    """FLOPs per byte of an (m x k) @ (k x n) matmul: 2mnk FLOPs over (mk + kn + mn) elements of
+    ``bytes_per_element`` bytes each (inputs read once, output written once)."""
+    for name, v in (("m", m), ("n", n), ("k", k), ("bytes_per_element", bytes_per_element)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    return 2 * m * n * k / ((m * k + k * n + m * n) * bytes_per_element)
+
+
+def measure(device=None, dtypes=("fp32",), matmul_n: int = 1024, copy_bytes: int = 64 * 2**20,
+            min_seconds: float = 0.2, rounds: int = 3, machine: str | None = None) -> Roofline:
+    """Measure this machine's roofline on ``device`` (default: greenlab's device). Peak FLOP/s per
+    dtype from ``matmul_n`` x ``matmul_n`` matmuls, bandwidth from copying ``copy_bytes`` bytes; each
+    repeated for at least ``min_seconds`` per window, best of ``rounds`` windows."""
+    from greenlab.session.config import device as default_device
+
+    dev = torch.device(device or default_device())
+    unknown = [d for d in dtypes if d not in DTYPES]
+    if unknown or not dtypes:
+        raise ValueError(f"dtypes must be some of {sorted(DTYPES)}, got {list(dtypes)!r}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    if not min_seconds > 0:
+        raise ValueError(f"min_seconds must be > 0, got {min_seconds!r}")
+    peaks = {}
+    for name in dtypes:
+        a = torch.randn(matmul_n, matmul_n, device=dev).to(DTYPES[name])
+        b = torch.randn(matmul_n, matmul_n, device=dev).to(DTYPES[name])
+        out = torch.empty(matmul_n, matmul_n, device=dev, dtype=DTYPES[name])
+        per_call = _best_seconds(lambda: torch.mm(a, b, out=out), dev, min_seconds, rounds)
+        peaks[name] = 2 * matmul_n ** 3 / per_call
+    n_floats = max(1, copy_bytes // 4)
+    src = torch.randn(n_floats, device=dev)
+    dst = torch.empty_like(src)
+    per_copy = _best_seconds(lambda: dst.copy_(src), dev, min_seconds, rounds)
+    bandwidth = 2 * n_floats * 4 / per_copy  # every byte is read once and written once
+    return Roofline(machine or _machine_name(dev), str(dev), peaks, bandwidth, matmul_n, n_floats * 4,
+                    notes=[f"threads: {torch.get_num_threads()}"] if dev.type == "cpu" else [])
+
+
+def seconds_per_call(fn, device=None, min_seconds: float = 0.2, rounds: int = 3) -> float:
+    """Seconds one call of ``fn()`` takes: the fastest of ``rounds`` windows of repeated calls,
+    each at least ``min_seconds`` long, the device synchronised at the window edges."""
+    from greenlab.session.config import device as default_device
+
+    if not min_seconds > 0:
+        raise ValueError(f"min_seconds must be > 0, got {min_seconds!r}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    return _best_seconds(fn, torch.device(device or default_device()), min_seconds, rounds)
+
+
+def plot(roofline: Roofline, points=(), ax=None, dtypes=None):
+    """The roofs (one compute roof per measured dtype, one memory roof) on log-log axes, with
+    ``points``: (label, intensity FLOP/byte, achieved FLOP/s) tuples. Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    dtypes = list(dtypes or roofline.peak_flops)
+    xs = [2.0 ** e for e in range(-4, 12)]
+    for d in dtypes:
+        ax.plot(xs, [roofline.attainable(x, d) for x in xs], label=f"roof, {d}")
+    for label, intensity, achieved in points:
+        ax.plot([intensity], [achieved], "o")
+        ax.annotate(label, (intensity, achieved), fontsize=7, xytext=(4, -10), textcoords="offset points")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte)")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(f"Roofline measured on {roofline.machine}", fontsize=9)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def _best_seconds(fn, dev, min_seconds, rounds) -> float:
+    """Seconds per call: the fastest of ``rounds`` windows of repeated calls, each >= min_seconds."""
+    fn()  # warm-up: one-off costs
+    _sync(dev)
+    best = float("inf")
+    for _ in range(rounds):
+        calls, start = 0, time.perf_counter()
+        while calls == 0 or time.perf_counter() - start < min_seconds:
+            fn()
+            calls += 1
+            if dev.type != "cpu" and calls % 8 == 0:
+                _sync(dev)
+        _sync(dev)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def _sync(dev) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    elif dev.type == "mps":
+        torch.mps.synchronize()
+
+
+def _machine_name(dev) -> str:
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    from greenlab.energy.estimate import cpu_model_name
+
+    return cpu_model_name() or "this CPU"
