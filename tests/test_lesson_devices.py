@@ -183,15 +183,7 @@ def _lesson_cells():
                     yield path.name, index, source
 
 
-LESSON_08_ACTIVE_LEARNING = pytest.mark.xfail(
-    strict=False, reason="lesson 08's active-learning cell (def active_learning) calls "
-    "model.eval()(data.train_x[pool]) on CPU data after gl.train moved the model; it needs "
-    "gl.models.predict(model, data.train_x[pool])")
-
-
-@pytest.mark.parametrize("notebook", [
-    pytest.param(p.name, marks=LESSON_08_ACTIVE_LEARNING) if p.name.startswith("08_") else p.name
-    for p in sorted(LESSONS.glob("*.ipynb"))])
+@pytest.mark.parametrize("notebook", [p.name for p in sorted(LESSONS.glob("*.ipynb"))])
 def test_no_lesson_calls_a_trained_model_directly_on_dataset_tensors(notebook):
     bad = [(index, call) for name, index, source in _lesson_cells() if name == notebook
            for call in _direct_calls_on_dataset_tensors(source)]
