@@ -115,6 +115,19 @@ class Paired:
                     f"{self.n} repeats (95% CI {self._range()})")
         return f"{self.variant} is {self._effect(what)} than {self.baseline} (95% CI {self._range()})"
 
+    def plain(self) -> str:
+        """The verdict in words a stakeholder reads, without interval figures: "about 23% lower",
+        "no detectable difference", or "too few repeats to tell"."""
+        if self.estimate is None or self.low is None:
+            return "too few repeats to tell"
+        if not self.detectable:
+            return "no detectable difference"
+        if self.kind == "difference":
+            return f"about {abs(self.estimate) * 100:.1f} points {'higher' if self.estimate > 0 else 'lower'}"
+        if self.estimate >= 2:
+            return f"about {self.estimate:.2g} times higher"
+        return f"about {abs(self.estimate - 1):.0%} {'higher' if self.estimate > 1 else 'lower'}"
+
     def short(self) -> str:
         """A table cell: "-23% (-31% to -15%)", "no detectable difference", "no interval"."""
         if self.n == 0 or self.estimate is None:
@@ -541,10 +554,10 @@ class Comparison:
             if e_n is None or e_b is None:
                 continue
             sentences.append(f"Energy {goal}: {n} {format_energy(e_n)}, {base} {format_energy(e_b)} "
-                             f"(means); {self.verdict(n, base, e_metric)}.")
+                             f"(means); {n} against {base}: {self.paired(n, base, e_metric).plain()}.")
             if t_n is not None and t_b is not None:
                 sentences.append(f"Time {goal}: {n} {t_n:.3g} s, {base} {t_b:.3g} s; "
-                                 f"{self.verdict(n, base, t_metric)}.")
+                                 f"{n} against {base}: {self.paired(n, base, t_metric).plain()}.")
             a_n, a_b = self.stats[n]["final_accuracy"].mean, self.stats[base]["final_accuracy"].mean
             if not to_target and a_n is not None and a_b is not None and abs(a_n - a_b) >= 0.005:
                 sentences.append(f"The two did not reach the same accuracy ({n} {a_n:.1%}, {base} "

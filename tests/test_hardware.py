@@ -142,8 +142,7 @@ def test_bf16_emulation_overrides_are_honoured(monkeypatch, env, aten, native):
         assert "native" in support.note()
     else:
         assert support.note().startswith("bf16 is emulated on this CPU (")
-        assert "here it is slower; on hardware with bf16 units it is faster — see the recorded GPU runs" \
-            in support.note()
+        assert "the slowdown is the emulation's" in support.note() and "a prediction" in support.note()
 
 
 def test_cpu_without_bf16_or_fp16_flags_and_arm_flags(monkeypatch):

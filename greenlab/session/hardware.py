@@ -191,10 +191,12 @@ class PrecisionSupport:
         if self.precision == "fp32":
             return f"fp32 is the baseline on {where}."
         if self.native:
-            return (f"{self.precision} is native on {where} ({self.reason}): "
-                    "a measured speed-up here is what such hardware delivers.")
-        return (f"{self.precision} is emulated on {where} ({self.reason}): here it is slower; "
-                f"on hardware with {self.precision} units it is faster — see the recorded GPU runs.")
+            return (f"{self.precision} is native on {where} ({self.reason}): the measured difference is "
+                    "what this hardware gives this workload, either way (small matrix multiplications and "
+                    "autocast's casts can cost more than the 16-bit units save).")
+        return (f"{self.precision} is emulated on {where} ({self.reason}): here it is slower, and the "
+                f"slowdown is the emulation's; on hardware with {self.precision} units compute-bound work is "
+                "expected to be faster (a prediction until a recorded GPU run shows it).")
 
 
 def precision_support(precision: str, device: str = "cpu", environ=None, cpu_flags=None,

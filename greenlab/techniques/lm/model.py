@@ -603,15 +603,7 @@ def compile_break_even_steps(compile_seconds: float, eager_step_seconds: float,
 def plain_verdict(p) -> str:
     """A paired verdict (``greenlab.experiments.Paired``) in words a stakeholder reads, no interval
     figures: "about 23% lower", "no detectable difference", or "too few repeats to tell"."""
-    if p.estimate is None or p.low is None:
-        return "too few repeats to tell"
-    if not p.detectable:
-        return "no detectable difference"
-    if p.kind == "difference":
-        return f"about {abs(p.estimate) * 100:.1f} points {'higher' if p.estimate > 0 else 'lower'}"
-    if p.estimate >= 2:
-        return f"about {p.estimate:.2g} times higher"
-    return f"about {abs(p.estimate - 1):.0%} {'higher' if p.estimate > 1 else 'lower'}"
+    return p.plain()
 
 
 def explain_bf16(p, native: bool) -> str:
