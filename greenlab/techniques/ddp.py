@@ -330,7 +330,9 @@ def launch_command(config_path, nprocs: int, module: str = "greenlab.techniques.
     that launched it and then removes the run's folder (the config's), which holds the dataset
     copy; each worker dies with torchrun (``run_worker``)."""
     folder = str(Path(config_path).parent)
-    supervisor = str(Path(__file__).resolve().with_name("processes.py"))
+    from greenlab.base import processes
+
+    supervisor = str(Path(processes.__file__).resolve())
     return [sys.executable, supervisor, "--remove", folder, "--",
             "torch.distributed.run", "--standalone",
             f"--nproc_per_node={_positive_int('nprocs', nprocs)}", "--max-restarts=0",
