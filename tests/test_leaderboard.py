@@ -207,7 +207,7 @@ def _run(status="target-reached", best=0.9, to_target=60.0):
     return SimpleNamespace(joules=80.0, seconds=8.0, final_accuracy=best, best_accuracy=best,
                            joules_to_target=to_target, seconds_to_target=None if to_target is None else 6.0,
                            co2e_g=0.01, region="WORLD", estimated=True, sources={"cpu": "estimate"},
-                           provenance={}, status=status, config={"target_accuracy": 0.85})
+                           provenance={}, status=status, config={"target_accuracy": 0.85}, problems=[])
 
 
 @pytest.mark.parametrize("run, why", [
