@@ -536,6 +536,7 @@ class _CellRunner:
         self.notes: list[str] = []
         self.shell = None
         self._display_shim = _install_display_shim()
+        self.ns["display"] = _kernel_display()  # a Jupyter kernel's namespace has display() built in
 
     def run_cell(self, index: int, ordinal: int, source: str) -> None:
         where = f"{self.lesson}.ipynb cell {index} (code cell {ordinal})"
@@ -699,6 +700,16 @@ def _install_display_shim() -> bool:
     module.clear_output = lambda wait=False: None
     sys.modules[_TEXT_DISPLAY] = module
     return True
+
+
+def _kernel_display():
+    """The ``display`` an IPython kernel puts in every notebook's namespace: IPython's own where it
+    is installed (text outside a front end), else the text stand-in's."""
+    try:
+        from IPython.display import display
+    except ImportError:
+        display = sys.modules[_TEXT_DISPLAY].display
+    return display
 
 
 def _use_text_display(tree: ast.Module) -> bool:
