@@ -97,14 +97,15 @@ def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # pip must not see the checkout
     subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(tmp_path / "dist"),
-                          str(src)], check=True, capture_output=True, timeout=300)
+                          str(src)], check=True, capture_output=True, timeout=300, env=clean)
     (wheel,) = (tmp_path / "dist").glob("greenlab-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     subprocess.run(pip + ["--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, timeout=300)
+                   check=True, capture_output=True, timeout=300, env=clean)
     # torch and the other dependencies from this environment, appended after the venv's own packages
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
