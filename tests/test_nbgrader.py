@@ -36,7 +36,10 @@ GRADED = sorted(PLANTED)
 
 
 def _nbgrader(args: list[str], course: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           # nbgrader runs its own helpers (alembic) by name: the environment's bin folder comes first,
+           # as in an activated environment
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     exe = Path(sys.executable).with_name("nbgrader")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "nbgrader"]
     done = subprocess.run(cmd + args, cwd=course, env=env, capture_output=True, text=True, timeout=1500)
