@@ -1064,4 +1064,13 @@ def _scaffold_cells(slug: str, title: str, number: int) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if sys.argv[1:2] == ["run"]:
+        # A headless run's outcome is printed; the interpreter's teardown has nothing left to do
+        # but meet the lessons' leftover daemon threads (a loader thread inside a torch call aborts
+        # it with "terminate called without an active exception"), so the process leaves here, as
+        # the torchrun workers do once their result is written.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

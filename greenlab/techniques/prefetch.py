@@ -61,6 +61,7 @@ def prefetch(batches: Iterable, depth: int = 2) -> Iterator:
             yield item
     finally:
         stop.set()
+        thread.join(timeout=5.0)  # the loader finishes the item in hand and stops: no thread outlives the loop
 
 
 def compare_loaders(model_fn: Callable, data, config, wrap: Callable, steps: int = 20, repeats: int = 3,
