@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import Check, check_function, number_or_none
+from greenlab.course.checks.core import Check, check_function, number_or_none, variant_hint
 
 
 def co2e_grams(fn: Any) -> Check:
@@ -109,15 +109,9 @@ def schedule_jobs(fn: Any) -> Check:
                       "deadline can wait for the hours left."),
     ]
 
-    def hint(args, expected, got):
-        for variant, advice in wrong:
-            try:
-                if variant(*args) == got != expected:
-                    return advice
-            except Exception:
-                continue
+    def unsorted(args, expected, got):
         if isinstance(got, dict) and any(isinstance(v, list) and v != sorted(v) for v in got.values()):
             return "return each job's hours sorted."
         return None
 
-    return check_function(fn, cases, name="schedule_jobs", hint=hint)
+    return check_function(fn, cases, name="schedule_jobs", hint=variant_hint(wrong, unsorted))

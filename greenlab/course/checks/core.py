@@ -111,6 +111,23 @@ def wrong_inputs(wrong: int, total: int) -> str:
     return f"{wrong} of {total} test inputs {verb} a wrong result."
 
 
+def variant_hint(wrong, otherwise: Callable[[tuple, Any, Any], str | None] | None = None):
+    """A ``hint`` for :func:`check_function` from typical mistakes: ``wrong`` is a list of
+    ``(wrong_function, advice)``; the advice of the first one that gives the learner's answer on
+    this input (and differs from the right one) is the hint, else ``otherwise(args, expected, got)``."""
+
+    def hint(args, expected, got):
+        for variant, advice in wrong:
+            try:
+                if variant(*args) == got != expected:
+                    return advice
+            except Exception:  # a planted variant that fails on this input says nothing
+                continue
+        return otherwise(args, expected, got) if otherwise is not None else None
+
+    return hint
+
+
 def is_placeholder(value: Any) -> bool:
     """True for the values a learner stub returns before it is filled in (None, NotImplemented, ...)."""
     return value is None or value is NotImplemented or value is Ellipsis

@@ -12,6 +12,7 @@ from greenlab.course.checks.core import (
     _sorted_indices,
     check_function,
     is_placeholder,
+    variant_hint,
 )
 
 
@@ -98,7 +99,7 @@ def early_stopping(fn: Any) -> Check:
         (best_moves_on_small_gains, "keep the best unchanged when an evaluation does not improve by more than "
                                     "min_delta; otherwise small rises creep the bar up."),
     ]
-    return check_function(fn, cases, name="early_stopping", hint=_variant_hint(wrong))
+    return check_function(fn, cases, name="early_stopping", hint=variant_hint(wrong))
 
 
 def prefetch_loader(fn: Any) -> Check:
@@ -189,19 +190,3 @@ def prefetch_loader(fn: Any) -> Check:
     if problems:
         return Check(name, FAILED, f"{len(problems)} problem(s).", problems)
     return Check(name, PASSED, "same batches in order, loaded ahead within depth, errors reach the consumer.")
-
-
-def _variant_hint(wrong):
-    """A hint function for check_function: the advice of the first known-wrong variant that
-    gives the learner's answer on this input (and differs from the expected one)."""
-
-    def hint(args, expected, got):
-        for variant, advice in wrong:
-            try:
-                if variant(*args) == got != expected:
-                    return advice
-            except Exception:
-                continue
-        return None
-
-    return hint
