@@ -49,13 +49,16 @@ my-lessons:
 	done
 	@echo "greenlab: your lessons are in $(LAB_DIR)/ (yours to edit; lessons/ stays as shipped)"
 
-## make test: install if needed, then every unit test, the browser test and every lesson (quick mode)
+## make test: install if needed, then every unit test, the browser test and every lesson (quick mode):
+## each learner copy in a Jupyter kernel (nbval: stubs, widgets, checked outputs), each instructor copy
+## headless with the optional packages hidden (tests/test_minimal_env.py: solutions, text stand-ins)
 test: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest tests lessons $(NBVAL) -p no:cacheprovider --durations=20 $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests lessons --ignore=lessons/instructor $(NBVAL) -p no:cacheprovider --durations=20 $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest tests -p no:cacheprovider $(PYTEST_ARGS)
 
+## make lessons: both copies of every lesson in a Jupyter kernel (for lesson authors)
 lessons: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest lessons $(NBVAL) -p no:cacheprovider $(PYTEST_ARGS)
 

@@ -70,3 +70,16 @@ def test_make_test_and_make_lab_start_pytorch_the_same_way(checkout):
     assert "GREENLAB_DOWNLOAD=0" in test  # the tests stay offline; quick mode alone downloads
     mine = [l for l in make(checkout, "-n", "lab", "OMP_WAIT_POLICY=ACTIVE").splitlines() if "jupyter lab" in l][-1]
     assert "OMP_WAIT_POLICY=ACTIVE" in mine
+
+
+def test_make_test_runs_each_lesson_once_in_each_form():
+    """Learner copies in a Jupyter kernel (nbval), instructor copies headless with the optional
+    packages hidden (test_minimal_env): every lesson is run in both forms, none twice under nbval."""
+    makefile = (ROOT / "Makefile").read_text()
+    test_line = [l for l in makefile.splitlines() if l.startswith("\t") and "pytest tests lessons" in l][0]
+    assert "--ignore=lessons/instructor" in test_line and "--nbval-lax" in makefile
+    minimal = (ROOT / "tests" / "test_minimal_env.py").read_text()
+    assert 'glob("*.ipynb")' in minimal and "test_every_lesson_runs_headless_without_the_optional_packages" in minimal
+    lessons = sorted(p.name for p in (ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
+    instructor = sorted(p.name for p in (ROOT / "lessons" / "instructor").glob("[0-9][0-9]_*.ipynb"))
+    assert lessons == instructor and lessons
