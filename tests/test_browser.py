@@ -3,7 +3,12 @@
 Opens tests/browser/live_meter.ipynb, runs it, and checks that
 1. the live meter's energy figure changes at least three times while its cell is still
    running (the kernel is busy and the cell's end marker has not appeared), and
-2. an ExperimentPanel's Stop button ends a run: Run, wait for progress, Stop, "stopped".
+2. an ExperimentPanel's Stop button ends a run: Run, wait for progress, Stop, "stopped";
+
+and opens tests/browser/interrupt.ipynb, runs it, interrupts a long ``gl.train`` cell with
+Kernel > Interrupt, and checks that
+3. the cell shows the interrupt as one line (what was spent, where the partial run is), no
+   traceback, and Run All stops there (the next cell does not run).
 
 Screenshots go to artifacts/browser/. Skips only when Chromium or Playwright is missing
 (``.ci/install-browser`` installs Chromium). Never downloads a browser.
@@ -27,6 +32,7 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "browser" / "live_meter.ipynb"
+INTERRUPT_FIXTURE = REPO / "tests" / "browser" / "interrupt.ipynb"
 ARTIFACTS = REPO / "artifacts" / "browser"
 CHROMIUM = os.environ.get("GREENLAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -47,7 +53,8 @@ def lab(tmp_path):
     pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
     root = tmp_path / "root"
     root.mkdir()
-    shutil.copy(FIXTURE, root / FIXTURE.name)
+    for fixture in (FIXTURE, INTERRUPT_FIXTURE):
+        shutil.copy(fixture, root / fixture.name)
     env = {k: v for k, v in os.environ.items() if k != "GREENLAB_DISPLAY"}
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR", "IPYTHONDIR",
                  "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
@@ -131,6 +138,41 @@ def test_live_meter_updates_while_the_cell_runs_and_panel_stop_works(lab):
     print(f"browser test body took {time.perf_counter() - started:.1f} s")
 
 
+def test_kernel_interrupt_of_a_training_cell_shows_one_line_and_stops_run_all(lab):
+    from playwright.sync_api import sync_playwright
+
+    base, token = lab
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(f"{base}/lab/tree/{INTERRUPT_FIXTURE.name}?token={token}")
+            page.wait_for_function(_KERNEL_IS("idle"), timeout=60_000)
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            _wait_for_output(page, 1, "TRAINING-STARTED", timeout_s=120)
+            time.sleep(3)  # inside the training loop by now: the run has taken steps
+            page.evaluate("() => window.jupyterapp.commands.execute('kernelmenu:interrupt')")
+            page.wait_for_function(_KERNEL_IS("idle"), timeout=60_000)
+            time.sleep(1)  # let the last outputs arrive
+            page.screenshot(path=str(ARTIFACTS / "04-interrupted.png"))
+            texts = page.evaluate(_OUTPUTS_JS)
+            trained, after = texts[1], texts[2]
+            lines = [line for line in trained.splitlines() if "interrupted" in line]
+            assert len(lines) == 1 and lines[0].startswith("greenlab.train: interrupted at step "), trained
+            assert "gl.last_interrupted()" in lines[0] and " J" in lines[0], lines[0]
+            assert "Traceback" not in trained and "KeyboardInterrupt" not in trained, trained
+            assert "AFTER-THE-INTERRUPT" not in after, "Run All went on past the interrupted cell"
+        except Exception:
+            try:
+                page.screenshot(path=str(ARTIFACTS / "99-interrupt-failure.png"))
+            except Exception:
+                pass
+            raise
+        finally:
+            browser.close()
+
+
 # --- helpers ---------------------------------------------------------------
 
 _METER_STATE_JS = """() => {
@@ -202,3 +244,24 @@ def _wait_for_server(base: str, token: str, server: subprocess.Popen, timeout_s:
             pass
         time.sleep(0.3)
     raise AssertionError(f"JupyterLab did not answer within {timeout_s} s; see {ARTIFACTS}/jupyterlab.log")
+
+
+def _KERNEL_IS(status: str) -> str:
+    return ("() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+            " const k = w && w.sessionContext && w.sessionContext.session"
+            f" && w.sessionContext.session.kernel; return k && k.status === '{status}'; }}")
+
+
+_OUTPUTS_JS = """() => Array.from(document.querySelectorAll('.jp-Notebook .jp-CodeCell')).map(cell => {
+  const out = cell.querySelector('.jp-OutputArea'); return out ? out.innerText : ''; })"""
+
+
+def _wait_for_output(page, cell: int, text: str, timeout_s: float) -> None:
+    """Wait until code cell number ``cell`` (0-based) shows ``text`` in its outputs."""
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        texts = page.evaluate(_OUTPUTS_JS)
+        if len(texts) > cell and text in texts[cell]:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"cell {cell} did not show {text!r} within {timeout_s} s: {page.evaluate(_OUTPUTS_JS)}")
