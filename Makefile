@@ -42,12 +42,9 @@ $(STAMP): pyproject.toml constraints.txt
 lab: $(STAMP) my-lessons
 	OMP_WAIT_POLICY=$(OMP_WAIT_POLICY) $(VENV)/bin/jupyter lab $(LAB_DIR)/ --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False $(ROOT_FLAG) $(LAB_ARGS)
 
+# each copy carries this machine's kernel metadata, so opening it does not mark it modified
 my-lessons:
-	@mkdir -p $(LAB_DIR)
-	@for f in lessons/*.ipynb; do \
-	  if [ ! -e "$(LAB_DIR)/$${f##*/}" ]; then cp "$$f" "$(LAB_DIR)/" && echo "greenlab: copied $$f to $(LAB_DIR)/"; fi; \
-	done
-	@echo "greenlab: your lessons are in $(LAB_DIR)/ (yours to edit; lessons/ stays as shipped)"
+	@GREENLAB_LESSONS_DIR=$(CURDIR)/lessons $(PY) -m greenlab.cli lab --dir $(LAB_DIR) --copy-only
 
 ## make test: install if needed, then every unit test, the browser test and every lesson (quick mode):
 ## each learner copy in a Jupyter kernel (nbval: stubs, widgets, checked outputs), each instructor copy

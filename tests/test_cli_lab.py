@@ -55,3 +55,42 @@ def test_greenlab_lab_opens_my_lessons_and_passes_options(tmp_path, monkeypatch)
 def test_lab_environment_keeps_a_wait_policy_already_chosen():
     assert cli.lab_environment({"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
     assert cli.lab_environment({})["OMP_WAIT_POLICY"] == "PASSIVE"
+
+
+def test_a_copied_lesson_carries_the_local_kernels_metadata_and_the_shipped_one_does_not(tmp_path, monkeypatch):
+    """JupyterLab marks a notebook modified when the starting kernel rewrites its metadata; a copy
+    that already carries it opens unmodified. The shipped lesson keeps its normalised metadata."""
+    import json
+
+    from greenlab.base import paths
+
+    stamp = paths.kernel_metadata()
+    assert stamp is not None  # Jupyter is installed with the course
+    assert stamp["kernelspec"]["name"] == "python3" and stamp["language_info"]["name"] == "python"
+    assert stamp["language_info"]["version"].count(".") == 2
+    shipped = tmp_path / "lessons"
+    shipped.mkdir()
+    lesson = {"cells": [], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                      "language": "python"}, "language_info": {"name": "python"}},
+              "nbformat": 4, "nbformat_minor": 5}
+    (shipped / "01_a.ipynb").write_text(json.dumps(lesson))
+    (shipped / "02_b.ipynb").write_text("not a notebook")
+    monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(shipped))
+    copied = []
+    mine = paths.learner_copy(tmp_path / "mine", report=copied.append)
+    assert [p.name for p in copied] == ["01_a.ipynb", "02_b.ipynb"]
+    nb = json.loads((mine / "01_a.ipynb").read_text())
+    assert nb["metadata"] == stamp and nb["cells"] == []
+    assert (mine / "02_b.ipynb").read_text() == "not a notebook"
+    assert json.loads((shipped / "01_a.ipynb").read_text()) == lesson
+
+
+def test_copy_only_copies_and_does_not_start_jupyterlab(tmp_path, monkeypatch, capsys):
+    shipped = tmp_path / "lessons"
+    shipped.mkdir()
+    (shipped / "01_a.ipynb").write_text("x")
+    monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(shipped))
+    monkeypatch.setattr(subprocess, "call", lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
+    assert cli.main(["lab", "--dir", str(tmp_path / "mine"), "--copy-only"]) == 0
+    out = capsys.readouterr().out
+    assert "copied 01_a.ipynb" in out and (tmp_path / "mine" / "01_a.ipynb").exists()

@@ -24,7 +24,12 @@ def checkout(tmp_path):
 
 
 def make(cwd, *args):
-    return subprocess.run(["make", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+    """make in ``cwd`` with this test's Python (greenlab importable) as the venv's."""
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(["make", *args, f"PY={sys.executable}"], cwd=cwd, capture_output=True, text=True,
+                          check=True, env=env).stdout
 
 
 def test_my_lessons_copies_missing_lessons_and_never_overwrites(checkout):

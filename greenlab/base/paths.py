@@ -82,10 +82,12 @@ def lessons_dir() -> Path:
     return repo_root() / "lessons"
 
 
-def learner_copy(dest=None) -> Path:
+def learner_copy(dest=None, report=None) -> Path:
     """The learner's own copy of the lessons (default ``my-lessons/`` beside ``lessons/``):
     lessons not yet there are copied in, nothing already there is overwritten. Returns the
-    folder. ``make lab`` and ``greenlab lab`` open it, so autosave never touches ``lessons/``."""
+    folder. ``make lab`` and ``greenlab lab`` open it, so autosave never touches ``lessons/``.
+    Each copy carries the local kernel's metadata (``kernel_metadata()``), so opening it does
+    not mark it modified; ``report(path)`` is called for each lesson copied."""
     import shutil
 
     source = lessons_dir()
@@ -93,7 +95,44 @@ def learner_copy(dest=None) -> Path:
     if dest.resolve() == source.resolve():
         raise ValueError(f"dest must not be the shipped lessons folder {source}")
     dest.mkdir(parents=True, exist_ok=True)
+    stamp = kernel_metadata()
     for notebook in sorted(source.glob("*.ipynb")):
         if not (dest / notebook.name).exists():
             shutil.copy2(notebook, dest / notebook.name)
+            stamp_kernel_metadata(dest / notebook.name, stamp)
+            if report is not None:
+                report(dest / notebook.name)
     return dest
+
+
+def kernel_metadata() -> dict | None:
+    """The notebook metadata a local ``python3`` kernel writes when it starts (``kernelspec`` and
+    ``language_info``, Python's version included), or None where ipykernel or jupyter_client is
+    missing. A copy that already carries it is not marked modified when its kernel starts."""
+    try:
+        from ipykernel.ipkernel import IPythonKernel
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        spec = KernelSpecManager().get_kernel_spec("python3")
+    except Exception:  # noqa: BLE001 - no Jupyter here: copies stay as shipped
+        return None
+    return {"kernelspec": {"name": "python3", "display_name": spec.display_name, "language": spec.language},
+            "language_info": dict(IPythonKernel.language_info)}
+
+
+def stamp_kernel_metadata(path, metadata: dict | None) -> None:
+    """Write ``metadata`` (``kernel_metadata()``) into the notebook at ``path``; a file that is
+    not a notebook, or ``metadata`` None, is left as it is."""
+    import json
+
+    if not metadata:
+        return
+    path = Path(path)
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(nb, dict) or not isinstance(nb.get("metadata"), dict):
+        return
+    nb["metadata"].update(metadata)
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

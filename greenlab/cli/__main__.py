@@ -1,5 +1,7 @@
-"""``python -m greenlab.cli``: runs ``greenlab.cli.app``."""
+"""``python -m greenlab.cli``: the ``greenlab`` command (``greenlab.cli.app.main``)."""
 
-import runpy
+import sys
 
-runpy.run_module("greenlab.cli.app", run_name="__main__", alter_sys=True)
+from greenlab.cli.app import main
+
+sys.exit(main())

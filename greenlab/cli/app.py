@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     lab = sub.add_parser("lab", help="start JupyterLab on your own copy of the lessons (my-lessons/; "
                                      "localhost, token auth); extra arguments go to JupyterLab")
     lab.add_argument("--dir", default=None, help="where your copy lives (default: my-lessons/ beside lessons/)")
+    lab.add_argument("--copy-only", action="store_true",
+                     help="copy the lessons not yet in your copy, then stop (what make lab does first)")
     lab.add_argument("lab_args", nargs=argparse.REMAINDER,
                      help="JupyterLab options after --, e.g. greenlab lab -- --port=8890")
     lab.set_defaults(handler=_lab)
@@ -108,9 +110,11 @@ def _lab(args) -> int:
     from greenlab.base.paths import learner_copy
 
     extra = [a for a in args.lab_args if a != "--"]
-    cmd = lab_command(learner_copy(args.dir), extra)
-    print(f"greenlab: your lessons are in {cmd[3]} (yours to edit; lessons/ stays as shipped)")
-    return subprocess.call(cmd, env=lab_environment())
+    folder = learner_copy(args.dir, report=lambda path: print(f"greenlab: copied {path.name} to {path.parent}/"))
+    print(f"greenlab: your lessons are in {folder} (yours to edit; lessons/ stays as shipped)")
+    if args.copy_only:
+        return 0
+    return subprocess.call(lab_command(folder, extra), env=lab_environment())
 
 
 def lab_environment(environ=None) -> dict:
