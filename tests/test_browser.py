@@ -123,6 +123,9 @@ def test_live_meter_updates_while_the_cell_runs_and_panel_stop_works(lab):
                 "If it only changed at the end, widget updates from the monitor thread do not reach "
                 "the front end.")
 
+            side = [t["side"] for t in running if t["side"]]
+            assert side, "the side panel never showed the meter while its cell ran"
+            assert trace[-1]["side"] == trace[-1]["joules"], "the side panel's view shows other figures"
             print(f"meter figure while the cell ran: {len(distinct)} distinct values in "
                   f"{len(running)} polls: {distinct[:3]} ... {distinct[-1]}")
             _stop_panel_run(page)
@@ -176,14 +179,17 @@ def test_kernel_interrupt_of_a_training_cell_shows_one_line_and_stops_run_all(la
 # --- helpers ---------------------------------------------------------------
 
 _METER_STATE_JS = """() => {
-  const fig = document.querySelector('.greenlab-meter-figures .greenlab-joules');
+  const fig = document.querySelector('.jp-Notebook .greenlab-meter-figures .greenlab-joules');
   const status = document.querySelector('.greenlab-meter-status');
   const cells = document.querySelectorAll('.jp-Notebook .jp-CodeCell');
   const meterCell = cells.length > 1 ? cells[1] : null;
   const prompt = meterCell ? meterCell.querySelector('.jp-InputPrompt') : null;
   const outputs = meterCell ? meterCell.querySelector('.jp-OutputArea') : null;
   const text = outputs ? outputs.innerText : '';  // outputs only: the source holds the marker too
-  return {joules: fig ? fig.innerText : null,
+  // the second view in JupyterLab's side panel (greenlab/widgets/side.py): outside the notebook
+  const side = Array.from(document.querySelectorAll('.greenlab-meter-figures .greenlab-joules'))
+    .filter(el => !el.closest('.jp-Notebook'));
+  return {joules: fig ? fig.innerText : null, side: side.length ? side[0].innerText : null,
           status: status ? status.innerText : null,
           busy: prompt ? prompt.innerText.includes('*') : false,
           done: text.includes('METER-CELL-DONE'),

@@ -225,12 +225,16 @@ class EnergyMeter:
         self.state.sources = self._monitor.sources
         self.state.estimated = self._monitor.estimated
         self._monitor.subscribe(self._on_sample)
+        if self.view is not None:  # the figure is built before it is shown: no empty image
+            self.view.prepare(sorted(self.state.sources))
         if self.view is not None and self.show:
             from IPython.display import display
 
+            from greenlab.widgets import side
+
             display(self.view.widget)
+            side.show(self.view.widget)  # a second view that stays in sight while Run All goes on
         if self.view is not None:
-            self.view.prepare(sorted(self.state.sources))  # build the figure before the work starts
             self.view.status.value = "running"
         self._t0 = time.perf_counter()
         self._window = measure(self.label, sources=self._sources).start()
