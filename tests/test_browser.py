@@ -17,6 +17,7 @@ Screenshots go to artifacts/browser/. Skips only when Chromium or Playwright is 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -154,7 +155,8 @@ def test_kernel_interrupt_of_a_training_cell_shows_one_line_and_stops_run_all(la
             page.wait_for_function(_KERNEL_IS("idle"), timeout=60_000)
             page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
             _wait_for_output(page, 1, "TRAINING-STARTED", timeout_s=120)
-            time.sleep(3)  # inside the training loop by now: the run has taken steps
+            # inside the training loop: the progress bar counts steps taken ("42/128000 [")
+            _wait_for_output(page, 1, re.compile(r"\b[1-9][0-9]*/[0-9]+\s*\["), timeout_s=180)
             page.evaluate("() => window.jupyterapp.commands.execute('kernelmenu:interrupt')")
             page.wait_for_function(_KERNEL_IS("idle"), timeout=60_000)
             time.sleep(1)  # let the last outputs arrive
@@ -262,12 +264,13 @@ _OUTPUTS_JS = """() => Array.from(document.querySelectorAll('.jp-Notebook .jp-Co
   const out = cell.querySelector('.jp-OutputArea'); return out ? out.innerText : ''; })"""
 
 
-def _wait_for_output(page, cell: int, text: str, timeout_s: float) -> None:
-    """Wait until code cell number ``cell`` (0-based) shows ``text`` in its outputs."""
+def _wait_for_output(page, cell: int, text, timeout_s: float) -> None:
+    """Wait until code cell number ``cell`` (0-based) shows ``text`` (a string, or a compiled
+    pattern) in its outputs."""
     deadline = time.perf_counter() + timeout_s
     while time.perf_counter() < deadline:
         texts = page.evaluate(_OUTPUTS_JS)
-        if len(texts) > cell and text in texts[cell]:
+        if len(texts) > cell and (text.search(texts[cell]) if hasattr(text, "search") else text in texts[cell]):
             return
         time.sleep(0.3)
     raise AssertionError(f"cell {cell} did not show {text!r} within {timeout_s} s: {page.evaluate(_OUTPUTS_JS)}")
