@@ -16,6 +16,7 @@ Screenshots go to artifacts/browser/. Skips only when Chromium or Playwright is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -92,93 +93,80 @@ def lab(tmp_path):
 
 
 def test_live_meter_updates_while_the_cell_runs_and_panel_stop_works(lab):
-    from playwright.sync_api import sync_playwright
-
-    base, token = lab
     started = time.perf_counter()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
-            page.goto(f"{base}/lab/tree/{FIXTURE.name}?token={token}")
-            page.wait_for_function(
-                "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
-                " const k = w && w.sessionContext && w.sessionContext.session"
-                " && w.sessionContext.session.kernel; return k && k.status === 'idle'; }",
-                timeout=60_000)
-            page.screenshot(path=str(ARTIFACTS / "01-opened.png"))
-            # not awaited: the command's promise resolves only when every cell has run
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    with _notebook_page(lab, FIXTURE.name, "99-failure.png") as page:
+        page.screenshot(path=str(ARTIFACTS / "01-opened.png"))
+        # not awaited: the command's promise resolves only when every cell has run
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
-            trace = _watch_meter(page, timeout_s=75)
-            page.screenshot(path=str(ARTIFACTS / "02-meter-finished.png"))
-            running = [t for t in trace if t["busy"] and not t["done"]]
-            distinct = []
-            for t in running:
-                if t["joules"] and (not distinct or distinct[-1] != t["joules"]):
-                    distinct.append(t["joules"])
-            assert len(distinct) >= 3, (
-                f"the meter's energy figure changed {len(distinct)} times while the cell ran "
-                f"(need >= 3): {distinct}; {len(running)} polls while running, {len(trace)} in all. "
-                "If it only changed at the end, widget updates from the monitor thread do not reach "
-                "the front end.")
-
-            side = [t["side"] for t in running if t["side"]]
-            assert side, "the side panel never showed the meter while its cell ran"
-            assert trace[-1]["side"] == trace[-1]["joules"], "the side panel's view shows other figures"
-            print(f"meter figure while the cell ran: {len(distinct)} distinct values in "
-                  f"{len(running)} polls: {distinct[:3]} ... {distinct[-1]}")
-            _stop_panel_run(page)
-            page.screenshot(path=str(ARTIFACTS / "03-panel-stopped.png"))
-        except Exception:
-            try:
-                page.screenshot(path=str(ARTIFACTS / "99-failure.png"))
-            except Exception:
-                pass
-            raise
-        finally:
-            browser.close()
+        trace = _watch_meter(page, timeout_s=75)
+        page.screenshot(path=str(ARTIFACTS / "02-meter-finished.png"))
+        running = [t for t in trace if t["busy"] and not t["done"]]
+        distinct = []
+        for t in running:
+            if t["joules"] and (not distinct or distinct[-1] != t["joules"]):
+                distinct.append(t["joules"])
+        assert len(distinct) >= 3, (
+            f"the meter's energy figure changed {len(distinct)} times while the cell ran "
+            f"(need >= 3): {distinct}; {len(running)} polls while running, {len(trace)} in all. "
+            "If it only changed at the end, widget updates from the monitor thread do not reach "
+            "the front end.")
+        side = [t["side"] for t in running if t["side"]]
+        assert side, "the side panel never showed the meter while its cell ran"
+        assert trace[-1]["side"] == trace[-1]["joules"], "the side panel's view shows other figures"
+        print(f"meter figure while the cell ran: {len(distinct)} distinct values in "
+              f"{len(running)} polls: {distinct[:3]} ... {distinct[-1]}")
+        _stop_panel_run(page)
+        page.screenshot(path=str(ARTIFACTS / "03-panel-stopped.png"))
     print(f"browser test body took {time.perf_counter() - started:.1f} s")
 
 
 def test_kernel_interrupt_of_a_training_cell_shows_one_line_and_stops_run_all(lab):
+    with _notebook_page(lab, INTERRUPT_FIXTURE.name, "99-interrupt-failure.png") as page:
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        _wait_for_output(page, 1, "TRAINING-STARTED", timeout_s=120)
+        # inside the training loop: the progress bar counts steps taken ("42/128000 [")
+        _wait_for_output(page, 1, re.compile(r"\b[1-9][0-9]*/[0-9]+\s*\["), timeout_s=180)
+        page.evaluate("() => window.jupyterapp.commands.execute('kernelmenu:interrupt')")
+        page.wait_for_function(_KERNEL_IS("idle"), timeout=60_000)
+        time.sleep(1)  # let the last outputs arrive
+        page.screenshot(path=str(ARTIFACTS / "04-interrupted.png"))
+        texts = page.evaluate(_OUTPUTS_JS)
+        trained, after = texts[1], texts[2]
+        lines = [line for line in trained.splitlines() if "interrupted" in line]
+        assert len(lines) == 1 and lines[0].startswith("greenlab.train: interrupted at step "), trained
+        assert "gl.last_interrupted()" in lines[0] and " J" in lines[0], lines[0]
+        assert "Traceback" not in trained and "KeyboardInterrupt" not in trained, trained
+        assert "AFTER-THE-INTERRUPT" not in after, "Run All went on past the interrupted cell"
+
+
+# --- helpers ---------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _notebook_page(lab, name: str, failure_png: str):
+    """A Chromium page on notebook ``name`` in ``lab``, its kernel idle; a screenshot on failure."""
     from playwright.sync_api import sync_playwright
 
     base, token = lab
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = None
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(60_000)
-            page.goto(f"{base}/lab/tree/{INTERRUPT_FIXTURE.name}?token={token}")
+            page.goto(f"{base}/lab/tree/{name}?token={token}")
             page.wait_for_function(_KERNEL_IS("idle"), timeout=60_000)
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-            _wait_for_output(page, 1, "TRAINING-STARTED", timeout_s=120)
-            # inside the training loop: the progress bar counts steps taken ("42/128000 [")
-            _wait_for_output(page, 1, re.compile(r"\b[1-9][0-9]*/[0-9]+\s*\["), timeout_s=180)
-            page.evaluate("() => window.jupyterapp.commands.execute('kernelmenu:interrupt')")
-            page.wait_for_function(_KERNEL_IS("idle"), timeout=60_000)
-            time.sleep(1)  # let the last outputs arrive
-            page.screenshot(path=str(ARTIFACTS / "04-interrupted.png"))
-            texts = page.evaluate(_OUTPUTS_JS)
-            trained, after = texts[1], texts[2]
-            lines = [line for line in trained.splitlines() if "interrupted" in line]
-            assert len(lines) == 1 and lines[0].startswith("greenlab.train: interrupted at step "), trained
-            assert "gl.last_interrupted()" in lines[0] and " J" in lines[0], lines[0]
-            assert "Traceback" not in trained and "KeyboardInterrupt" not in trained, trained
-            assert "AFTER-THE-INTERRUPT" not in after, "Run All went on past the interrupted cell"
+            yield page
         except Exception:
             try:
-                page.screenshot(path=str(ARTIFACTS / "99-interrupt-failure.png"))
+                if page is not None:
+                    page.screenshot(path=str(ARTIFACTS / failure_png))
             except Exception:
                 pass
             raise
         finally:
             browser.close()
-
-
-# --- helpers ---------------------------------------------------------------
 
 _METER_STATE_JS = """() => {
   const fig = document.querySelector('.jp-Notebook .greenlab-meter-figures .greenlab-joules');
