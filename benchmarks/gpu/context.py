@@ -233,7 +233,7 @@ class _MemoryIncrease:
         else:
             import importlib
 
-            self._rss = importlib.import_module("greenlab.training.loop")._rss_bytes
+            self._rss = importlib.import_module("greenlab.training.peak_memory").rss_bytes
             self.base = self._rss()
 
     def mib(self):

@@ -1,8 +1,10 @@
 """What a ``gl.train`` callback sees and may do: ``TrainState`` after each step or evaluation,
-``StopTraining`` to end the run cleanly, and the check of what counts as a callback."""
+``StopTraining`` to end the run cleanly; what counts as a callback, and how each is called
+(``notify``: one that fails is dropped and reported, never the run)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from greenlab.base import validation
@@ -56,7 +58,32 @@ class TrainState:
         return None if self._meter is None else self._meter.joules()
 
 
-def _as_callbacks(callbacks):
+def notify(callbacks: list, method: str, state: TrainState, problems: list) -> None:
+    """Call ``method`` ("on_step", "on_eval" or "on_end") of each of ``callbacks`` with ``state``
+    (a plain function counts as ``on_step``). ``StopTraining`` and Ctrl-C pass through. A callback
+    that raises anything else is removed from ``callbacks`` and the run goes on (a checkpoint that
+    cannot be written does not lose the run): its failure is appended to ``problems`` and warned
+    about at once."""
+    for cb in list(callbacks):
+        fn = getattr(cb, method, None)
+        if fn is None and method == "on_step" and callable(cb) and not hasattr(cb, "on_eval"):
+            fn = cb
+        if fn is None:
+            continue
+        try:
+            fn(state)
+        except (StopTraining, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failing callback must not lose the run
+            name = getattr(cb, "__name__", None) or type(cb).__name__
+            problem = (f"callback {name}.{method} failed at step {state.step} ({type(exc).__name__}: "
+                       f"{exc}); it was not called again")
+            problems.append(problem)
+            del callbacks[next(k for k, c in enumerate(callbacks) if c is cb)]
+            warnings.warn(problem, RuntimeWarning, stacklevel=3)
+
+
+def as_callbacks(callbacks):
     if callbacks is None:
         return []
     if _is_callback(callbacks):

@@ -12,7 +12,7 @@ import warnings
 from greenlab.base.interrupts import Interrupted, remember_interrupted
 from greenlab.training.result import RunResult
 
-def _interrupted(result, run, save) -> Interrupted:
+def interrupted_error(result, run, save) -> Interrupted:
     label = f" {result.label!r}" if result.label else ""
     est = " (estimate)" if result.estimated else ""
     where = ("the results log and gl.last_interrupted()" if save and "not saved" not in result.message
@@ -23,7 +23,7 @@ def _interrupted(result, run, save) -> Interrupted:
     return remember_interrupted(line, result)
 
 
-def _finish(run, window, flop_count, params, peak, save, results_path) -> RunResult:
+def finish(run, window, flop_count, params, peak, save, results_path) -> RunResult:
     """Close the window, pack the result and append it to the log. A Ctrl-C in any of these
     steps (a real SIGINT is held back until they are done; a KeyboardInterrupt raised inside
     them is caught) leaves the run returned, marked interrupted, and says in which step."""

@@ -27,25 +27,26 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 
 import torch
 
 from greenlab.base import validation
 from greenlab.base.interrupts import Interrupted, last_interrupted, remember_interrupted  # noqa: F401  as before
 from greenlab.training.accuracy import accuracy
-from greenlab.training.callbacks import StopTraining, TrainState, _as_callbacks
+from greenlab.training.callbacks import StopTraining, TrainState, as_callbacks, notify
 from greenlab.training.config import LR_SCHEDULES, OPTIMIZERS, TrainConfig  # noqa: F401  as before
-from greenlab.training.ending import _finish, _interrupted
-from greenlab.training.meter import _check_sources, _Meter  # noqa: F401  _Meter: gl.lm's meter
-from greenlab.training.peak_memory import _PeakMemory, _rss_bytes  # noqa: F401  _rss_bytes: the GPU suite's
+from greenlab.training.ending import finish, interrupted_error
+from greenlab.training.meter import RunMeter, check_sources
+from greenlab.training.peak_memory import PeakMemory
 from greenlab.training.precision import PRECISIONS, dtype as precision_dtype  # noqa: F401  train.PRECISIONS as before
-from greenlab.training.provenance import provenance
-from greenlab.training.result import RunResult, _co2e
-from greenlab.training.resume import TRAIN_STATE_VERSION, _plain, _set_rng_state, load_train_checkpoint
-from greenlab.training.schedules import LrScheduleError, _optimizer, _scheduler
+from greenlab.training.provenance import provenance  # noqa: F401  as before (gl.lm reads it here)
+from greenlab.training.result import RunResult, pack_result
+from greenlab.training.resume import load_train_checkpoint, restore_train_state, save_train_state, set_rng_state
+from greenlab.training.schedules import LrScheduleError, make_optimizer, make_scheduler
 from greenlab.training.step import backward, classifier_loss, make_scaler, optimizer_step
 
+# the names outside code reads from this module, as before the loop's parts had modules of their own
+_Meter, _PeakMemory, _scheduler = RunMeter, PeakMemory, make_scheduler
 
 def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_event=None,
           device=None, log: bool = True, sources=None, idle=None, save: bool = True,
@@ -87,10 +88,10 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     if dev.type == "cuda" and dev.index is None:  # so batch.device == dev compares equal
         dev = torch.device("cuda", torch.cuda.current_device())
     _check_data(data)
-    callbacks = _as_callbacks(callbacks)
+    callbacks = as_callbacks(callbacks)
     if sources is None:  # only the GPU the run uses is counted (none for a CPU run)
         sources = default_sources(gpus=[dev.index] if dev.type == "cuda" else [])
-    sources = _check_sources(sources)
+    sources = check_sources(sources)
     validation.flag("log", log)
     validation.flag("save", save)
     if stop_event is not None and not callable(getattr(stop_event, "is_set", None)):
@@ -108,12 +109,12 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     if saved is not None:
         run.restore(saved, resume_from)
 
-    peak = _PeakMemory(dev)
+    peak = PeakMemory(dev)
     # inside a torch.distributed job every rank calls train(); the window is then collective
     window = measure(cfg.label or "train", idle=idle, sources=sources, distributed=None)
     window.start()
     try:
-        run.meter = _Meter(sources)
+        run.meter = RunMeter(sources)
         run.start_s = time.perf_counter()
         run.start_cpu_s = time.process_time()
         run.loop()
@@ -122,9 +123,9 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
             window.stop()
         raise
     # the last step is done: from here on a Ctrl-C is kept on the run instead of losing it
-    result = _finish(run, window, flop_count, params, peak, save, results_path)
+    result = finish(run, window, flop_count, params, peak, save, results_path)
     if run.interrupted_in_loop:
-        raise _interrupted(result, run, save)
+        raise interrupted_error(result, run, save)
     if log:
         print(("greenlab.train: " + result.message + "\n" if result.message else "") +
               "greenlab.train: " + result.summary())
@@ -163,8 +164,8 @@ class _Run:
         self.test_x = data.test_x  # scored once, at the end
         self.test_y = data.test_y
         self.test_acc = None
-        self.optimizer = _optimizer(cfg, model)
-        self.scheduler = _scheduler(cfg, self.optimizer, self._total_steps())
+        self.optimizer = make_optimizer(cfg, model)
+        self.scheduler = make_scheduler(cfg, self.optimizer, self._total_steps())
         self.state = TrainState(model=model, config=cfg, _run=self)
         self.history: list[dict] = []
         self.status = "completed"
@@ -326,7 +327,7 @@ class _Run:
             it = iter(self.loader)
             for _ in range(self.resume_batch):
                 next(it)
-            _set_rng_state(self.rng_after_resume, self.dev)
+            set_rng_state(self.rng_after_resume, self.dev)
             skip, self.resume_batch = self.resume_batch, 0
             self.batch_in_epoch = skip
             return it, skip
@@ -399,28 +400,7 @@ class _Run:
         s.accuracy, s.best_accuracy = self.last_acc, self.best
         s.lr = self.optimizer.param_groups[0]["lr"]
         s._meter = self.meter
-        for cb in list(self.callbacks):
-            fn = getattr(cb, method, None)
-            if fn is None and method == "on_step" and callable(cb) and not hasattr(cb, "on_eval"):
-                fn = cb
-            if fn is None:
-                continue
-            try:
-                fn(s)
-            except (StopTraining, KeyboardInterrupt):
-                raise
-            except Exception as exc:  # noqa: BLE001 - a failing callback must not lose the run
-                self._callback_failed(cb, method, exc)
-
-    def _callback_failed(self, cb, method, exc):
-        """Drop a callback that raised: the run goes on, and the failure is reported on the
-        result (``callback_problems`` and its message) and warned about at once."""
-        name = getattr(cb, "__name__", None) or type(cb).__name__
-        problem = (f"callback {name}.{method} failed at step {self.step} ({type(exc).__name__}: "
-                   f"{exc}); it was not called again")
-        self.callback_problems.append(problem)
-        self.callbacks = [c for c in self.callbacks if c is not cb]
-        warnings.warn(problem, RuntimeWarning, stacklevel=2)
+        notify(self.callbacks, method, s, self.callback_problems)
 
     def _total_steps(self) -> int:
         total = 0
@@ -431,114 +411,18 @@ class _Run:
         return max(total, 1)
 
     def result(self, energy, flop_count, params, peak) -> RunResult:
-        from greenlab.base.version import __version__
+        """Pack the outcome (``greenlab.training.result.pack_result``)."""
+        return pack_result(self, energy, flop_count, params, peak)
 
-        if self.meter is not None:  # a source that failed mid-run: the figure says so itself
-            energy = energy.with_problems(self.meter.problems)
-        cfg = self.cfg
-        train_seconds = max(energy.seconds - self.eval_seconds, 1e-12)
-        co2e = _co2e(energy.joules, cfg.region)
-        fl = flop_count.to_dict()
-        fl["train_step_per_sample"] = flop_count.train_step_per_sample
-        fl["forward_per_sample"] = flop_count.forward_per_sample
-        fl["train_total_estimate"] = flop_count.train_step_per_sample * (self.samples - self.start_samples)
-        fl["train_total_model"] = ("train_step_per_sample x samples trained in this session "
-                                   "(FLOPs scale with batch size)")
-        message = self.message
-        for problem in list(self.meter.problems if self.meter is not None else ()) + self.callback_problems:
-            message = f"{message}; {problem}" if message else problem
-        if cfg.target_accuracy is not None and self.target is None:
-            best = "n/a" if self.best is None else f"{self.best:.1%}"
-            missed = (f"target accuracy {cfg.target_accuracy:.1%} not reached within the budget "
-                      f"(best validation accuracy {best} after {self.step} steps)")
-            message = f"{message}; {missed}" if message else missed
-        return RunResult(
-            status=self.status, label=cfg.label, final_accuracy=self.test_acc, best_accuracy=self.best,
-            val_accuracy=self.last_acc,
-            history=self.history, seconds=energy.seconds, joules=energy.joules, energy=energy,
-            seconds_to_target=self.target[0] if self.target else None,
-            joules_to_target=self.target[1] if self.target else None,
-            steps_to_target=self.target[2] if self.target else None,
-            co2e_g=co2e, region=cfg.region, steps=self.step, samples=self.samples,
-            epochs_run=self.epochs_run,
-            samples_per_second=(self.samples - self.start_samples) / train_seconds,
-            train_seconds=train_seconds,
-            train_cpu_seconds=max(0.0, self.end_cpu_s - self.start_cpu_s - self.eval_cpu_seconds),
-            peak_memory_bytes=peak.bytes(), peak_memory_kind=peak.kind,
-            flops=fl, params=params, provenance=provenance(self.dev, energy.sources, __version__),
-            config=cfg.to_dict(), message=message, resumed_from_step=self.resumed_from_step,
-            prior_seconds=self.prior_seconds, prior_joules=self.prior_joules,
-            cumulative_seconds=self.prior_seconds + energy.seconds,
-            cumulative_joules=self.prior_joules + energy.joules,
-            steps_this_session=self.step - self.start_step,
-            samples_this_session=self.samples - self.start_samples,
-            callback_problems=list(self.callback_problems))
-
-    # --- checkpoints ---
+    # --- checkpoints (greenlab.training.resume) ---
 
     def checkpoint(self, path, event):
         """Write the whole training state to ``path`` (see ``TrainState.checkpoint``)."""
-        from greenlab.training.checkpoint import save_checkpoint
-
-        if event not in ("step", "end"):
-            raise ValueError(f"state.checkpoint() works in on_step (or on_end), not in on_{event}: "
-                             "an evaluation's stopping rules are applied after its callbacks")
-        if event == "end" and self.status not in ("completed", "target-reached", "early-stopped"):
-            raise ValueError(f"the run ended with status {self.status!r} (not at a clean step); "
-                             "resume from the last checkpoint written during training")
-        cuda = self.dev.type == "cuda"
-        state = {
-            "version": TRAIN_STATE_VERSION,
-            "resumable": event == "step",
-            "status": self.status if event == "end" else "running",
-            "config": _plain(self.cfg.to_dict()),
-            "n_train": self.n_train,
-            "step": self.step, "epoch": self.epoch, "samples": self.samples,
-            "epochs_run": self.epochs_run, "batch_in_epoch": self.batch_in_epoch,
-            "loader_rng_epoch_start": self.epoch_loader_rng,
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state(self.dev) if cuda else None,
-            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
-            "history": [dict(row) for row in self.history],
-            "best": self.best, "last_acc": self.last_acc, "evals_since_best": self.evals_since_best,
-            "target": list(self.target) if self.target else None,
-            "loss_sum": self.loss_sum.detach().cpu(), "loss_steps": self.loss_steps,
-            "seconds": self.prior_seconds + time.perf_counter() - self.start_s,
-            "joules": self.prior_joules + self.meter.joules(),
-        }
-        return str(save_checkpoint(path, self.model, self.optimizer, step=self.step,
-                                   samples=self.samples, accuracy=self.last_acc, train_state=state))
+        return save_train_state(self, path, event)
 
     def restore(self, saved, path):
         """Load a checkpoint payload (from ``load_train_checkpoint``) into this run."""
-        from greenlab.training.checkpoint import check_optimizer_state
-
-        st = saved["extra"]["train_state"]
-        try:
-            self.model.load_state_dict(saved["model"])
-            check_optimizer_state(saved, self.optimizer, path)
-            self.optimizer.load_state_dict(saved["optimizer"])
-            if self.scheduler is not None:
-                self.scheduler.load_state_dict(st["scheduler"])
-            if self.scaler.is_enabled():
-                self.scaler.load_state_dict(st["scaler"])
-        except (RuntimeError, KeyError, ValueError, TypeError) as exc:
-            raise ValueError(f"checkpoint {path} does not fit this model/optimizer: {exc}") from exc
-        self.step, self.epoch, self.samples = st["step"], st["epoch"], st["samples"]
-        self.start_step, self.start_samples = self.step, self.samples
-        self.resumed_from_step = self.step
-        self.epochs_run = st["epochs_run"]
-        self.start_epoch, self.resume_batch = st["epoch"], st["batch_in_epoch"]
-        self.epoch_loader_rng = st["loader_rng_epoch_start"]
-        self.rng_after_resume = {"torch": st["torch_rng"], "cuda": st["cuda_rng"]}
-        self.history = [dict(row) for row in st["history"]]
-        self.best, self.last_acc = st["best"], st["last_acc"]
-        self.evals_since_best = st["evals_since_best"]
-        self.target = tuple(st["target"]) if st["target"] else None
-        self.loss_sum = st["loss_sum"].to(self.dev)
-        self.loss_steps = st["loss_steps"]
-        self.prior_seconds, self.prior_joules = float(st["seconds"]), float(st["joules"])
+        restore_train_state(self, saved, path)
 
 
 # --- helpers ----------------------------------------------------------------------------------

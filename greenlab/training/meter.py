@@ -7,7 +7,7 @@ import math
 
 from greenlab.base import validation
 
-class _Meter:
+class RunMeter:
     """Cumulative joules since creation, read from the run's energy sources. A source that fails
     mid-run does not end the run: the failure is recorded in ``problems`` and every later
     reading is NaN (missing), never a smaller total presented as whole."""
@@ -40,7 +40,7 @@ def _reads(source) -> bool:
         return False
 
 
-def _check_sources(sources) -> list:
+def check_sources(sources) -> list:
     """``sources`` must be a non-empty list of energy sources: with none, the run's energy would
     read 0 J, which is not a measurement."""
     if isinstance(sources, (str, bytes)) or not hasattr(sources, "__iter__"):

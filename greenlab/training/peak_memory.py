@@ -7,7 +7,7 @@ import os
 
 import torch
 
-class _PeakMemory:
+class PeakMemory:
     """Memory the run added: CUDA peak allocated above the start of the run (model and data are
     already resident then, so they are not counted), or (CPU) the growth of the process's
     resident set size (psutil when installed, else /proc/self/statm)."""
@@ -21,13 +21,13 @@ class _PeakMemory:
             torch.cuda.reset_peak_memory_stats(dev)
             self.kind = "cuda max_memory_allocated above the start of the run (model and data resident)"
         else:
-            self.rss0 = _rss_bytes()
+            self.rss0 = rss_bytes()
             self.kind = ("cpu process RSS growth (start to end of run)" if self.rss0 is not None
                          else "not measured (no RSS reading on this system)")
 
     def sample(self):
         if self.dev.type != "cuda" and self.rss0 is not None:
-            rss = _rss_bytes()
+            rss = rss_bytes()
             if rss is not None:
                 self.peak_rss = rss if self.peak_rss is None else max(self.peak_rss, rss)
 
@@ -39,7 +39,7 @@ class _PeakMemory:
         return max(0, int((self.peak_rss or self.rss0) - self.rss0))
 
 
-def _rss_bytes() -> int | None:
+def rss_bytes() -> int | None:
     """This process's resident set size in bytes: psutil when installed, else /proc/self/statm;
     None where neither exists."""
     try:

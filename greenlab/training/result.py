@@ -7,6 +7,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from greenlab.energy.flags import MeasuredFlags
+from greenlab.training.provenance import provenance
 
 STATUSES = ("completed", "target-reached", "early-stopped", "stopped", "interrupted", "diverged")
 
@@ -89,6 +90,53 @@ class RunResult(MeasuredFlags):
         out["energy"] = self.energy.to_dict()
         out["kind"] = "train"
         return out
+
+
+def pack_result(run, energy, flop_count, params, peak) -> RunResult:
+    """The ``RunResult`` of ``run`` (a ``greenlab.training.loop`` run that has ended) from its
+    energy window's ``Measurement``, FLOP count, parameter count and peak-memory reading."""
+    from greenlab.base.version import __version__
+
+    if run.meter is not None:  # a source that failed mid-run: the figure says so itself
+        energy = energy.with_problems(run.meter.problems)
+    cfg = run.cfg
+    train_seconds = max(energy.seconds - run.eval_seconds, 1e-12)
+    co2e = _co2e(energy.joules, cfg.region)
+    fl = flop_count.to_dict()
+    fl["train_step_per_sample"] = flop_count.train_step_per_sample
+    fl["forward_per_sample"] = flop_count.forward_per_sample
+    fl["train_total_estimate"] = flop_count.train_step_per_sample * (run.samples - run.start_samples)
+    fl["train_total_model"] = ("train_step_per_sample x samples trained in this session "
+                               "(FLOPs scale with batch size)")
+    message = run.message
+    for problem in list(run.meter.problems if run.meter is not None else ()) + run.callback_problems:
+        message = f"{message}; {problem}" if message else problem
+    if cfg.target_accuracy is not None and run.target is None:
+        best = "n/a" if run.best is None else f"{run.best:.1%}"
+        missed = (f"target accuracy {cfg.target_accuracy:.1%} not reached within the budget "
+                  f"(best validation accuracy {best} after {run.step} steps)")
+        message = f"{message}; {missed}" if message else missed
+    return RunResult(
+        status=run.status, label=cfg.label, final_accuracy=run.test_acc, best_accuracy=run.best,
+        val_accuracy=run.last_acc,
+        history=run.history, seconds=energy.seconds, joules=energy.joules, energy=energy,
+        seconds_to_target=run.target[0] if run.target else None,
+        joules_to_target=run.target[1] if run.target else None,
+        steps_to_target=run.target[2] if run.target else None,
+        co2e_g=co2e, region=cfg.region, steps=run.step, samples=run.samples,
+        epochs_run=run.epochs_run,
+        samples_per_second=(run.samples - run.start_samples) / train_seconds,
+        train_seconds=train_seconds,
+        train_cpu_seconds=max(0.0, run.end_cpu_s - run.start_cpu_s - run.eval_cpu_seconds),
+        peak_memory_bytes=peak.bytes(), peak_memory_kind=peak.kind,
+        flops=fl, params=params, provenance=provenance(run.dev, energy.sources, __version__),
+        config=cfg.to_dict(), message=message, resumed_from_step=run.resumed_from_step,
+        prior_seconds=run.prior_seconds, prior_joules=run.prior_joules,
+        cumulative_seconds=run.prior_seconds + energy.seconds,
+        cumulative_joules=run.prior_joules + energy.joules,
+        steps_this_session=run.step - run.start_step,
+        samples_this_session=run.samples - run.start_samples,
+        callback_problems=list(run.callback_problems))
 
 
 def _co2e(joules, region):

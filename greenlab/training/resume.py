@@ -1,9 +1,11 @@
-"""Resuming a run: the training state a checkpoint holds, and reading it back for a run with the
-same config (fields in ``RESUME_FREE_FIELDS`` may differ) and data size."""
+"""Resuming a run: the whole training state a checkpoint holds (``save_train_state``), reading it
+for a run with the same config (fields in ``RESUME_FREE_FIELDS`` may differ) and data size
+(``load_train_checkpoint``), and putting it back into that run (``restore_train_state``)."""
 
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
@@ -45,6 +47,72 @@ def load_train_checkpoint(path, config: TrainConfig, data) -> dict:
     return saved
 
 
+def save_train_state(run, path, event) -> str:
+    """Write the whole training state of ``run`` to ``path`` at ``event`` ("step" or "end"; see
+    ``TrainState.checkpoint``); returns the path."""
+    from greenlab.training.checkpoint import save_checkpoint
+
+    if event not in ("step", "end"):
+        raise ValueError(f"state.checkpoint() works in on_step (or on_end), not in on_{event}: "
+                         "an evaluation's stopping rules are applied after its callbacks")
+    if event == "end" and run.status not in ("completed", "target-reached", "early-stopped"):
+        raise ValueError(f"the run ended with status {run.status!r} (not at a clean step); "
+                         "resume from the last checkpoint written during training")
+    cuda = run.dev.type == "cuda"
+    state = {
+        "version": TRAIN_STATE_VERSION,
+        "resumable": event == "step",
+        "status": run.status if event == "end" else "running",
+        "config": _plain(run.cfg.to_dict()),
+        "n_train": run.n_train,
+        "step": run.step, "epoch": run.epoch, "samples": run.samples,
+        "epochs_run": run.epochs_run, "batch_in_epoch": run.batch_in_epoch,
+        "loader_rng_epoch_start": run.epoch_loader_rng,
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state(run.dev) if cuda else None,
+        "scheduler": run.scheduler.state_dict() if run.scheduler is not None else None,
+        "scaler": run.scaler.state_dict() if run.scaler.is_enabled() else None,
+        "history": [dict(row) for row in run.history],
+        "best": run.best, "last_acc": run.last_acc, "evals_since_best": run.evals_since_best,
+        "target": list(run.target) if run.target else None,
+        "loss_sum": run.loss_sum.detach().cpu(), "loss_steps": run.loss_steps,
+        "seconds": run.prior_seconds + time.perf_counter() - run.start_s,
+        "joules": run.prior_joules + run.meter.joules(),
+    }
+    return str(save_checkpoint(path, run.model, run.optimizer, step=run.step,
+                               samples=run.samples, accuracy=run.last_acc, train_state=state))
+
+def restore_train_state(run, saved, path) -> None:
+    """Load a checkpoint payload (from ``load_train_checkpoint``) into ``run``."""
+    from greenlab.training.checkpoint import check_optimizer_state
+
+    st = saved["extra"]["train_state"]
+    try:
+        run.model.load_state_dict(saved["model"])
+        check_optimizer_state(saved, run.optimizer, path)
+        run.optimizer.load_state_dict(saved["optimizer"])
+        if run.scheduler is not None:
+            run.scheduler.load_state_dict(st["scheduler"])
+        if run.scaler.is_enabled():
+            run.scaler.load_state_dict(st["scaler"])
+    except (RuntimeError, KeyError, ValueError, TypeError) as exc:
+        raise ValueError(f"checkpoint {path} does not fit this model/optimizer: {exc}") from exc
+    run.step, run.epoch, run.samples = st["step"], st["epoch"], st["samples"]
+    run.start_step, run.start_samples = run.step, run.samples
+    run.resumed_from_step = run.step
+    run.epochs_run = st["epochs_run"]
+    run.start_epoch, run.resume_batch = st["epoch"], st["batch_in_epoch"]
+    run.epoch_loader_rng = st["loader_rng_epoch_start"]
+    run.rng_after_resume = {"torch": st["torch_rng"], "cuda": st["cuda_rng"]}
+    run.history = [dict(row) for row in st["history"]]
+    run.best, run.last_acc = st["best"], st["last_acc"]
+    run.evals_since_best = st["evals_since_best"]
+    run.target = tuple(st["target"]) if st["target"] else None
+    run.loss_sum = st["loss_sum"].to(run.dev)
+    run.loss_steps = st["loss_steps"]
+    run.prior_seconds, run.prior_joules = float(st["seconds"]), float(st["joules"])
+
+
 def _plain(value):
     """Tuples to lists, recursively, so configs compare equal after a save/load round trip."""
     if isinstance(value, dict):
@@ -54,7 +122,7 @@ def _plain(value):
     return value
 
 
-def _set_rng_state(states, dev):
+def set_rng_state(states, dev):
     torch.set_rng_state(states["torch"])
     if states["cuda"] is not None and dev.type == "cuda":
         torch.cuda.set_rng_state(states["cuda"], dev)

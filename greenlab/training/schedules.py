@@ -11,7 +11,7 @@ import torch
 from greenlab.training.callbacks import StopTraining
 from greenlab.training.config import MAX_LR
 
-def _optimizer(cfg, model):
+def make_optimizer(cfg, model):
     params = [p for p in model.parameters() if p.requires_grad]
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
@@ -20,7 +20,7 @@ def _optimizer(cfg, model):
     return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
-def _scheduler(cfg, optimizer, total_steps):
+def make_scheduler(cfg, optimizer, total_steps):
     sched = cfg.lr_schedule
     lrs = torch.optim.lr_scheduler
     if sched is None or sched == "constant":
