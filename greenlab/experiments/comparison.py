@@ -1,13 +1,10 @@
-"""``Comparison``: the paired runs of ``compare``, their statistics, verdicts and renderings
-(a plain table, HTML, bars with intervals, a stakeholder paragraph)."""
+"""``Comparison``: the paired runs of ``compare``, their statistics and verdicts, and a table of
+them (``greenlab.experiments.presentation`` writes its text, HTML, bars and paragraph)."""
 
 from __future__ import annotations
 
-import html
-
-from greenlab.base.units import format_energy
-from greenlab.experiments.presentation import CLIPPED_NOTE, _ci, _num, _pct
-from greenlab.experiments.stats import MIN_REPEATS_FOR_INTERVAL, summarize
+from greenlab.experiments import presentation
+from greenlab.experiments.stats import summarize
 from greenlab.experiments.verdicts import _RATIO_METRICS, METRICS, Paired, paired
 
 class Comparison:
@@ -110,33 +107,10 @@ class Comparison:
         return rows
 
     def __str__(self) -> str:
-        lines = self._cells()
-        widths = [max(len(r[i]) for r in lines) for i in range(len(lines[0]))]
-        text = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in lines]
-        text.insert(1, "  ".join("-" * w for w in widths))
-        text.append(self._footnote())
-        return "\n".join(text)
+        return presentation.text(self)
 
     def _repr_html_(self) -> str:
-        head, *body = self._cells()
-        th = "".join(f"<th>{html.escape(c)}</th>" for c in head)
-        rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
-        return f"<table><tr>{th}</tr>{rows}</table><p>{html.escape(self._footnote())}</p>"
-
-    def _cells(self) -> list:
-        """Header and one row of display strings per variant."""
-        energy = self.headline_metric("joules")
-        lines = [["variant", "runs", "test acc", "time s", "energy J", "to target J", "samples/s",
-                  "energy" + (" to target" if energy != "joules" else "") + " vs " + self.baseline]]
-        for row in self.table():
-            lines.append([
-                row["variant"], str(row["runs"]), _pct(row["accuracy"]),
-                _ci(row["seconds"], row["seconds_interval"], row["seconds_interval_clipped"]),
-                _ci(row["joules"], row["joules_interval"], row["joules_interval_clipped"]),
-                _ci(row["joules_to_target"], row["joules_to_target_interval"],
-                    row["joules_to_target_interval_clipped"]) if self.target else "-",
-                _num(row["samples_per_second"]), row["energy_vs_baseline"] or "(baseline)"])
-        return lines
+        return presentation.html_table(self)
 
     def __repr__(self) -> str:
         return str(self)
@@ -149,100 +123,9 @@ class Comparison:
         (energy only). Energy to target is used when every variant reached the target.
         Returns the axes.
         """
-        import matplotlib.pyplot as plt
-
-        if ax is None:
-            _, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-        elif isinstance(ax, (list, tuple)) or hasattr(ax, "__len__"):
-            axes = list(ax)
-        else:
-            axes = [ax]
-        energy_metric, time_metric = self.headline_metric("joules"), self.headline_metric("seconds")
-        to_target = energy_metric != "joules"
-        specs = [(energy_metric, "energy (J)" + (" to target" if to_target else "")),
-                 (time_metric, "time (s)" + (" to target" if to_target else ""))]
-        for a, (metric, label) in zip(axes, specs):
-            means, lows, highs, missing, clipped = [], [], [], False, False
-            for n in self.names:
-                st = self.stats[n][metric]
-                clipped = clipped or st.clipped
-                mean = st.mean or 0.0
-                iv = st.interval()
-                missing = missing or iv is None
-                means.append(mean)
-                lows.append(mean - iv[0] if iv else 0.0)
-                highs.append(iv[1] - mean if iv else 0.0)
-            a.bar(self.names, means, yerr=None if missing else [lows, highs], capsize=4, color="#4c9a6a")
-            a.set_ylabel(label + (" [estimate]" if self.estimated and "J" in label else ""))
-            note = "no intervals: too few repeats" if missing else "95% intervals"
-            if clipped and not missing:
-                note += "\n(a bar reaching 0 is clipped there: wide spread, not a possible 0)"
-            a.set_title(f"{label}, mean of {self.repeats} run(s); {note}", fontsize=9)
-        return axes
+        return presentation.plot(self, ax)
 
     def stakeholder_summary(self) -> str:
         """A plain-language paragraph built only from the measured numbers and the paired
         verdicts, with units; a difference is claimed only where the interval shows one."""
-        base = self.baseline
-        e_metric, t_metric = self.headline_metric("joules"), self.headline_metric("seconds")
-        to_target = e_metric != "joules"
-        goal = (f"to reach {self.target:.0%} validation accuracy" if to_target
-                else "for the same training budget")
-        sentences = []
-        if self.interrupted:
-            sentences.append(f"This comparison was interrupted after {self.repeats} of "
-                             f"{self.requested_repeats} repeat(s); the run cut short is left out.")
-        for n in self.names[1:]:
-            e_n, e_b = self.stats[n][e_metric].mean, self.stats[base][e_metric].mean
-            t_n, t_b = self.stats[n][t_metric].mean, self.stats[base][t_metric].mean
-            if e_n is None or e_b is None:
-                continue
-            sentences.append(f"Energy {goal}: {n} {format_energy(e_n)}, {base} {format_energy(e_b)} "
-                             f"(means); {n} against {base}: {self.paired(n, base, e_metric).plain()}.")
-            if t_n is not None and t_b is not None:
-                sentences.append(f"Time {goal}: {n} {t_n:.3g} s, {base} {t_b:.3g} s; "
-                                 f"{n} against {base}: {self.paired(n, base, t_metric).plain()}.")
-            a_n, a_b = self.stats[n]["final_accuracy"].mean, self.stats[base]["final_accuracy"].mean
-            if not to_target and a_n is not None and a_b is not None and abs(a_n - a_b) >= 0.005:
-                sentences.append(f"The two did not reach the same accuracy ({n} {a_n:.1%}, {base} "
-                                 f"{a_b:.1%} on the test split), so the energy figures are not a "
-                                 "like-for-like saving.")
-        if self.target is not None and not to_target:
-            missed = [n for n in self.names if not self.reached_target(n)]
-            sentences.append(f"Not every run reached the {self.target:.0%} target ({', '.join(missed)} "
-                             "missed it at least once), so totals for the whole run are compared instead.")
-        acc = ", ".join(f"{n} {_pct(self.stats[n]['final_accuracy'].mean)}" for n in self.names)
-        sentences.append(f"Test accuracy at the end: {acc}.")
-        p = self.provenance
-        where = p.get("gpu") or p.get("cpu") or p.get("device")
-        sentences.append(f"Each figure is the mean of {self.repeats} paired run(s) per variant (same seed "
-                         f"and sample order within a repeat), measured on {where} ({p.get('device')}) on "
-                         f"{str(p.get('date', ''))[:10]} with torch {p.get('torch')} and greenlab "
-                         f"{p.get('greenlab')}; energy sources: "
-                         f"{', '.join(f'{k} {v}' for k, v in p.get('energy_sources', {}).items())}.")
-        if self.estimated:
-            sentences.append("The CPU figures are estimates from a power model, not meter readings.")
-        if self.problems:
-            sentences.append("Some energy figures are INCOMPLETE (lower bounds): "
-                             + "; ".join(self.problems) + ".")
-        return " ".join(sentences)
-
-    def _footnote(self) -> str:
-        est = "; CPU energy is an estimate" if self.estimated else ""
-        if self.problems:
-            est += f"; energy INCOMPLETE in {len(self.problems)} case(s): " + "; ".join(self.problems)
-        tgt = f"; target validation accuracy {self.target:.0%}" if self.target else ""
-        spread = (f"mean (95% interval) over {self.repeats} paired run(s)"
-                  if self.repeats >= MIN_REPEATS_FOR_INTERVAL else
-                  f"mean of {self.repeats} run(s): too few repeats for an interval "
-                  f"(at least {MIN_REPEATS_FOR_INTERVAL} needed)")
-        stop = ""
-        if self.interrupted:
-            cut = ", ".join(f"{n} (repeat {r + 1}, {res.status})" for n, r, res in self.partial) or "none"
-            stop = (f"; INTERRUPTED after {self.repeats} of {self.requested_repeats} repeats, "
-                    f"cut short and left out: {cut}")
-        clipped = ""
-        if any(self.stats[n][m].clipped for n in self.names
-               for m in ("seconds", "joules", "joules_to_target")):
-            clipped = "; " + CLIPPED_NOTE
-        return (f"{spread}; verdicts vs {self.baseline} from per-repeat ratios{tgt}{est}{stop}{clipped}")
+        return presentation.stakeholder_summary(self)
