@@ -32,7 +32,7 @@ def add_data_arguments(parser) -> None:
 def data_main(args) -> int:
     """Run ``greenlab data ...``; returns the exit code."""
     command = getattr(args, "data_command", None)
-    root = datacache._root(getattr(args, "dir", None))
+    root = datacache.cache_root(getattr(args, "dir", None))
     try:
         if command == "fetch":
             return _fetch_command(args, root)
@@ -55,8 +55,8 @@ def data_main(args) -> int:
 def _fetch_command(args, root: Path) -> int:
     if args.all == bool(args.names):
         raise ValueError(f"give dataset names or --all (not both); names: {', '.join(NAMES)}")
-    names = list(NAMES) if args.all else [datacache._check_name(n) for n in args.names]
-    datacache._check_timeout(args.timeout)
+    names = list(NAMES) if args.all else [datacache.check_name(n) for n in args.names]
+    datacache.check_timeout(args.timeout)
     mode, why = policy(None) if os.environ.get("GREENLAB_DOWNLOAD", "").strip() else ("try", "")
     if mode == "never":
         print(f"greenlab data fetch: {why}; unset it to download", file=sys.stderr)

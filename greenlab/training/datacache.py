@@ -100,7 +100,7 @@ def policy(download=None) -> tuple[str, str]:
 
 def status(name: str, root=None) -> Status:
     """Check the cached files of ``name`` against their checksums (no network, changes nothing)."""
-    key, root = _check_name(name), _root(root)
+    key, root = check_name(name), cache_root(root)
     return _check(key, root, repair=False)
 
 
@@ -112,8 +112,8 @@ def ensure(name: str, root=None, network: bool = True, timeout_s: float = TIMEOU
     ``FetchError`` when a download was tried and failed."""
     from greenlab.base.validation import flag
 
-    key, root = _check_name(name), _root(root)
-    _check_timeout(timeout_s)
+    key, root = check_name(name), cache_root(root)
+    check_timeout(timeout_s)
     network, progress = flag("network", network), flag("progress", progress)
     found = _check(key, root, repair=False)
     if found.usable:  # files staged without their archives are used as they are
@@ -143,9 +143,38 @@ def fetch(name: str, root=None, timeout_s: float = TIMEOUT_S, progress: bool = T
 
 def folder(name: str, root=None) -> Path:
     """The folder holding ``name``'s files, in torchvision's layout under ``root``."""
-    key, root = _check_name(name), _root(root)
+    key, root = check_name(name), cache_root(root)
     cls = _tv_class(key)
     return root / (cls.base_folder if key == "cifar10" else f"{cls.__name__}/raw")
+
+
+def check_name(name) -> str:
+    """The canonical name of dataset ``name`` (one of ``NAMES`` or an alias); ValueError otherwise."""
+    key = canonical(name) if isinstance(name, str) else None
+    if key not in TORCHVISION:
+        raise ValueError(f"dataset name must be one of {', '.join(NAMES)}, got {name!r}")
+    return key
+
+
+def cache_root(root=None) -> Path:
+    """The cache folder: ``root`` (a folder path) when given, else
+    ``greenlab.session.config.cache_dir()``."""
+    if root is not None:
+        if not isinstance(root, (str, os.PathLike)):
+            from greenlab.base.validation import ArgumentTypeError
+
+            raise ArgumentTypeError(f"root must be a folder path (str or pathlib.Path) or None, "
+                                    f"got {type(root).__name__}")
+        return Path(root).expanduser()
+    from greenlab.session import config
+
+    return config.cache_dir()
+
+
+def check_timeout(timeout_s) -> None:
+    """ValueError unless ``timeout_s`` is a number of seconds in (0, 600]."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
+        raise ValueError(f"timeout_s must be a number of seconds in (0, 600], got {timeout_s!r}")
 
 
 # --- checking files ----------------------------------------------------------------------------
@@ -405,31 +434,6 @@ def _tv_class(key: str):
     import torchvision.datasets as tvd
 
     return getattr(tvd, TORCHVISION[key])
-
-
-def _check_name(name) -> str:
-    key = canonical(name) if isinstance(name, str) else None
-    if key not in TORCHVISION:
-        raise ValueError(f"dataset name must be one of {', '.join(NAMES)}, got {name!r}")
-    return key
-
-
-def _root(root) -> Path:
-    if root is not None:
-        if not isinstance(root, (str, os.PathLike)):
-            from greenlab.base.validation import ArgumentTypeError
-
-            raise ArgumentTypeError(f"root must be a folder path (str or pathlib.Path) or None, "
-                                    f"got {type(root).__name__}")
-        return Path(root).expanduser()
-    from greenlab.session import config
-
-    return config.cache_dir()
-
-
-def _check_timeout(timeout_s) -> None:
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
-        raise ValueError(f"timeout_s must be a number of seconds in (0, 600], got {timeout_s!r}")
 
 
 _dead_hosts: dict = {}  # host -> (time.monotonic() when it failed, why), shared by this process
