@@ -21,6 +21,9 @@ Resuming: ``state.checkpoint(path)`` (from an ``on_step`` callback, e.g.
 ``greenlab.training.checkpoint.CheckpointCallback``) saves the whole training state at an optimizer-step
 boundary; ``train(..., resume_from=path)`` continues from it and, on the same machine and
 software, ends with the same weights and history rows as a run that was never interrupted.
+
+This module is the loop itself; its parts have modules of their own in ``greenlab.training``
+(``config``, ``callbacks``, ``schedules``, ``step``, ``meter``, ``result``, ``ending``, ``resume``).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     Inside a ``torch.distributed`` job (process group initialised) every rank must call train():
     the energy window is collective and ``energy`` is the job's, reduced across ranks.
     resume_from: a checkpoint written by ``state.checkpoint`` / ``CheckpointCallback`` during a
-      run with the same config (fields in ``RESUME_FREE_FIELDS`` may differ) and data size; the
+      run with the same config (fields in ``resume.RESUME_FREE_FIELDS`` may differ) and data size; the
       run continues from it. ``seconds``/``joules`` then cover this call only, and
       ``cumulative_seconds``/``cumulative_joules`` add the earlier session up to the checkpoint;
       history rows and *_to_target figures are cumulative.
