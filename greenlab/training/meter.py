@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from greenlab.base import validation
+from greenlab.energy.measure import check_sources as check_energy_sources
+
 
 class RunMeter:
     """Cumulative joules since creation, read from the run's energy sources. A source that fails
@@ -32,29 +33,20 @@ class RunMeter:
             return math.nan
 
 
+def check_sources(sources) -> list:
+    """``sources`` checked as every energy window checks them (``energy.measure.check_sources``:
+    a list of energy sources), and not empty: with none, the run's energy would read 0 J, which is
+    not a measurement. A list is kept as it is (one from ``default_sources()`` keeps its problems)."""
+    checked = check_energy_sources(sources)
+    if not checked:
+        raise ValueError("sources must hold at least one energy source (an empty list would "
+                         "report 0 J); leave sources=None for what this machine offers")
+    return sources if isinstance(sources, list) else checked
+
+
 def _reads(source) -> bool:
     try:
         source.read_joules()
         return True
     except Exception:
         return False
-
-
-def check_sources(sources) -> list:
-    """``sources`` must be a non-empty list of energy sources: with none, the run's energy would
-    read 0 J, which is not a measurement."""
-    if isinstance(sources, (str, bytes)) or not hasattr(sources, "__iter__"):
-        raise validation.ArgumentTypeError(
-            f"sources must be a list of energy sources (greenlab.energy.default_sources()), got "
-            f"{type(sources).__name__}")
-    if not isinstance(sources, list):  # a list from default_sources() keeps its problems
-        sources = list(sources)
-    if not sources:
-        raise ValueError("sources must hold at least one energy source (an empty list would "
-                         "report 0 J); leave sources=None for what this machine offers")
-    for i, s in enumerate(sources):
-        if not (callable(getattr(s, "read_joules", None)) and hasattr(s, "component")):
-            raise validation.ArgumentTypeError(
-                f"sources[{i}] must be an energy source (with read_joules() and component), got "
-                f"{type(s).__name__}")
-    return sources

@@ -113,6 +113,13 @@ def restore_train_state(run, saved, path) -> None:
     run.prior_seconds, run.prior_joules = float(st["seconds"]), float(st["joules"])
 
 
+def set_rng_state(states, dev):
+    """Put back the random-number states a checkpoint saved: torch's, and the CUDA device's on CUDA."""
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] is not None and dev.type == "cuda":
+        torch.cuda.set_rng_state(states["cuda"], dev)
+
+
 def _plain(value):
     """Tuples to lists, recursively, so configs compare equal after a save/load round trip."""
     if isinstance(value, dict):
@@ -120,9 +127,3 @@ def _plain(value):
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-def set_rng_state(states, dev):
-    torch.set_rng_state(states["torch"])
-    if states["cuda"] is not None and dev.type == "cuda":
-        torch.cuda.set_rng_state(states["cuda"], dev)
