@@ -472,7 +472,7 @@ def other_new_entry_points(tmp: Path) -> list[EntryPoint]:
 
     def dataset_name(s):
         try:
-            datacache._check_name(s)
+            datacache.check_name(s)
             return True
         except (ValueError, TypeError):
             return False

@@ -414,6 +414,33 @@ def test_compare_inference_pairs_rounds_and_gives_verdicts():
     assert "energy vs a" in result.table()
     with pytest.raises(ValueError):
         result.verdict("c")
+    assert all(len(result.windows[n]) == 3 for n in variants)
+    assert result.sources and result.estimated == any(m.estimated for ms in result.windows.values() for m in ms)
+
+
+def _window(source, estimated, problems=()):
+    from greenlab.energy.measure import ComponentEnergy, Measurement
+
+    cpu = ComponentEnergy("cpu", source, 2.0, 1.0, 2.0, estimated, 0.1)
+    return Measurement("inference", 1.0, {"cpu": cpu}, problems=list(problems))
+
+
+def test_compare_inference_reads_its_flags_from_every_windows_measurement():
+    whole = [_window("rapl", False), _window("rapl", False)]
+    lost = [_window("rapl", False), _window("estimate", True, ["gpu:0: nvml read failed"])]
+    result = compress.InferenceComparison(
+        names=["a", "b"], joules={"a": [1.0, 1.0], "b": [0.5, 0.5]}, seconds={"a": [1.0, 1.0], "b": [1.0, 1.0]},
+        short={"a": [False, False], "b": [False, False]}, baseline="a", rounds=2, batch_size=4,
+        windows={"a": whole, "b": lost})
+    assert not result.complete and result.estimated
+    assert result.problems == ["b round 2: gpu:0: nvml read failed"]
+    assert result.flags()["problems"] == result.problems and result.sources == {"cpu": "estimate"}
+    assert "INCOMPLETE" in result.table() and "b round 2" in result.table()
+    fine = compress.InferenceComparison(
+        names=["a"], joules={"a": [1.0]}, seconds={"a": [1.0]}, short={"a": [False]}, baseline="a",
+        rounds=1, batch_size=4, windows={"a": [whole[0]]})
+    assert fine.complete and not fine.estimated and fine.problems == []
+    assert "INCOMPLETE" not in fine.table()
 
 
 def test_break_even_interval_is_stated_only_when_the_saving_is_detectable():

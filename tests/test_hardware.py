@@ -6,7 +6,8 @@ import types
 
 import pytest
 
-from greenlab.session.hardware import doctor, doctor_main, format_report
+from greenlab.cli.doctor import doctor_main
+from greenlab.session.hardware import doctor, format_report
 
 
 class NotSupported(Exception):

@@ -186,6 +186,8 @@ def test_relative_and_package_imports_are_resolved(tmp_path):
 
 @pytest.mark.parametrize("module, expected", [
     ("greenlab.energy.nvml", "energy"), ("greenlab.energy.command", "cli"), ("greenlab", "face"),
-    ("greenlab.training.loop", "training"), ("greenlab.nowhere", None)])
+    ("greenlab.training.loop", "training"), ("greenlab.training.resume", "training"),
+    ("greenlab.experiments.verdicts", "experiments"), ("greenlab.cli.doctor", "cli"),
+    ("greenlab.cli.data", "cli"), ("greenlab.nowhere", None)])
 def test_a_module_takes_the_layer_of_its_longest_entry(module, expected):
     assert (NAMES[layer(module)] if layer(module) is not None else None) == expected

@@ -279,6 +279,24 @@ def test_train_refuses_bad_arguments(ds):
         train(tiny_mlp(), (ds.train_x, ds.train_y), TrainConfig(), log=False)
 
 
+@pytest.mark.parametrize("sources, error, match", [
+    ([], ValueError, "at least one energy source"),
+    ({"cpu": SlopeSource()}, TypeError, "sources must be a list of energy sources"),
+    ([SlopeSource(), "rapl"], TypeError, r"sources\[1\] must be an energy source"),
+])
+def test_train_refuses_sources_that_cannot_measure_before_any_work(ds, sources, error, match):
+    with pytest.raises(error, match=match):
+        run(tiny_mlp(), ds, cfg=TrainConfig(), sources=sources, save=False)
+
+
+def test_train_keeps_the_sources_list_it_was_given():
+    from greenlab.training.meter import check_sources
+
+    given = [SlopeSource()]
+    assert check_sources(given) is given
+    assert check_sources(iter(given)) == given
+
+
 def test_eval_callbacks_see_the_mean_loss_since_the_last_evaluation():
     import greenlab as gl
 

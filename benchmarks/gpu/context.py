@@ -233,7 +233,7 @@ class _MemoryIncrease:
         else:
             import importlib
 
-            self._rss = importlib.import_module("greenlab.training.loop")._rss_bytes
+            self._rss = importlib.import_module("greenlab.training.peak_memory").rss_bytes
             self.base = self._rss()
 
     def mib(self):
@@ -247,12 +247,16 @@ class _MemoryIncrease:
 class StepLoop:
     """A plain training loop on device-resident batches (or a loader's), for throughput windows.
 
-    One step: ``accum`` micro-batches under autocast (bf16/fp16), one optimizer step; fp16 uses a
-    GradScaler, whose inf check reads a value back to the host each step (a sync inside the step).
+    One step: ``accum`` micro-batches under autocast (bf16/fp16), one optimizer step, through the
+    same step as ``gl.train`` (``greenlab.training.step``); fp16 uses a GradScaler, whose inf
+    check reads a value back to the host each step (a sync inside the step).
     """
 
     def __init__(self, ctx: Context, model, ds, batch: int, precision: str, accum: int = 1,
                  lr: float = 0.05, loader=None):
+        from greenlab.training.precision import dtype as precision_dtype
+        from greenlab.training.step import make_scaler
+
         torch = ctx.torch
         self.ctx, self.torch, self.batch, self.precision, self.accum = ctx, torch, batch, precision, accum
         dev = ctx.device
@@ -261,8 +265,8 @@ class StepLoop:
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
-        self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-        self.scaler = torch.amp.GradScaler(dev) if precision == "fp16" else None
+        self.dtype = precision_dtype(precision)
+        self.scaler = make_scaler(dev, precision)
         self.loader = loader
         self._iter = None
         if loader is None:
@@ -297,38 +301,23 @@ class StepLoop:
         return xb, yb
 
     def run(self, steps: int) -> None:
-        torch = self.torch
-        F = torch.nn.functional
+        from greenlab.training.step import backward, classifier_loss, optimizer_step
+
         amp = self.precision != "fp32"
         for _ in range(steps):
             for _k in range(self.accum):
                 xb, yb = self._next()
-                with torch.autocast(self.ctx.device, dtype=self.dtype, enabled=amp):
-                    loss = F.cross_entropy(self.model(xb).float(), yb) / self.accum
-                if self.scaler is not None:
-                    self.scaler.scale(loss).backward()
-                else:
-                    loss.backward()
-            if self.scaler is not None:
-                self.scaler.step(self.opt)
-                self.scaler.update()
-            else:
-                self.opt.step()
-            self.opt.zero_grad(set_to_none=True)
+                loss = classifier_loss(self.model, xb, yb, int(yb.shape[0]) * self.accum, self.dtype, amp)
+                backward(loss, self.scaler)
+            optimizer_step(self.opt, self.scaler)
 
     def accuracy(self, ds) -> float:
         """Test accuracy after training (outside any window)."""
-        torch = self.torch
-        self.model.eval()
-        correct = 0
-        with torch.no_grad(), torch.autocast(self.ctx.device, dtype=self.dtype, enabled=self.precision != "fp32"):
-            for s in range(0, ds.test_x.shape[0], 1024):
-                xb = ds.test_x[s:s + 1024].to(self.ctx.device)
-                if self.channels_last:
-                    xb = xb.contiguous(memory_format=torch.channels_last)
-                correct += int((self.model(xb).argmax(1).cpu() == ds.test_y[s:s + 1024]).sum())
-        self.model.train()
-        return correct / max(1, ds.test_x.shape[0])
+        from greenlab.training.accuracy import accuracy
+
+        amp = self.precision != "fp32"
+        return accuracy(self.model, ds.test_x, ds.test_y, batch_size=1024, device=self.ctx.device,
+                        autocast_dtype=self.dtype if amp else None, channels_last=self.channels_last)
 
 
 def throughput_row(ctx: Context, label: str, loop: StepLoop, extra: dict, repeats: int,
@@ -447,8 +436,10 @@ def _precisions(ctx: Context) -> list:
 
 
 def _inference_row(ctx: Context, label: str, net, x, precision: str) -> dict:
+    from greenlab.training.precision import dtype as precision_dtype
+
     torch = ctx.torch
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    dtype = precision_dtype(precision)
 
     def run(n):
         with torch.inference_mode(), torch.autocast(ctx.device, dtype=dtype, enabled=precision != "fp32"):

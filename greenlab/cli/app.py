@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _doctor(args) -> int:
-    from greenlab.session.hardware import doctor_main
+    from greenlab.cli.doctor import doctor_main
 
     return doctor_main(args)
 
@@ -88,13 +88,13 @@ def _run(args) -> int:
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    from greenlab.training.datacache import add_data_arguments
+    from greenlab.cli.data import add_data_arguments
 
     add_data_arguments(parser)
 
 
 def _data(args) -> int:
-    from greenlab.training.datacache import data_main
+    from greenlab.cli.data import data_main
 
     return data_main(args)
 

@@ -1,13 +1,12 @@
 """What this machine has and how greenlab will measure it: ``doctor()``.
 
-``greenlab doctor`` prints the same as a table, or JSON with ``--json``. Works with no GPU,
-no NVIDIA driver and no RAPL: those are reported, never raised.
+``greenlab doctor`` (``greenlab.cli.doctor``) prints the same as a table, or JSON with
+``--json``. Works with no GPU, no NVIDIA driver and no RAPL: those are reported, never raised.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import platform
 import sys
@@ -50,16 +49,6 @@ def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=
     if print_table:
         print(format_report(report))
     return report
-
-
-def doctor_main(args) -> int:
-    """``greenlab doctor [--json]``."""
-    report = doctor()
-    if getattr(args, "json", False):
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_report(report))
-    return 0
 
 
 def format_report(report: dict) -> str:

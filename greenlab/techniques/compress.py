@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch.nn.utils import prune
 
 from greenlab.base import validation
-from greenlab.energy.flags import MeasuredFlags
+from greenlab.energy.flags import MeasuredFlags, PooledFlags
 
 PRUNABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 
@@ -589,12 +589,14 @@ def break_even_interval(one_off_joules: float, before, after, what: str = "use")
 
 
 @dataclass
-class InferenceComparison:
+class InferenceComparison(PooledFlags):
     """Inference of several models measured side by side: ``rounds`` interleaved rounds, each
     giving every model one energy window (in a rotating order), so background load and drift hit
     all of them alike. Per model: ``joules`` (joules per sample, one per round), ``seconds``
-    (median seconds per batch within each round's window) and ``short`` (rounds whose window
-    stayed too short to read). Every figure of one table comes from one such comparison."""
+    (median seconds per batch within each round's window), ``short`` (rounds whose window
+    stayed too short to read) and ``windows`` (each round's ``Measurement``, from which
+    ``estimated``, ``complete``, ``problems`` and ``sources`` are read). Every figure of one
+    table comes from one such comparison."""
 
     names: list
     joules: dict
@@ -603,8 +605,12 @@ class InferenceComparison:
     baseline: str
     rounds: int
     batch_size: int
-    estimated: bool
-    sources: dict
+    windows: dict  # name -> one greenlab.energy Measurement per round
+
+    def measurements(self) -> list:
+        """(label, Measurement) of every window: "name round r"."""
+        return [(f"{name} round {r + 1}", m) for name in self.names
+                for r, m in enumerate(self.windows[name])]
 
     def _check(self, name):
         if name not in self.joules:
@@ -655,6 +661,8 @@ class InferenceComparison:
         kind = "estimate" if self.estimated else "measured"
         lines.append(f"(medians of {self.rounds} interleaved rounds, batch of {self.batch_size}; "
                      f"energy {kind}, sources {self.sources})")
+        if self.problems:
+            lines.append("energy INCOMPLETE (lower bounds): " + "; ".join(self.problems))
         return "\n".join(lines)
 
 
@@ -683,7 +691,7 @@ def compare_inference(variants: dict, x: torch.Tensor, rounds: int = 5, repeats:
     joules = {name: [] for name in names}
     seconds = {name: [] for name in names}
     short = {name: [] for name in names}
-    estimated, sources = False, {}
+    windows = {name: [] for name in names}
     try:
         with torch.inference_mode():
             for m in variants.values():
@@ -697,14 +705,12 @@ def compare_inference(variants: dict, x: torch.Tensor, rounds: int = 5, repeats:
                     joules[name].append(result.joules / (passes[name] * x.shape[0]))
                     seconds[name].append(statistics.median(times))
                     short[name].append(is_short)
-                    estimated = estimated or result.estimated
-                    sources = result.sources
+                    windows[name].append(result)
     finally:
         for name, m in variants.items():
             m.train(modes[name])
     return InferenceComparison(names=names, joules=joules, seconds=seconds, short=short,
-                               baseline=baseline, rounds=rounds, batch_size=x.shape[0],
-                               estimated=estimated, sources=sources)
+                               baseline=baseline, rounds=rounds, batch_size=x.shape[0], windows=windows)
 
 
 

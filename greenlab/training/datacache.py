@@ -15,8 +15,7 @@ When ``greenlab.training.data.load`` may download (``policy()``):
   generated stand-in and one line saying why the download failed. A host that could not be
   reached is not tried again for ``DEAD_HOST_S`` seconds, so an offline lesson pays once.
 
-The command line: ``greenlab data fetch [NAME ...|--all]``, ``greenlab data status``,
-``greenlab data path`` (``--dir`` picks another cache folder).
+The command line, ``greenlab data fetch | status | path``, is ``greenlab.cli.data``.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import hashlib
 import os
 import shutil
 import socket
-import sys
 import tarfile
 import threading
 import time
@@ -102,7 +100,7 @@ def policy(download=None) -> tuple[str, str]:
 
 def status(name: str, root=None) -> Status:
     """Check the cached files of ``name`` against their checksums (no network, changes nothing)."""
-    key, root = _check_name(name), _root(root)
+    key, root = check_name(name), cache_root(root)
     return _check(key, root, repair=False)
 
 
@@ -114,8 +112,8 @@ def ensure(name: str, root=None, network: bool = True, timeout_s: float = TIMEOU
     ``FetchError`` when a download was tried and failed."""
     from greenlab.base.validation import flag
 
-    key, root = _check_name(name), _root(root)
-    _check_timeout(timeout_s)
+    key, root = check_name(name), cache_root(root)
+    check_timeout(timeout_s)
     network, progress = flag("network", network), flag("progress", progress)
     found = _check(key, root, repair=False)
     if found.usable:  # files staged without their archives are used as they are
@@ -145,72 +143,38 @@ def fetch(name: str, root=None, timeout_s: float = TIMEOUT_S, progress: bool = T
 
 def folder(name: str, root=None) -> Path:
     """The folder holding ``name``'s files, in torchvision's layout under ``root``."""
-    key, root = _check_name(name), _root(root)
+    key, root = check_name(name), cache_root(root)
     cls = _tv_class(key)
     return root / (cls.base_folder if key == "cifar10" else f"{cls.__name__}/raw")
 
 
-# --- command line ----------------------------------------------------------------------------
-
-def add_data_arguments(parser) -> None:
-    """The ``greenlab data`` subcommands: fetch, status, path."""
-    sub = parser.add_subparsers(dest="data_command")
-    f = sub.add_parser("fetch", help="download datasets into the cache (checksums verified)")
-    f.add_argument("names", nargs="*", metavar="NAME", help=f"one or more of: {', '.join(NAMES)}")
-    f.add_argument("--all", action="store_true", help="every dataset")
-    f.add_argument("--timeout", type=float, default=TIMEOUT_S,
-                   help=f"connect/read timeout per attempt in seconds (default {TIMEOUT_S:g})")
-    s = sub.add_parser("status", help="what is cached, whether it is verified, and where")
-    p = sub.add_parser("path", help="print the cache folder (or one dataset's folder)")
-    p.add_argument("name", nargs="?", metavar="NAME", help=f"one of: {', '.join(NAMES)}")
-    for each in (f, s, p):
-        each.add_argument("--dir", default=None,
-                          help="cache folder (default: GREENLAB_CACHE_DIR, else data/cache)")
+def check_name(name) -> str:
+    """The canonical name of dataset ``name`` (one of ``NAMES`` or an alias); ValueError otherwise."""
+    key = canonical(name) if isinstance(name, str) else None
+    if key not in TORCHVISION:
+        raise ValueError(f"dataset name must be one of {', '.join(NAMES)}, got {name!r}")
+    return key
 
 
-def data_main(args) -> int:
-    """Run ``greenlab data ...``; returns the exit code."""
-    command = getattr(args, "data_command", None)
-    root = _root(getattr(args, "dir", None))
-    try:
-        if command == "fetch":
-            return _fetch_command(args, root)
-        if command == "status":
-            print(f"dataset cache: {root}")
-            states = [status(n, root) for n in NAMES]
-            for st in states:
-                print("  " + st.line())
-            return 0
-        if command == "path":
-            print(folder(args.name, root) if args.name else root)
-            return 0
-    except ValueError as exc:
-        print(f"greenlab data: {exc}", file=sys.stderr)
-        return 2
-    print("usage: greenlab data {fetch [NAME ...|--all] | status | path [NAME]} [--dir DIR]", file=sys.stderr)
-    return 2
+def cache_root(root=None) -> Path:
+    """The cache folder: ``root`` (a folder path) when given, else
+    ``greenlab.session.config.cache_dir()``."""
+    if root is not None:
+        if not isinstance(root, (str, os.PathLike)):
+            from greenlab.base.validation import ArgumentTypeError
+
+            raise ArgumentTypeError(f"root must be a folder path (str or pathlib.Path) or None, "
+                                    f"got {type(root).__name__}")
+        return Path(root).expanduser()
+    from greenlab.session import config
+
+    return config.cache_dir()
 
 
-def _fetch_command(args, root: Path) -> int:
-    if args.all == bool(args.names):
-        raise ValueError(f"give dataset names or --all (not both); names: {', '.join(NAMES)}")
-    names = list(NAMES) if args.all else [_check_name(n) for n in args.names]
-    _check_timeout(args.timeout)
-    mode, why = policy(None) if os.environ.get("GREENLAB_DOWNLOAD", "").strip() else ("try", "")
-    if mode == "never":
-        print(f"greenlab data fetch: {why}; unset it to download", file=sys.stderr)
-        return 2
-    failed = 0
-    for name in names:
-        start = time.monotonic()
-        try:
-            st = fetch(name, root, timeout_s=args.timeout)
-        except (FetchError, OSError) as exc:
-            failed += 1
-            print(f"{name}: download failed after {time.monotonic() - start:.1f} s: {exc}", file=sys.stderr)
-            continue
-        print(f"{name}: {st.state} in {st.folder} ({st.size_bytes / 1e6:.1f} MB)")
-    return 1 if failed else 0
+def check_timeout(timeout_s) -> None:
+    """ValueError unless ``timeout_s`` is a number of seconds in (0, 600]."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
+        raise ValueError(f"timeout_s must be a number of seconds in (0, 600], got {timeout_s!r}")
 
 
 # --- checking files ----------------------------------------------------------------------------
@@ -470,31 +434,6 @@ def _tv_class(key: str):
     import torchvision.datasets as tvd
 
     return getattr(tvd, TORCHVISION[key])
-
-
-def _check_name(name) -> str:
-    key = canonical(name) if isinstance(name, str) else None
-    if key not in TORCHVISION:
-        raise ValueError(f"dataset name must be one of {', '.join(NAMES)}, got {name!r}")
-    return key
-
-
-def _root(root) -> Path:
-    if root is not None:
-        if not isinstance(root, (str, os.PathLike)):
-            from greenlab.base.validation import ArgumentTypeError
-
-            raise ArgumentTypeError(f"root must be a folder path (str or pathlib.Path) or None, "
-                                    f"got {type(root).__name__}")
-        return Path(root).expanduser()
-    from greenlab.session import config
-
-    return config.cache_dir()
-
-
-def _check_timeout(timeout_s) -> None:
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
-        raise ValueError(f"timeout_s must be a number of seconds in (0, 600], got {timeout_s!r}")
 
 
 _dead_hosts: dict = {}  # host -> (time.monotonic() when it failed, why), shared by this process

@@ -1,0 +1,38 @@
+"""A/B comparisons: paired repeats, spread, confidence intervals and verdicts.
+
+    cmp = gl.compare({"fp32": cfg_a, "bf16": cfg_b}, model_fn=make_model, data=ds, repeats=3)
+    print(cmp)                            # a plain table
+    cmp.verdict("bf16", "fp32", "joules")  # "bf16 is 23% lower in energy than fp32 (95% CI 15–31%)"
+    print(cmp.stakeholder_summary())
+
+Runs are *paired*: repeat r gives every variant the same seed (so the same initial weights,
+sample order and augmentations), and the verdicts compare each variant with the baseline within
+a repeat (a t-interval on the log of the per-repeat ratios), so noise shared by a repeat cancels.
+Schedule evaluations in samples (``TrainConfig(eval_every_samples=...)``) when variants differ in
+batch size, so that every variant is checked after the same amount of data.
+
+``equal_accuracy_saving`` states a saving only beside the accuracy it was bought at.
+
+The ``greenlab run`` command that drives it is ``greenlab.cli.run``.
+
+The package (layer ``experiments``: it imports ``training`` and the layers below): ``stats``
+(summaries and t-intervals), ``verdicts`` (``Paired``, ``paired``, ``Saving``), ``runner``
+(``compare``), ``comparison`` (``Comparison``) and ``presentation`` (how its figures are written).
+"""
+
+from greenlab.experiments.stats import MIN_REPEATS_FOR_INTERVAL, Stat, summarize, t_quantile_975
+from greenlab.experiments.verdicts import (
+    METRIC_WORDS,
+    METRICS,
+    Paired,
+    Saving,
+    equal_accuracy_saving,
+    paired,
+)
+from greenlab.experiments.presentation import CLIPPED_NOTE
+from greenlab.experiments.comparison import Comparison
+from greenlab.experiments.runner import PARTIAL_STATUSES, compare
+
+__all__ = ["CLIPPED_NOTE", "METRICS", "METRIC_WORDS", "MIN_REPEATS_FOR_INTERVAL", "PARTIAL_STATUSES",
+           "Comparison", "Paired", "Saving", "Stat", "compare", "equal_accuracy_saving", "paired",
+           "summarize", "t_quantile_975"]

@@ -1,0 +1,168 @@
+"""``compare``: train each variant in paired repeats (same seed within a repeat, rotated order,
+warm-up rounds discarded), keeping what finished when it is stopped or interrupted."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from greenlab.base import progress, validation
+from greenlab.experiments.comparison import Comparison
+
+# run statuses that mean "cut short by the user": such a run is kept but left out of every mean
+PARTIAL_STATUSES = ("interrupted",)
+
+
+def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, callbacks=(),
+            log: bool = False, device=None, sources=None, idle=None, save: bool = True,
+            results_path=None, stop_event=None, seed: int | None = None,
+            show_progress: bool = True) -> "Comparison":
+    """Train each variant ``repeats`` times, paired, and summarise.
+
+    variants: {name: TrainConfig}; the first is the baseline for ratios and verdicts. The
+      variants must share one seed (leave ``seed`` at its default in each).
+    model_fn: returns a fresh model; it is called after seeding, so within a repeat every
+      variant starts from the same weights. A dict {name: model_fn} gives each variant its
+      own model (a ladder row that changes the architecture); every variant needs one.
+    data: a Dataset, or a dict {name: Dataset} giving each variant its own (a row that changes
+      the data itself: a subset, more samples); every variant needs one.
+    seed: repeat r runs every variant with seed ``seed + r`` (default: the variants' seed), so
+      within a repeat all variants see the same initial weights and sample order, and repeats
+      differ from each other.
+    warmup: rounds of every variant run first and discarded (not saved), to warm caches,
+      clocks and allocators. Repeat r runs the variants in an order rotated by r, so no
+      variant always goes first.
+    stop_event: a threading.Event; setting it stops the whole comparison. Runs finished before
+      are kept; the run cut short is kept in ``partial`` and left out of every mean and verdict.
+    Ctrl-C does the same, then raises ``greenlab.training.loop.Interrupted``: one line with the time
+      and energy spent, the partial Comparison in ``gl.last_interrupted()``.
+    show_progress: a line per run (which variant and repeat, then its time and energy).
+    """
+    from greenlab.session.config import seed_everything
+    from greenlab.training.loop import TrainConfig, train
+
+    if not isinstance(variants, dict) or not variants:
+        raise ValueError("variants must be a non-empty dict {name: TrainConfig}")
+    for name, cfg in variants.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"variant names must be non-empty strings, got {name!r}")
+        if not isinstance(cfg, TrainConfig):
+            raise ValueError(f"variant {name!r} must be a TrainConfig, got {type(cfg).__name__}")
+    datasets = data if isinstance(data, dict) else {name: data for name in variants}
+    if set(datasets) != set(variants):
+        raise ValueError(f"data must be a Dataset or a dict with one for every variant; got {sorted(datasets)} "
+                         f"for variants {sorted(variants)}")
+    model_fns = model_fn if isinstance(model_fn, dict) else {name: model_fn for name in variants}
+    missing = [name for name in variants if not callable(model_fns.get(name))]
+    if missing:
+        raise ValueError("model_fn must be a callable that returns a fresh torch.nn.Module, or a dict "
+                         f"with one for every variant (missing or not callable: {', '.join(missing)})")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    seeds = {cfg.seed for cfg in variants.values()}
+    if seed is None:
+        if len(seeds) > 1:
+            raise ValueError(f"the variants differ in seed ({sorted(seeds)}); a paired comparison gives "
+                             "every variant the same seed in each repeat: leave TrainConfig.seed alone "
+                             "and pass compare(..., seed=N) to choose it")
+        seed = seeds.pop()
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+
+    validation.flag("show_progress", show_progress)
+    names = list(variants)
+    configs = {n: (c if c.label else dataclasses.replace(c, label=n)) for n, c in variants.items()}
+
+    def one(name, repeat_seed, keep):
+        cfg = dataclasses.replace(configs[name], seed=repeat_seed)
+        seed_everything(repeat_seed)
+        model = model_fns[name]()
+        return train(model, datasets[name], cfg, callbacks=callbacks, device=device, log=log, sources=sources,
+                     idle=idle, save=save and keep, results_path=results_path, stop_event=stop_event)
+
+    def cut_short(result) -> bool:
+        return result.status in PARTIAL_STATUSES or (stop_event is not None and stop_event.is_set())
+
+    repeat_runs = []  # one {name: RunResult} per repeat (finished runs only)
+    order, partial, interrupted, ctrl_c = [], [], False, False
+    where = "before the first run"
+    steps = progress.Steps("greenlab.compare", (warmup + repeats) * len(names), unit="run", show=show_progress)
+    try:
+        for _ in range(warmup):
+            for name in names:
+                where = f"the warm-up run of {name!r}"
+                steps.start(f"warm-up {name} (discarded)")
+                try:
+                    result = _train_kept(one, name, seed, False)
+                except _CutShort:
+                    raise KeyboardInterrupt from None
+                if cut_short(result):
+                    raise KeyboardInterrupt
+                steps.done(_run_note(result))
+        for r in range(repeats):
+            shift = r % len(names)
+            repeat_runs.append({})
+            for name in names[shift:] + names[:shift]:
+                where = f"{name!r} repeat {r + 1} of {repeats}"
+                steps.start(f"{name} repeat {r + 1}/{repeats}")
+                try:
+                    result = _train_kept(one, name, seed + r, True)
+                except _CutShort as cut:
+                    partial.append((name, r, cut.result))
+                    raise KeyboardInterrupt from None
+                if cut_short(result):
+                    partial.append((name, r, result))
+                    raise KeyboardInterrupt
+                order.append(name)
+                repeat_runs[r][name] = result
+                steps.done(_run_note(result))
+    except KeyboardInterrupt:
+        interrupted = True
+        ctrl_c = not (stop_event is not None and stop_event.is_set())
+    finally:
+        steps.close()
+    cmp = Comparison(names, repeat_runs, order, partial=partial, interrupted=interrupted,
+                     requested_repeats=repeats)
+    if ctrl_c:
+        raise _interrupted(cmp, where) from None
+    return cmp
+
+
+class _CutShort(Exception):
+    """A run of the comparison was interrupted; ``result`` is its partial RunResult."""
+
+    def __init__(self, result):
+        super().__init__("interrupted")
+        self.result = result
+
+
+def _train_kept(one, name, seed, keep):
+    """One run; an ``Interrupted`` from gl.train becomes ``_CutShort`` carrying its partial run."""
+    from greenlab.training.loop import Interrupted
+
+    try:
+        return one(name, seed, keep)
+    except Interrupted as exc:
+        raise _CutShort(exc.result) from None
+
+
+def _run_note(result) -> str:
+    est = " (estimate)" if result.estimated else ""
+    return f"{result.seconds:.3g} s, {result.joules:.4g} J{est}"
+
+
+def _interrupted(cmp, where):
+    """The ``Interrupted`` (one line) for a comparison stopped by Ctrl-C during ``where``."""
+    from greenlab.training.loop import remember_interrupted
+
+    every = [r for rs in cmp.runs.values() for r in rs] + [p[2] for p in cmp.partial]
+    seconds = sum(r.seconds for r in every)
+    joules = sum(r.joules for r in every)
+    est = " (estimate)" if cmp.estimated else ""
+    finished = sum(len(rs) for rs in cmp.runs.values())
+    line = (f"greenlab.compare: interrupted during {where}, after {finished} finished run(s), "
+            f"{seconds:.3g} s and {joules:.4g} J{est} in all; the partial comparison (finished "
+            "runs only in its means) is in gl.last_interrupted(); a variable this cell assigns "
+            "keeps its previous value")
+    return remember_interrupted(line, cmp)
