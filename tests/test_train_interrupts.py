@@ -240,3 +240,27 @@ def test_setup_makes_ipython_show_an_interrupt_as_its_one_line(monkeypatch, caps
 def test_compare_refuses_a_show_progress_that_is_not_a_flag(ds):
     with pytest.raises((TypeError, ValueError), match="show_progress"):
         experiments.compare({"a": TrainConfig()}, mlp, ds, show_progress="yes")
+
+
+@pytest.mark.parametrize("where", ["setting up", "starting the window"])
+def test_ctrl_c_before_the_first_step_is_one_line_and_keeps_the_last_partial_run(ds, monkeypatch, where):
+    """A Ctrl-C in gl.train's first imports or FLOP count (a busy machine's first seconds) is the
+    same one line as one during the loop, not a traceback from inside torch."""
+    from greenlab.base import interrupts
+
+    monkeypatch.setattr(interrupts, "_last_interrupted", "earlier partial run")
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    if where == "setting up":
+        monkeypatch.setattr(models, "flops", ctrl_c)
+    else:
+        monkeypatch.setattr(gl_train, "RunMeter", ctrl_c)
+    with pytest.raises(Interrupted) as caught:
+        run(ds, TrainConfig(batch_size=20, epochs=1, label="probe"))
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith("greenlab.train: interrupted 'probe' before its first step")
+    assert "nothing was trained or saved" in line and caught.value.result is None
+    assert interrupts.last_interrupted() == "earlier partial run"
+    assert results.load() == []  # nothing was appended to the results log

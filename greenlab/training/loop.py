@@ -100,30 +100,35 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
     if stop_event is not None and not callable(getattr(stop_event, "is_set", None)):
         raise validation.ArgumentTypeError(f"stop_event must be a threading.Event or None, got {stop_event!r}")
 
-    saved = load_train_checkpoint(resume_from, cfg, data) if resume_from is not None else None
-    torch.manual_seed(cfg.seed)
-    model = model.to(dev)
-    if cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    params = count_params(model)
-    flop_count = flops(model, data.input_shape, batch_size=1, device=dev)
-    net = torch.compile(model) if cfg.compile else model
-    run = _Run(cfg, model, net, data, dev, callbacks, stop_event, log, sources)
-    if saved is not None:
-        run.restore(saved, resume_from)
+    try:  # a Ctrl-C while setting up (first imports, FLOP count, compile) is one line too
+        saved = load_train_checkpoint(resume_from, cfg, data) if resume_from is not None else None
+        torch.manual_seed(cfg.seed)
+        model = model.to(dev)
+        if cfg.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        params = count_params(model)
+        flop_count = flops(model, data.input_shape, batch_size=1, device=dev)
+        net = torch.compile(model) if cfg.compile else model
+        run = _Run(cfg, model, net, data, dev, callbacks, stop_event, log, sources)
+        if saved is not None:
+            run.restore(saved, resume_from)
+        peak = PeakMemory(dev)
+    except KeyboardInterrupt as exc:
+        raise interrupted_before_start(cfg, exc) from None
 
-    peak = PeakMemory(dev)
     # inside a torch.distributed job every rank calls train(); the window is then collective
     window = measure(cfg.label or "train", idle=idle, sources=sources, distributed=None)
-    window.start()
     try:
+        window.start()
         run.meter = RunMeter(sources)
         run.start_s = time.perf_counter()
         run.start_cpu_s = time.process_time()
         run.loop()
-    except BaseException:  # loop() keeps Ctrl-C itself; anything else closes the window first
+    except BaseException as exc:  # loop() keeps Ctrl-C itself; anything else closes the window first
         if window.running:
             window.stop()
+        if isinstance(exc, KeyboardInterrupt):
+            raise interrupted_before_start(cfg, exc) from None
         raise
     # the last step is done: from here on a Ctrl-C is kept on the run instead of losing it
     result = finish(run, window, flop_count, params, peak, save, results_path)
@@ -133,6 +138,16 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
         print(("greenlab.train: " + result.message + "\n" if result.message else "") +
               "greenlab.train: " + result.summary())
     return result
+
+
+def interrupted_before_start(cfg, exc: KeyboardInterrupt) -> Interrupted:
+    """The one-line ``Interrupted`` for a Ctrl-C before the first step: nothing was trained or
+    saved, and ``gl.last_interrupted()`` keeps what it held. An ``Interrupted`` passes through."""
+    if isinstance(exc, Interrupted):
+        return exc
+    label = f" {cfg.label!r}" if cfg.label else ""
+    return Interrupted(f"greenlab.train: interrupted{label} before its first step, while setting up; "
+                       "nothing was trained or saved", None)
 
 
 # --- the loop ------------------------------------------------------------------------------
