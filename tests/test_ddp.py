@@ -220,19 +220,24 @@ def test_a_series_runs_every_configuration_in_one_launch_each_from_its_own_seed(
     ds = gl_data.load("synthetic", n_train=256, n_test=64, verbose=False)
     runs = [{"label": "a", "per_worker_batch": 8}, {"label": "a again", "per_worker_batch": 8},
             {"label": "half data", "per_worker_batch": 8, "n_train": 128},
-            {"label": "fixed global", "global_batch": 16, "seed": 1}]
+            {"label": "fixed global", "global_batch": 16, "seed": 1},
+            {"label": "alone", "workers": 1, "per_worker_batch": 16, "seed": 1}]
     results = ddp.run_ddp_series(2, runs, data=ds, model=TINY_MODEL, max_steps=None, lr=0.05,
                                  timeout_s=120, measure_energy=False)
-    a, again, half, fixed = results
-    assert [r.label for r in results] == ["a", "a again", "half data", "fixed global"]
-    assert all(r.launch_runs == 4 and r.wall_seconds == a.wall_seconds for r in results)
+    a, again, half, fixed, alone = results
+    assert [r.label for r in results] == ["a", "a again", "half data", "fixed global", "alone"]
+    assert all(r.launch_runs == 5 and r.wall_seconds == a.wall_seconds for r in results)
     # a fresh model from the same seed: the same updates as the first run, not a continuation
     assert again.loss_history == a.loss_history and again.final_accuracy == a.final_accuracy
     assert a.samples == 256 and half.samples == 128 and half.dataset["n_train"] == 128
     assert half.steps == a.steps // 2
     assert fixed.per_worker_batch == 8 and fixed.global_batch == 16 and fixed.loss_history != a.loss_history
     assert all(0.0 <= r.val_accuracy <= 1.0 and r.dataset["n_val"] == ds.n_val for r in results)
-    assert any("one of 4 runs in one torchrun launch" in n for n in a.notes)
+    assert any("one of 5 runs in one torchrun launch" in n for n in a.notes)
+    # one worker of the two, on a group of its own: the same updates as two workers sharing its batch
+    assert alone.nprocs == 1 and alone.per_rank_steps == [alone.steps] and alone.steps == fixed.steps
+    assert max(abs(x - y) for x, y in zip(alone.loss_history, fixed.loss_history)) < 1e-4
+    assert any("first 1 of the launch's 2 worker processes" in n for n in alone.notes)
 
 
 @pytest.mark.parametrize("runs, words", [
@@ -242,6 +247,8 @@ def test_a_series_runs_every_configuration_in_one_launch_each_from_its_own_seed(
     ([{"per_worker_batch": 8, "n_train": 0}], "n_train must be an integer"),
     ([{"per_worker_batch": 8, "n_train": 10**6}], "more than the dataset"),
     (["big"], "must be a dict"),
+    ([{"per_worker_batch": 8, "workers": 3}], "workers must be an integer from 1 to nprocs=2"),
+    ([{"per_worker_batch": 8, "workers": 0}], "workers must be"),
 ])
 def test_a_series_with_bad_runs_fails_before_launching(runs, words):
     with pytest.raises(ValueError, match=words):

@@ -269,7 +269,7 @@ def run_ddp(nprocs: int, data="synthetic", model="cnn", per_worker_batch: int | 
     return _launch(nprocs, [config], data, timeout_s, measure_energy, label or f"ddp x{nprocs}")[0]
 
 
-RUN_KEYS = ("label", "per_worker_batch", "global_batch", "accum_steps", "epochs", "max_steps", "lr",
+RUN_KEYS = ("label", "workers", "per_worker_batch", "global_batch", "accum_steps", "epochs", "max_steps", "lr",
             "momentum", "seed", "n_train")
 
 
@@ -281,7 +281,10 @@ def run_ddp_series(nprocs: int, runs, data="synthetic", model="cnn", epochs: int
     a list of ``DDPResult`` in the order of ``runs``.
 
     ``runs``: a list of dicts, one per run, each with exactly one of ``per_worker_batch`` or
-    ``global_batch`` and optionally ``label``, ``accum_steps``, ``n_train`` (train on the first
+    ``global_batch`` and optionally ``label``, ``workers`` (1 to ``nprocs``, default ``nprocs``:
+    a run on fewer workers trains on the first ranks, over a process group of its own, while the
+    others wait at a barrier, so a 1-worker baseline needs no launch of its own), ``accum_steps``,
+    ``n_train`` (train on the first
     ``n_train`` samples of the training split: a training set that grows with the workers is weak
     scaling), and its own ``epochs``, ``max_steps``, ``lr``, ``momentum`` or ``seed`` (the other
     arguments' values otherwise). Every run builds its model from its own seed, so a run gives
@@ -299,9 +302,12 @@ def run_ddp_series(nprocs: int, runs, data="synthetic", model="cnn", epochs: int
         unknown = sorted(set(run) - set(RUN_KEYS))
         if unknown:
             raise ValueError(f"runs[{i}] has unknown keys {unknown}; a run takes {', '.join(RUN_KEYS)}")
-        args = {**shared, **{k: v for k, v in run.items() if k not in ("label", "n_train")}}
+        args = {**shared, **{k: v for k, v in run.items() if k not in ("label", "n_train", "workers")}}
+        workers = run.get("workers", nprocs)
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= nprocs:
+            raise ValueError(f"runs[{i}] workers must be an integer from 1 to nprocs={nprocs}, got {workers!r}")
         try:
-            config = make_config(nprocs, data=_spec_of(data), model=model, backend=backend,
+            config = make_config(workers, data=_spec_of(data), model=model, backend=backend,
                                  device=device, threads_per_worker=threads_per_worker, **args)
         except ValueError as exc:
             raise ValueError(f"runs[{i}]: {exc}") from None
@@ -328,6 +334,7 @@ def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, w
     with tempfile.TemporaryDirectory(prefix="greenlab-ddp-") as tmp:
         folder = Path(tmp)
         launch = dict(configs[0])
+        launch["nprocs"] = nprocs
         launch["runs"] = configs
         launch["result_path"] = str(folder / "result.json")
         launch["error_dir"] = str(folder)
@@ -615,18 +622,25 @@ def _train_worker(config: dict) -> None:
     dist.init_process_group(backend=config["backend"])
     try:
         ds = _load_dataset(config["data"])
+        runs = config.get("runs") or [config]
+        # every rank creates every subgroup, in the same order (torch.distributed.new_group's rule)
+        groups = {k: dist.new_group(list(range(k))) for k in sorted({r["nprocs"] for r in runs}) if k < world}
         results = []
-        for run in config.get("runs") or [config]:
-            run = {**run, "measure_energy": config.get("measure_energy")}
-            results.append(_train_one(run, ds, device, rank, world, local_rank))
+        for run in runs:
+            run = {**run, "measure_energy": config.get("measure_energy"), "launch_nprocs": world}
+            group = groups.get(run["nprocs"])
+            if rank < run["nprocs"]:
+                results.append(_train_one(run, ds, device, rank, local_rank, group))
+            dist.barrier()  # a rank outside a smaller run's group waits here while it trains
         finish_worker(dist, config, rank, {"runs": results} if rank == 0 else None)
     finally:
         dist.destroy_process_group()
 
 
-def _train_one(config: dict, ds, device, rank: int, world: int, local_rank: int) -> dict | None:
-    """One run inside the workers: a fresh model from the run's seed, its own training window
-    between two barriers, rank 0's evaluation. Returns rank 0's result dict (None elsewhere)."""
+def _train_one(config: dict, ds, device, rank: int, local_rank: int, group=None) -> dict | None:
+    """One run on the first ``config["nprocs"]`` ranks (``group``: their process group, None for
+    the whole job): a fresh model from the run's seed, its own training window between two
+    barriers, rank 0's evaluation. Returns rank 0's result dict (None elsewhere)."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -644,7 +658,9 @@ def _train_one(config: dict, ds, device, rank: int, world: int, local_rank: int)
         model_spec.setdefault("input_shape", ds.input_shape)
     model_spec.setdefault("num_classes", ds.num_classes)
     net = models.build(model_name, **model_spec).to(device)
-    ddp = DistributedDataParallel(net, device_ids=[local_rank] if device.type == "cuda" else None)
+    world = config["nprocs"]
+    ddp = DistributedDataParallel(net, device_ids=[local_rank] if device.type == "cuda" else None,
+                                  process_group=group)
     opt = torch.optim.SGD(ddp.parameters(), lr=config["lr"], momentum=config["momentum"])
     scaler = make_scaler(device.type, "fp32")  # data-parallel runs are fp32 (passes through)
     n_train = config.get("n_train") or ds.n_train
@@ -654,11 +670,11 @@ def _train_one(config: dict, ds, device, rank: int, world: int, local_rank: int)
     batch, accum = config["per_worker_batch"], config["accum_steps"]
     steps, samples, losses = 0, 0, []
     window = None
-    dist.barrier()
-    if config.get("measure_energy"):  # every rank: a collective window, reduced at stop()
-        from greenlab.energy import measure
+    dist.barrier(group=group)
+    if config.get("measure_energy"):  # every rank of the run: a collective window, reduced at stop()
+        from greenlab.energy.distributed import CollectiveWindow
 
-        window = measure("ddp training", distributed=True).start()
+        window = CollectiveWindow("ddp training", group=group).start()
     t0 = time.perf_counter()
     for epoch in range(config["epochs"]):
         sampler.set_epoch(epoch)
@@ -683,11 +699,11 @@ def _train_one(config: dict, ds, device, rank: int, world: int, local_rank: int)
             break
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    dist.barrier()
+    dist.barrier(group=group)
     train_seconds = time.perf_counter() - t0
     train_energy = window.stop().to_dict() if window is not None else None
     gathered = [None] * world
-    dist.all_gather_object(gathered, {"steps": steps, "samples": samples, "losses": losses})
+    dist.all_gather_object(gathered, {"steps": steps, "samples": samples, "losses": losses}, group=group)
     if rank != 0:
         return None
     accuracy = _accuracy(net, ds.test_x.to(device), ds.test_y.to(device))
@@ -748,6 +764,11 @@ def _notes(config: dict, ds) -> list:
         notes.append("dataset is a generated stand-in (no cached download): " + ds.note)
     if config["device"] == "cpu":
         notes.append(f"each worker is one CPU process with {config['threads_per_worker']} thread(s)")
+    launched = config.get("launch_nprocs", config["nprocs"])
+    if config["nprocs"] < launched:
+        notes.append(f"trained by the first {config['nprocs']} of the launch's {launched} worker processes "
+                     "(a process group of their own); the others waited at a barrier, outside its "
+                     "energy window")
     return notes
 
 
