@@ -192,3 +192,30 @@ def test_energy_per_device_hour_passes_a_correct_answer_and_matches_the_library(
     assert checks.energy_per_device_hour(_k_right).passed
     assert checks.energy_per_device_hour(gl.scaling.fit_energy_per_device_hour).passed
     assert gl.scaling.fit_energy_per_device_hour([1.0, 2.0, 4.0], [3.0, 5.0, 13.0]) == pytest.approx(65 / 21)
+
+
+# --- watts_per_device: k of one job, W per device -------------------------------------------------
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda e, n, h: h * 1000.0 / (n * e), "hours and energy are swapped"),
+    (lambda e, n, h: e * 1000.0 / h, "divide by the number of devices"),
+    (lambda e, n, h: e / (n * h), "that is kW"),
+    (lambda e, n, h: n * h / (e * 1000.0), "energy and device-hours are swapped"),
+])
+def test_watts_per_device_names_each_mistake(wrong, hint):
+    result = checks.watts_per_device(wrong)
+    assert result.status == FAILED
+    assert any(hint in d for d in result.details), result.text()
+
+
+def test_watts_per_device_passes_a_correct_answer_and_matches_the_library():
+    def mine(energy_kwh, n_devices, wall_hours):
+        device_hours = n_devices * wall_hours
+        return energy_kwh * 1000 / device_hours
+
+    assert checks.watts_per_device(mine).passed
+    assert checks.watts_per_device(gl.scaling.watts_per_device).passed
+    assert gl.scaling.watts_per_device(4.0, 8, 2.0) == pytest.approx(250.0)
+    assert checks.watts_per_device(None).status == NOT_ATTEMPTED
+    with pytest.raises(ValueError, match="n_devices"):
+        gl.scaling.watts_per_device(1.0, 0, 1.0)

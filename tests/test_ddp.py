@@ -213,6 +213,72 @@ def test_failure_message_keeps_only_the_tail():
     assert "line 99" in text and "line 60" in text and "line 59" not in text
 
 
+# --- several runs in one launch ---------------------------------------------------------------
+
+
+def test_a_series_runs_every_configuration_in_one_launch_each_from_its_own_seed():
+    ds = gl_data.load("synthetic", n_train=256, n_test=64, verbose=False)
+    runs = [{"label": "a", "per_worker_batch": 8}, {"label": "a again", "per_worker_batch": 8},
+            {"label": "half data", "per_worker_batch": 8, "n_train": 128},
+            {"label": "fixed global", "global_batch": 16, "seed": 1},
+            {"label": "alone", "workers": 1, "per_worker_batch": 16, "seed": 1}]
+    results = ddp.run_ddp_series(2, runs, data=ds, model=TINY_MODEL, max_steps=None, lr=0.05,
+                                 timeout_s=120, measure_energy=False)
+    a, again, half, fixed, alone = results
+    assert [r.label for r in results] == ["a", "a again", "half data", "fixed global", "alone"]
+    assert all(r.launch_runs == 5 and r.wall_seconds == a.wall_seconds for r in results)
+    # a fresh model from the same seed: the same updates as the first run, not a continuation
+    assert again.loss_history == a.loss_history and again.final_accuracy == a.final_accuracy
+    assert a.samples == 256 and half.samples == 128 and half.dataset["n_train"] == 128
+    assert half.steps == a.steps // 2
+    assert fixed.per_worker_batch == 8 and fixed.global_batch == 16 and fixed.loss_history != a.loss_history
+    assert all(0.0 <= r.val_accuracy <= 1.0 and r.dataset["n_val"] == ds.n_val for r in results)
+    assert any("one of 5 runs in one torchrun launch" in n for n in a.notes)
+    # one worker of the two, on a group of its own: the same updates as two workers sharing its batch
+    assert alone.nprocs == 1 and alone.per_rank_steps == [alone.steps] and alone.steps == fixed.steps
+    assert max(abs(x - y) for x, y in zip(alone.loss_history, fixed.loss_history)) < 1e-4
+    assert any("first 1 of the launch's 2 worker processes" in n for n in alone.notes)
+
+
+@pytest.mark.parametrize("runs, words", [
+    ([], "non-empty list"),
+    ([{"per_worker_batch": 8, "batch": 3}], r"runs\[0\] has unknown keys \['batch'\]"),
+    ([{"per_worker_batch": 8}, {"global_batch": 7}], r"runs\[1\]: global_batch 7 must divide"),
+    ([{"per_worker_batch": 8, "n_train": 0}], "n_train must be an integer"),
+    ([{"per_worker_batch": 8, "n_train": 10**6}], "more than the dataset"),
+    (["big"], "must be a dict"),
+    ([{"per_worker_batch": 8, "workers": 3}], "workers must be an integer from 1 to nprocs=2"),
+    ([{"per_worker_batch": 8, "workers": 0}], "workers must be"),
+])
+def test_a_series_with_bad_runs_fails_before_launching(runs, words):
+    with pytest.raises(ValueError, match=words):
+        ddp.run_ddp_series(2, runs, data=TINY_DATA, model=TINY_MODEL, measure_energy=False)
+
+
+def test_joules_by_kind_adds_every_node_per_component_kind():
+    r = _fake(2, 6.0, 300.0)
+    r.train_energy["nodes"] = {"a": {"joules": 200.0, "joules_by_kind": {"cpu": 50.0, "gpu": 150.0}},
+                               "b": {"joules": 100.0, "joules_by_kind": {"cpu": 40.0, "gpu": 60.0}}}
+    assert r.joules_by_kind == {"cpu": 90.0, "gpu": 210.0}
+    assert sum(r.joules_by_kind.values()) == pytest.approx(r.train_joules)
+    assert _fake(1, 1.0, 1.0).joules_by_kind is None  # no node breakdown: unknown, not zero
+
+
+def test_power_profile_of_a_trace():
+    from greenlab.energy import PowerSample
+
+    trace = [PowerSample(t_s=0.1 * i, watts={"cpu": w}, joules={}, total_watts=w, total_joules=0.0)
+             for i, w in enumerate([10.0, 30.0, 10.0, 30.0])]
+    p = ddp.power_profile(trace)
+    assert p["mean_watts"] == pytest.approx(20.0) and p["std_watts"] == pytest.approx(10.0)
+    assert p["cv"] == pytest.approx(0.5) and p["min_watts"] == 10.0 and p["max_watts"] == 30.0
+    assert p["seconds"] == pytest.approx(0.3) and p["n"] == 4
+    steady = [PowerSample(t_s=float(i), watts={}, joules={}, total_watts=5.0, total_joules=0.0) for i in range(3)]
+    assert ddp.power_profile(steady)["cv"] == 0.0
+    with pytest.raises(ValueError, match="at least 2"):
+        ddp.power_profile(trace[:1])
+
+
 # --- reports (fake runs, real arithmetic) ------------------------------------------------------
 
 

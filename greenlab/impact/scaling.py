@@ -310,6 +310,16 @@ def fit_energy_per_device_hour(device_hours, energy) -> float:
     return sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
 
 
+def watts_per_device(energy_kwh, n_devices, wall_hours) -> float:
+    """k of one job, in W per device (Wh per device-hour): ``energy_kwh`` x 1000 / (``n_devices``
+    x ``wall_hours``). ``energy_kwh``: the job's total over all devices, kWh; ``wall_hours``: its
+    wall-clock time, hours."""
+    energy = _non_negative(energy_kwh, "energy_kwh")
+    n = _positive(n_devices, "n_devices")
+    hours = _positive(wall_hours, "wall_hours")
+    return energy * 1000.0 / (n * hours)
+
+
 def _cat(chunks):
     import torch
 

@@ -23,6 +23,11 @@ A "device" is one worker process. On a CPU each worker is one process with one t
 (``threads_per_worker=1``), so two workers on two cores is a fair comparison with one; on a
 machine with GPUs each worker drives one GPU (backend NCCL).
 
+``run_ddp_series(nprocs, runs, ...)`` runs several configurations (batch sizes, training-set sizes,
+seeds) one after another inside the same torchrun workers, so a comparison pays torchrun's start-up
+(process start, imports, rendezvous: seconds) once rather than once per configuration. Every run
+builds its model afresh from its own seed and has its own training window, barriers and evaluation.
+
 Gradient accumulation (``accum_steps > 1``) runs the first micro-batches of every optimizer step
 inside ``DistributedDataParallel.no_sync()``, so gradients are all-reduced once per step, not
 once per micro-batch.
@@ -91,6 +96,8 @@ class DDPResult:
     train_energy: dict | None = None
     label: str = ""
     notes: list = field(default_factory=list)
+    val_accuracy: float | None = None
+    launch_runs: int = 1
 
     @property
     def joules(self) -> float | None:
@@ -130,6 +137,19 @@ class DDPResult:
         if self.train_energy is None or "nodes" not in self.train_energy:
             return None
         return {name: node["joules"] for name, node in self.train_energy["nodes"].items()}
+
+    @property
+    def joules_by_kind(self) -> dict | None:
+        """Training-window energy per kind of component over all nodes, joules, e.g.
+        ``{"cpu": 310.0}`` on a CPU or ``{"cpu": 90.0, "gpu": 1200.0}`` with GPUs; sums to
+        ``train_joules``. A kind that no source measures is absent, never 0."""
+        if self.train_energy is None or "nodes" not in self.train_energy:
+            return None
+        out: dict = {}
+        for node in self.train_energy["nodes"].values():
+            for kind, joules in node.get("joules_by_kind", {}).items():
+                out[kind] = out.get(kind, 0.0) + float(joules)
+        return out
 
     @property
     def estimated(self) -> bool:
@@ -241,35 +261,113 @@ def run_ddp(nprocs: int, data="synthetic", model="cnn", per_worker_batch: int | 
     ``timeout_s``: the launch is killed after this long and ``DDPError`` is raised.
     Raises ``ValueError`` for bad arguments and ``DDPError`` when a worker fails.
     """
-    spec = data if isinstance(data, (str, dict)) else {"name": getattr(data, "name", "dataset")}
-    config = make_config(nprocs, data=spec, model=model, per_worker_batch=per_worker_batch,
+    config = make_config(nprocs, data=_spec_of(data), model=model, per_worker_batch=per_worker_batch,
                          global_batch=global_batch, epochs=epochs, max_steps=max_steps, lr=lr,
                          momentum=momentum, accum_steps=accum_steps, backend=backend, device=device,
                          threads_per_worker=threads_per_worker, seed=seed)
+    config["label"] = label
+    return _launch(nprocs, [config], data, timeout_s, measure_energy, label or f"ddp x{nprocs}")[0]
+
+
+RUN_KEYS = ("label", "workers", "per_worker_batch", "global_batch", "accum_steps", "epochs", "max_steps", "lr",
+            "momentum", "seed", "n_train")
+
+
+def run_ddp_series(nprocs: int, runs, data="synthetic", model="cnn", epochs: int = 1,
+                   max_steps: int | None = None, lr: float = 0.05, momentum: float = 0.9,
+                   backend: str | None = None, device: str | None = None, threads_per_worker: int = 1,
+                   seed: int = 0, timeout_s: float = 300.0, measure_energy: bool = True) -> list:
+    """Several data-parallel runs in ONE torchrun launch of ``nprocs`` workers, one after another;
+    a list of ``DDPResult`` in the order of ``runs``.
+
+    ``runs``: a list of dicts, one per run, each with exactly one of ``per_worker_batch`` or
+    ``global_batch`` and optionally ``label``, ``workers`` (1 to ``nprocs``, default ``nprocs``:
+    a run on fewer workers trains on the first ranks, over a process group of its own, while the
+    others wait at a barrier, so a 1-worker baseline needs no launch of its own), ``accum_steps``,
+    ``n_train`` (train on the first
+    ``n_train`` samples of the training split: a training set that grows with the workers is weak
+    scaling), and its own ``epochs``, ``max_steps``, ``lr``, ``momentum`` or ``seed`` (the other
+    arguments' values otherwise). Every run builds its model from its own seed, so a run gives
+    the same updates as it would in a launch of its own. The launch's wall time and whole-launch
+    energy are shared: every result carries them with ``launch_runs = len(runs)``.
+    Raises ``ValueError`` for bad arguments (naming the run) and ``DDPError`` when a worker fails.
+    """
+    if not isinstance(runs, (list, tuple)) or not runs:
+        raise ValueError("runs must be a non-empty list of dicts, e.g. [{'per_worker_batch': 256}]")
+    shared = dict(epochs=epochs, max_steps=max_steps, lr=lr, momentum=momentum, seed=seed)
+    configs = []
+    for i, run in enumerate(runs):
+        if not isinstance(run, dict):
+            raise ValueError(f"runs[{i}] must be a dict of run arguments, got {type(run).__name__}")
+        unknown = sorted(set(run) - set(RUN_KEYS))
+        if unknown:
+            raise ValueError(f"runs[{i}] has unknown keys {unknown}; a run takes {', '.join(RUN_KEYS)}")
+        args = {**shared, **{k: v for k, v in run.items() if k not in ("label", "n_train", "workers")}}
+        workers = run.get("workers", nprocs)
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= nprocs:
+            raise ValueError(f"runs[{i}] workers must be an integer from 1 to nprocs={nprocs}, got {workers!r}")
+        try:
+            config = make_config(workers, data=_spec_of(data), model=model, backend=backend,
+                                 device=device, threads_per_worker=threads_per_worker, **args)
+        except ValueError as exc:
+            raise ValueError(f"runs[{i}]: {exc}") from None
+        n_train = run.get("n_train")
+        config["n_train"] = None if n_train is None else _positive_int(f"runs[{i}] n_train", n_train)
+        config["label"] = str(run.get("label", ""))
+        configs.append(config)
+    return _launch(nprocs, configs, data, timeout_s, measure_energy, f"ddp x{nprocs} series")
+
+
+def _spec_of(data):
+    return data if isinstance(data, (str, dict)) else {"name": getattr(data, "name", "dataset")}
+
+
+def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, window_label: str) -> list:
+    """One torchrun launch that trains every config of ``configs`` in turn; their DDPResults."""
     timeout_s = _positive_number("timeout_s", timeout_s)
     dataset = _dataset(data)
+    for i, config in enumerate(configs):
+        n_train = config.get("n_train")
+        if n_train is not None and n_train > dataset.n_train:
+            raise ValueError(f"runs[{i}] n_train={n_train} is more than the dataset's {dataset.n_train} "
+                             "training samples; load more")
     with tempfile.TemporaryDirectory(prefix="greenlab-ddp-") as tmp:
         folder = Path(tmp)
-        config["result_path"] = str(folder / "result.json")
-        config["error_dir"] = str(folder)
-        config["measure_energy"] = bool(measure_energy)
-        config["data"] = _save_dataset(dataset, folder / "data.pt")
+        launch = dict(configs[0])
+        launch["nprocs"] = nprocs
+        launch["runs"] = configs
+        launch["result_path"] = str(folder / "result.json")
+        launch["error_dir"] = str(folder)
+        launch["measure_energy"] = bool(measure_energy)
+        launch["data"] = _save_dataset(dataset, folder / "data.pt")
         config_path = folder / "config.json"
-        config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+        config_path.write_text(json.dumps(launch, indent=1), encoding="utf-8")
         command = launch_command(config_path, nprocs)
         window = None
         if measure_energy:
             from greenlab.energy import measure
 
-            window = measure(label or f"ddp x{nprocs}").start()
+            window = measure(window_label).start()
         started = time.perf_counter()
         try:
-            returncode, stderr = _run(command, _worker_env(threads_per_worker), timeout_s)
+            returncode, stderr = _run(command, _worker_env(launch["threads_per_worker"]), timeout_s)
         finally:
             wall = time.perf_counter() - started
             energy = window.stop() if window is not None else None
-        raw = collect_result(folder, Path(config["result_path"]), nprocs, returncode, stderr, timeout_s)
-    return DDPResult(**raw, wall_seconds=wall, energy=energy, label=label)
+        raw = collect_result(folder, Path(launch["result_path"]), nprocs, returncode, stderr, timeout_s)
+    notes = list(raw.get("notes", []))
+    out = []
+    for run in raw["runs"]:
+        run = dict(run)
+        label = run.pop("label", "")
+        if len(configs) > 1:
+            run["notes"] = list(run.get("notes", [])) + [
+                f"one of {len(configs)} runs in one torchrun launch: wall time and whole-launch energy "
+                "are the launch's"]
+        run["notes"] = list(run.get("notes", [])) + notes
+        out.append(DDPResult(**run, wall_seconds=wall, energy=energy, label=label,
+                             launch_runs=len(configs)))
+    return out
 
 
 def make_config(nprocs: int, data="synthetic", model="cnn", per_worker_batch: int | None = None,
@@ -460,6 +558,24 @@ def energy_breakdown(result: DDPResult) -> list:
     return lines
 
 
+def power_profile(samples) -> dict:
+    """How steady a ``PowerMonitor`` trace's total power is, in watts: ``mean_watts``,
+    ``std_watts``, ``cv`` (std / mean; 0 is a perfectly steady draw), ``min_watts``,
+    ``max_watts``, ``seconds`` (the trace's span) and ``n`` (samples). ``samples``: a
+    ``PowerMonitor`` or its ``samples()``. ValueError with fewer than two samples."""
+    import statistics
+
+    samples = samples.samples() if hasattr(samples, "samples") else list(samples)
+    if len(samples) < 2:
+        raise ValueError(f"samples must hold at least 2 power samples, got {len(samples)}")
+    watts = [float(s.total_watts) for s in samples]
+    mean = statistics.fmean(watts)
+    std = statistics.pstdev(watts)
+    return {"mean_watts": mean, "std_watts": std, "cv": std / mean if mean > 0 else float("nan"),
+            "min_watts": min(watts), "max_watts": max(watts),
+            "seconds": float(samples[-1].t_s - samples[0].t_s), "n": len(watts)}
+
+
 # --- the worker (runs inside each torchrun process) ---------------------------------------------
 
 
@@ -491,10 +607,6 @@ def run_worker(argv, work, module: str, description: str) -> int:
 def _train_worker(config: dict) -> None:
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-    from torch.utils.data.distributed import DistributedSampler
-
-    from greenlab.training import models
 
     torch.set_num_threads(int(config["threads_per_worker"]))
     rank = int(os.environ["RANK"])
@@ -509,86 +621,112 @@ def _train_worker(config: dict) -> None:
         device = torch.device("cpu")
     dist.init_process_group(backend=config["backend"])
     try:
-        torch.manual_seed(config["seed"])
         ds = _load_dataset(config["data"])
-        model_spec = dict(config["model"])
-        model_name = model_spec.pop("name")
-        if model_name in ("cnn", "resnet"):
-            model_spec.setdefault("in_channels", ds.input_shape[0])
-        if model_name == "mlp":
-            model_spec.setdefault("input_shape", ds.input_shape)
-        model_spec.setdefault("num_classes", ds.num_classes)
-        net = models.build(model_name, **model_spec).to(device)
-        ddp = DistributedDataParallel(net, device_ids=[local_rank] if device.type == "cuda" else None)
-        opt = torch.optim.SGD(ddp.parameters(), lr=config["lr"], momentum=config["momentum"])
-        from greenlab.training.step import backward, classifier_loss, make_scaler, optimizer_step
-
-        scaler = make_scaler(device.type, "fp32")  # data-parallel runs are fp32 (passes through)
-        train_x, train_y = ds.train_x.to(device), ds.train_y.to(device)
-        sampler = DistributedSampler(range(ds.n_train), num_replicas=world, rank=rank, shuffle=True,
-                                     seed=config["seed"], drop_last=True)
-        batch, accum = config["per_worker_batch"], config["accum_steps"]
-        steps, samples, losses = 0, 0, []
-        window = None
-        dist.barrier()
-        if config.get("measure_energy"):  # every rank: a collective window, reduced at stop()
-            from greenlab.energy import measure
-
-            window = measure("ddp training", distributed=True).start()
-        t0 = time.perf_counter()
-        for epoch in range(config["epochs"]):
-            sampler.set_epoch(epoch)
-            order = torch.tensor(list(sampler), dtype=torch.long, device=device)
-            micro = [order[i:i + batch] for i in range(0, len(order) - batch + 1, batch)]
-            for start in range(0, len(micro) - accum + 1, accum):
-                step_loss = 0.0
-                for j, idx in enumerate(micro[start:start + accum]):
-                    last = j == accum - 1
-                    with (ddp.no_sync() if not last else _nullcontext()):
-                        loss = classifier_loss(ddp, train_x[idx], train_y[idx], idx.numel() * accum,
-                                               torch.float32, autocast=False)
-                        backward(loss, scaler)
-                    step_loss += float(loss.detach())
-                    samples += int(idx.numel())
-                optimizer_step(opt, scaler)
-                steps += 1
-                losses.append(step_loss)
-                if config["max_steps"] is not None and steps >= config["max_steps"]:
-                    break
-            if config["max_steps"] is not None and steps >= config["max_steps"]:
-                break
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        dist.barrier()
-        train_seconds = time.perf_counter() - t0
-        train_energy = window.stop().to_dict() if window is not None else None
-        gathered = [None] * world
-        dist.all_gather_object(gathered, {"steps": steps, "samples": samples, "losses": losses})
-        result = None
-        if rank == 0:
-            accuracy = _accuracy(net, ds.test_x.to(device), ds.test_y.to(device))
-            n_steps = min(len(g["losses"]) for g in gathered)
-            history = [sum(g["losses"][i] for g in gathered) / world for i in range(n_steps)]
-            total_samples = sum(g["samples"] for g in gathered)
-            result = {
-                "nprocs": world, "backend": config["backend"], "device": config["device"],
-                "threads_per_worker": config["threads_per_worker"],
-                "per_worker_batch": batch, "global_batch": config["global_batch"],
-                "accum_steps": accum, "epochs": config["epochs"], "lr": config["lr"],
-                "steps": steps, "per_rank_steps": [g["steps"] for g in gathered],
-                "per_rank_samples": [g["samples"] for g in gathered], "samples": total_samples,
-                "train_seconds": train_seconds,
-                "samples_per_second": total_samples / train_seconds if train_seconds > 0 else 0.0,
-                "final_accuracy": accuracy, "final_loss": history[-1] if history else float("nan"),
-                "loss_history": history,
-                "dataset": {"name": ds.name, "source": ds.source, "n_train": ds.n_train,
-                            "n_test": ds.n_test, "note": ds.note},
-                "model": dict(config["model"]), "train_energy": train_energy,
-                "notes": _notes(config, ds),
-            }
-        finish_worker(dist, config, rank, result)
+        runs = config.get("runs") or [config]
+        # every rank creates every subgroup, in the same order (torch.distributed.new_group's rule)
+        groups = {k: dist.new_group(list(range(k))) for k in sorted({r["nprocs"] for r in runs}) if k < world}
+        results = []
+        for run in runs:
+            run = {**run, "measure_energy": config.get("measure_energy"), "launch_nprocs": world}
+            group = groups.get(run["nprocs"])
+            if rank < run["nprocs"]:
+                results.append(_train_one(run, ds, device, rank, local_rank, group))
+            dist.barrier()  # a rank outside a smaller run's group waits here while it trains
+        finish_worker(dist, config, rank, {"runs": results} if rank == 0 else None)
     finally:
         dist.destroy_process_group()
+
+
+def _train_one(config: dict, ds, device, rank: int, local_rank: int, group=None) -> dict | None:
+    """One run on the first ``config["nprocs"]`` ranks (``group``: their process group, None for
+    the whole job): a fresh model from the run's seed, its own training window between two
+    barriers, rank 0's evaluation. Returns rank 0's result dict (None elsewhere)."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data.distributed import DistributedSampler
+
+    from greenlab.training import models
+    from greenlab.training.step import backward, classifier_loss, make_scaler, optimizer_step
+
+    torch.manual_seed(config["seed"])
+    model_spec = dict(config["model"])
+    model_name = model_spec.pop("name")
+    if model_name in ("cnn", "resnet"):
+        model_spec.setdefault("in_channels", ds.input_shape[0])
+    if model_name == "mlp":
+        model_spec.setdefault("input_shape", ds.input_shape)
+    model_spec.setdefault("num_classes", ds.num_classes)
+    net = models.build(model_name, **model_spec).to(device)
+    world = config["nprocs"]
+    ddp = DistributedDataParallel(net, device_ids=[local_rank] if device.type == "cuda" else None,
+                                  process_group=group)
+    opt = torch.optim.SGD(ddp.parameters(), lr=config["lr"], momentum=config["momentum"])
+    scaler = make_scaler(device.type, "fp32")  # data-parallel runs are fp32 (passes through)
+    n_train = config.get("n_train") or ds.n_train
+    train_x, train_y = ds.train_x[:n_train].to(device), ds.train_y[:n_train].to(device)
+    sampler = DistributedSampler(range(n_train), num_replicas=world, rank=rank, shuffle=True,
+                                 seed=config["seed"], drop_last=True)
+    batch, accum = config["per_worker_batch"], config["accum_steps"]
+    steps, samples, losses = 0, 0, []
+    window = None
+    dist.barrier(group=group)
+    if config.get("measure_energy"):  # every rank of the run: a collective window, reduced at stop()
+        from greenlab.energy.distributed import CollectiveWindow
+
+        window = CollectiveWindow("ddp training", group=group).start()
+    t0 = time.perf_counter()
+    for epoch in range(config["epochs"]):
+        sampler.set_epoch(epoch)
+        order = torch.tensor(list(sampler), dtype=torch.long, device=device)
+        micro = [order[i:i + batch] for i in range(0, len(order) - batch + 1, batch)]
+        for start in range(0, len(micro) - accum + 1, accum):
+            step_loss = 0.0
+            for j, idx in enumerate(micro[start:start + accum]):
+                last = j == accum - 1
+                with (ddp.no_sync() if not last else _nullcontext()):
+                    loss = classifier_loss(ddp, train_x[idx], train_y[idx], idx.numel() * accum,
+                                           torch.float32, autocast=False)
+                    backward(loss, scaler)
+                step_loss += float(loss.detach())
+                samples += int(idx.numel())
+            optimizer_step(opt, scaler)
+            steps += 1
+            losses.append(step_loss)
+            if config["max_steps"] is not None and steps >= config["max_steps"]:
+                break
+        if config["max_steps"] is not None and steps >= config["max_steps"]:
+            break
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    dist.barrier(group=group)
+    train_seconds = time.perf_counter() - t0
+    train_energy = window.stop().to_dict() if window is not None else None
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"steps": steps, "samples": samples, "losses": losses}, group=group)
+    if rank != 0:
+        return None
+    accuracy = _accuracy(net, ds.test_x.to(device), ds.test_y.to(device))
+    val_accuracy = _accuracy(net, ds.val_x.to(device), ds.val_y.to(device))
+    n_steps = min(len(g["losses"]) for g in gathered)
+    history = [sum(g["losses"][i] for g in gathered) / world for i in range(n_steps)]
+    total_samples = sum(g["samples"] for g in gathered)
+    return {
+        "nprocs": world, "backend": config["backend"], "device": config["device"],
+        "threads_per_worker": config["threads_per_worker"],
+        "per_worker_batch": batch, "global_batch": config["global_batch"],
+        "accum_steps": accum, "epochs": config["epochs"], "lr": config["lr"],
+        "steps": steps, "per_rank_steps": [g["steps"] for g in gathered],
+        "per_rank_samples": [g["samples"] for g in gathered], "samples": total_samples,
+        "train_seconds": train_seconds,
+        "samples_per_second": total_samples / train_seconds if train_seconds > 0 else 0.0,
+        "final_accuracy": accuracy, "val_accuracy": val_accuracy,
+        "final_loss": history[-1] if history else float("nan"), "loss_history": history,
+        "dataset": {"name": ds.name, "source": ds.source, "n_train": n_train,
+                    "n_test": ds.n_test, "n_val": ds.n_val, "note": ds.note},
+        "model": dict(config["model"]), "train_energy": train_energy,
+        "notes": _notes(config, ds), "label": config.get("label", ""),
+    }
 
 
 def finish_worker(dist, config: dict, rank: int, result: dict | None) -> None:
@@ -626,6 +764,11 @@ def _notes(config: dict, ds) -> list:
         notes.append("dataset is a generated stand-in (no cached download): " + ds.note)
     if config["device"] == "cpu":
         notes.append(f"each worker is one CPU process with {config['threads_per_worker']} thread(s)")
+    launched = config.get("launch_nprocs", config["nprocs"])
+    if config["nprocs"] < launched:
+        notes.append(f"trained by the first {config['nprocs']} of the launch's {launched} worker processes "
+                     "(a process group of their own); the others waited at a barrier, outside its "
+                     "energy window")
     return notes
 
 

@@ -59,7 +59,8 @@ from greenlab.course.checks.measuring import (
     joules_per_gflop,
 )  # lesson 00
 from greenlab.course.checks.precision import amp_step, fp16_flush_fractions, loss_scaler  # lesson 02
-from greenlab.course.checks.scaling import energy_per_device_hour, ring_all_reduce, scale_out_costs  # lesson 01
+from greenlab.course.checks.scaling import (  # lesson 01
+    energy_per_device_hour, ring_all_reduce, scale_out_costs, watts_per_device)
 from greenlab.course.checks.search import (
     grad_norm_proxy,
     pareto_indices,
@@ -75,7 +76,7 @@ __all__ = [
     "scaled_lr_with_warmup", "separable_conv_flops", "pareto_indices", "co2e_grams", "best_start_hour",
     "tensor_sparsity", "break_even", "most_uncertain", "capstone_submission", "zero_bytes_per_rank",
     "lora_trainable_params", "quiz_answer",
-    "counter_joules", "integrate_power", "ring_all_reduce", "energy_per_device_hour", "loss_scaler",
+    "counter_joules", "integrate_power", "ring_all_reduce", "energy_per_device_hour", "watts_per_device", "loss_scaler",
     "fp16_flush_fractions", "batchnorm_fix", "noise_scale_from_norms", "batch_then_lr_schedule",
     "fine_grained_prune", "channel_prune", "linear_quantize", "distillation_loss", "fake_quantize",
     "regularized_evolution", "grad_norm_proxy",

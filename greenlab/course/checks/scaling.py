@@ -14,6 +14,7 @@ from greenlab.course.checks.core import (
     check_function,
     is_placeholder,
     number_or_none,
+    variant_hint,
 )
 
 
@@ -200,3 +201,28 @@ def energy_per_device_hour(fn: Any) -> Check:
         return None
 
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="energy_per_device_hour", hint=hint)
+
+
+def watts_per_device(fn: Any) -> Check:
+    """Check a learner's ``fn(energy_kwh, n_devices, wall_hours) -> k``: the k of one job in W per
+    device (Wh per device-hour) from its total energy over all devices (kWh), its device count
+    and its wall-clock hours. Expected values come from
+    ``greenlab.impact.scaling.watts_per_device``; the inputs are test numbers, not published figures."""
+    from greenlab.impact import scaling
+
+    inputs = [(4.0, 8, 2.0), (30.0, 4, 12.5), (0.9, 1, 3.0), (120.0, 16, 10.0)]
+    cases = [(args, scaling.watts_per_device(*args)) for args in inputs]
+    wrong = [
+        (lambda e, n, h: n * h / (e * 1000.0),
+         "energy and device-hours are swapped: k is energy per device-hour, energy / (n x hours)."),
+        (lambda e, n, h: h * 1000.0 / (n * e),
+         "hours and energy are swapped: the energy (kWh) goes on top, the hours below."),
+        (lambda e, n, h: e * 1000.0 / h,
+         "that is the power of all devices together: divide by the number of devices too (per device-hour)."),
+        (lambda e, n, h: e / (n * h),
+         "that is kW (kWh per device-hour); k is asked in W: multiply kWh by 1000 to get Wh."),
+        (lambda e, n, h: e * 1_000_000.0 / (n * h),
+         "a unit slip of 1000 too many: 1 kWh is 1000 Wh, so k in W is kWh x 1000 / device-hours."),
+    ]
+    return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="watts_per_device",
+                          hint=variant_hint(wrong))
