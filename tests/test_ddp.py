@@ -503,3 +503,19 @@ def test_die_with_parent_ignores_a_parent_pid_inherited_from_further_up(monkeypa
     env[processes.PARENT_ENV] = str(gone.pid)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == -15 and "alive" not in out.stdout
+
+
+def test_ctrl_c_during_a_launch_is_one_line_in_a_notebook(monkeypatch, tmp_path):
+    """gl.ddp.run_ddp interrupted (Kernel > Interrupt) raises gl.Interrupted, which a notebook set
+    up by gl.setup() shows as its one line, as it does for gl.train."""
+    from greenlab.base.interrupts import Interrupted
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ddp, "_run", interrupted)
+    with pytest.raises(Interrupted) as caught:
+        ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, measure_energy=False)
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith("greenlab.ddp: interrupted a 2-worker torchrun launch (the run) after ")
+    assert "workers are stopped and nothing was recorded" in line and caught.value.result is None

@@ -351,6 +351,8 @@ def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, w
         started = time.perf_counter()
         try:
             returncode, stderr = _run(command, _worker_env(launch["threads_per_worker"]), timeout_s)
+        except KeyboardInterrupt:  # the workers are already stopped (_run): one line, as gl.train's
+            raise _interrupted_launch(nprocs, len(configs), time.perf_counter() - started) from None
         finally:
             wall = time.perf_counter() - started
             energy = window.stop() if window is not None else None
@@ -770,6 +772,16 @@ def _notes(config: dict, ds) -> list:
                      "(a process group of their own); the others waited at a barrier, outside its "
                      "energy window")
     return notes
+
+
+def _interrupted_launch(nprocs: int, runs: int, seconds: float):
+    """The one-line ``Interrupted`` for a Ctrl-C during a torchrun launch (no partial result: the
+    workers report only when every run of the launch is done)."""
+    from greenlab.base.interrupts import Interrupted
+
+    what = f"{runs} runs" if runs > 1 else "the run"
+    return Interrupted(f"greenlab.ddp: interrupted a {nprocs}-worker torchrun launch ({what}) after "
+                       f"{seconds:.3g} s; its workers are stopped and nothing was recorded", None)
 
 
 def _run(command: list, env: dict, timeout_s: float) -> tuple:
