@@ -98,3 +98,21 @@ def test_the_synthetic_trace_is_seeded_and_follows_its_stated_shape():
     assert [j.arrival_s for j in a] == sorted(j.arrival_s for j in a)
     with pytest.raises(ValueError, match="n_jobs"):
         cluster.synthetic_trace(0)
+
+
+def test_a_recorded_figure_is_read_from_the_newest_run_that_has_it(tmp_path):
+    import json
+
+    from greenlab.course import reference
+
+    def record(date, watts):
+        row = {"label": "idle power", "watts": watts}
+        data = {"schema_version": 1, "experiment": "sharing_a_cluster", "date": date, "gpu": "NVIDIA H200",
+                "driver": "1", "cuda": "12", "torch": "2", "command": "suite", "results": [row]}
+        (tmp_path / f"nvidia-h200_{date}_sharing_a_cluster.json").write_text(json.dumps(data))
+
+    assert reference.value("sharing_a_cluster", "idle power", "watts", folder=tmp_path) == (None, None)
+    record("2026-01-01", 70.0)
+    record("2026-02-01", None)  # a later run without the figure does not hide the earlier one
+    watts, run = reference.value("sharing_a_cluster", "idle power", "watts", folder=tmp_path)
+    assert watts == 70.0 and run.date == "2026-01-01"
