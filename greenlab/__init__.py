@@ -58,6 +58,7 @@ from greenlab.base import optional
 from greenlab.training import optimizers  # noqa: E402  gl.optimizers: fp32 or 8-bit AdamW states, counted state bytes
 from greenlab.techniques.lm import sharding_run  # noqa: E402  gl.sharding_run: DDP against FSDP, measured in 2 processes
 from greenlab.course.leaderboard import Leaderboard, LeaderboardError  # noqa: E402
+from greenlab.techniques import cluster, hogwild, tuning  # noqa: E402  lesson 13: scheduling, tuning, asynchronous training
 
 # --- widgets and quizzes ---
 from greenlab.widgets.quiz_display import quiz  # noqa: E402  gl.quiz(questions): knowledge checks graded in Python

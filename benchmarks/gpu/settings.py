@@ -22,7 +22,7 @@ EXPERIMENTS = {
     "measurement_core": ("00", 30),
     "ddp_scaling": ("01", 27),
     "mixed_precision": ("02", 38),
-    "mixed_precision-resnet": ("02", 32),
+    "mixed_precision-resnet": ("02", 23),
     "gradient_accumulation": ("03", 26),
     "batch_sweep": ("04", 30),
     "architecture_search": ("05", 16),
@@ -34,6 +34,7 @@ EXPERIMENTS = {
     "language_model-compile": ("10", 35),  # own worker and share (a cold compile takes 20-40 s),
     # its rows recorded in language_model's record (MERGED_INTO)
     "language_model_serving": ("11", 20),
+    "sharing_a_cluster": ("13", 9),  # start-up, a 3 s idle-power window and a simulation
 }
 LESSONS_SECONDS = 120   # every instructor lesson, quick mode, one subprocess each
 PYTEST_SECONDS = 30

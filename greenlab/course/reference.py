@@ -199,6 +199,16 @@ def load(experiment: str, folder: str | os.PathLike | None = None) -> list[Refer
     return sorted(runs, key=lambda r: (r.date, r.gpu, r.path.name if r.path else ""))
 
 
+def value(experiment: str, label: str, column: str, folder: str | os.PathLike | None = None) -> tuple:
+    """``(value, run)``: ``column`` of the row labelled ``label`` in the newest recorded run of
+    ``experiment`` that has one (a number, not None), or ``(None, None)`` when no run has it."""
+    for run in reversed(load(experiment, folder)):
+        for row in run.results:
+            if row.get("label") == label and row.get(column) is not None:
+                return row[column], run
+    return None, None
+
+
 def experiments(folder: str | os.PathLike | None = None) -> list[str]:
     """Names of the experiments that have at least one recorded run (from file names)."""
     names = {m["experiment"] for p in _files(reference_dir(folder)) if (m := _FILE_RE.match(p.name))}

@@ -17,6 +17,7 @@ from greenlab.course.checks.batching import (
 )
 from greenlab.course.checks.capstone import capstone_submission, one_cycle  # lesson 09
 from greenlab.course.checks.carbon import best_start_hour, co2e_grams, schedule_jobs  # lesson 06
+from greenlab.course.checks.cluster import easy_backfill, promote  # lesson 13
 from greenlab.course.checks.compression import (
     break_even,
     channel_prune,
@@ -82,5 +83,5 @@ __all__ = [
     "regularized_evolution", "grad_norm_proxy",
     "causal_attention", "checkpoint_blocks", "zero1_step",
     "activation_bytes_per_layer", "lora_linear", "kv_decode_step", "int8_per_channel", "kv_cache_bytes",
-    "schedule_jobs", "early_stopping", "prefetch_loader", "one_cycle", "stakeholder_statement",
+    "schedule_jobs", "easy_backfill", "promote", "early_stopping", "prefetch_loader", "one_cycle", "stakeholder_statement",
 ]

@@ -1,0 +1,118 @@
+"""The cluster simulator (SimPy) and its policies: exact schedules on small traces, GPU-seconds
+conserved, and bad policies or jobs refused."""
+
+import pytest
+
+from greenlab.techniques import cluster
+from greenlab.techniques.cluster import Job
+
+
+def job(name, arrival, gpus, duration, estimate=None, user="u", priority=0):
+    return Job(name, user, arrival, gpus, duration, duration if estimate is None else estimate, priority)
+
+
+def starts(result):
+    return {r.job.name: r.start_s for r in result.records}
+
+
+def test_fcfs_waits_behind_the_first_job_that_does_not_fit():
+    trace = [job("a", 0, 2, 100), job("b", 1, 4, 50), job("c", 2, 1, 10)]
+    result = cluster.simulate(trace, 4, cluster.fcfs)
+    assert starts(result) == {"a": 0, "b": 100, "c": 150}
+    assert result.makespan_s == 160 and result.busy_gpu_s == 2 * 100 + 4 * 50 + 1 * 10
+
+
+def test_easy_backfilling_runs_a_short_job_in_the_gap_without_delaying_the_head():
+    trace = [job("a", 0, 2, 100), job("b", 1, 4, 50), job("c", 2, 1, 10, estimate=20)]
+    result = cluster.simulate(trace, 4, cluster.easy_backfill)
+    assert starts(result) == {"a": 0, "b": 100, "c": 2}
+    # a job whose estimate runs past the reservation and needs more than the spare GPUs waits
+    late = [job("a", 0, 2, 100), job("b", 1, 4, 50), job("c", 2, 1, 10, estimate=500)]
+    assert starts(cluster.simulate(late, 4, cluster.easy_backfill))["c"] == 150
+
+
+def test_priority_and_fair_share_choose_who_goes_first():
+    trace = [job("run", 0, 4, 100, user="x"), job("low", 1, 4, 10, user="x"), job("high", 2, 4, 10, user="y", priority=1)]
+    assert starts(cluster.simulate(trace, 4, cluster.priority))["high"] == 100
+    assert starts(cluster.simulate(trace, 4, cluster.fcfs))["high"] == 110
+    # fair share: user x has used 400 GPU-seconds, y none, so y's job goes first
+    trace = [job("run", 0, 4, 100, user="x"), job("x2", 1, 4, 10, user="x"), job("y1", 2, 4, 10, user="y")]
+    assert starts(cluster.simulate(trace, 4, cluster.fair_share)) == {"run": 0, "y1": 100, "x2": 110}
+
+
+def test_gpu_seconds_are_conserved_and_idle_energy_is_idle_seconds_times_watts():
+    trace = cluster.synthetic_trace(40, 8, seed=1)
+    for name, result in cluster.compare_policies(trace, 8, idle_watts=50.0, idle_watts_source="test").items():
+        assert len(result.records) == 40 and not result.unfinished, name
+        assert result.busy_gpu_s == pytest.approx(sum(j.gpus * j.duration_s for j in trace))
+        assert result.idle_gpu_s == pytest.approx(8 * (result.makespan_s - result.start_s) - result.busy_gpu_s)
+        assert result.idle_joules == pytest.approx(result.idle_gpu_s * 50.0)
+        assert all(r.start_s >= r.job.arrival_s and r.end_s - r.start_s == pytest.approx(r.job.duration_s)
+                   for r in result.records)
+        assert all(0 <= busy <= 8 for _, busy in result.timeline)
+    assert cluster.simulate(trace, 8).idle_joules is None  # no idle figure, no energy
+
+
+def test_backfilling_waits_less_and_idles_less_than_fcfs_on_the_lesson_trace():
+    trace = cluster.synthetic_trace(60, 8, seed=0, mean_interarrival_s=500.0)
+    fcfs, easy = cluster.simulate(trace, 8, cluster.fcfs), cluster.simulate(trace, 8, cluster.easy_backfill)
+    assert easy.mean_wait_s < fcfs.mean_wait_s and easy.idle_gpu_s < fcfs.idle_gpu_s
+
+
+def test_handing_out_gpus_one_at_a_time_deadlocks_and_holds_gpus_idle():
+    trace = [job("run", 0, 2, 100), job("a", 1, 2, 10), job("b", 2, 2, 10)]
+    result = cluster.simulate(trace, 2, gang=False)
+    assert result.deadlocks == 1 and len(result.records) == 3
+    gang = cluster.simulate(trace, 2)
+    assert gang.deadlocks == 0 and gang.held_idle_gpu_s == 0
+    slow = [job("run", 0, 1, 100), job("wide", 1, 2, 10)]
+    held = cluster.simulate(slow, 2, gang=False)
+    assert held.held_idle_gpu_s == pytest.approx(99.0)  # "wide" held the free GPU from t=1 to t=100
+
+
+def test_a_policy_that_asks_for_the_impossible_is_refused():
+    trace = [job("a", 0, 2, 10), job("b", 0, 2, 10)]
+    with pytest.raises(cluster.PolicyError, match="twice"):
+        cluster.simulate(trace, 4, lambda s: list(s.queue[:1]) * 2)
+    with pytest.raises(cluster.PolicyError, match="GPUs"):
+        cluster.simulate(trace, 2, lambda s: list(s.queue))
+    stuck = cluster.simulate(trace, 4, lambda s: [])
+    assert len(stuck.unfinished) == 2 and not stuck.records
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"jobs": [job("a", 0, 5, 10)], "n_gpus": 4}, "n_gpus"),
+    ({"jobs": [job("a", 0, 1, 10, estimate=5)], "n_gpus": 4}, "estimate_s"),
+    ({"jobs": [], "n_gpus": 0}, "n_gpus"),
+    ({"jobs": [], "n_gpus": 4, "idle_watts": -1}, "idle_watts"),
+])
+def test_bad_input_is_refused_naming_the_argument(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cluster.simulate(**kwargs)
+
+
+def test_the_synthetic_trace_is_seeded_and_follows_its_stated_shape():
+    a, b = cluster.synthetic_trace(30, 4, seed=2), cluster.synthetic_trace(30, 4, seed=2)
+    assert a == b and a != cluster.synthetic_trace(30, 4, seed=3)
+    assert all(1 <= j.gpus <= 4 and j.duration_s <= j.estimate_s <= 3 * j.duration_s + 1e-6 for j in a)
+    assert [j.arrival_s for j in a] == sorted(j.arrival_s for j in a)
+    with pytest.raises(ValueError, match="n_jobs"):
+        cluster.synthetic_trace(0)
+
+
+def test_a_recorded_figure_is_read_from_the_newest_run_that_has_it(tmp_path):
+    import json
+
+    from greenlab.course import reference
+
+    def record(date, watts):
+        row = {"label": "idle power", "watts": watts}
+        data = {"schema_version": 1, "experiment": "sharing_a_cluster", "date": date, "gpu": "NVIDIA H200",
+                "driver": "1", "cuda": "12", "torch": "2", "command": "suite", "results": [row]}
+        (tmp_path / f"nvidia-h200_{date}_sharing_a_cluster.json").write_text(json.dumps(data))
+
+    assert reference.value("sharing_a_cluster", "idle power", "watts", folder=tmp_path) == (None, None)
+    record("2026-01-01", 70.0)
+    record("2026-02-01", None)  # a later run without the figure does not hide the earlier one
+    watts, run = reference.value("sharing_a_cluster", "idle power", "watts", folder=tmp_path)
+    assert watts == 70.0 and run.date == "2026-01-01"

@@ -1,0 +1,38 @@
+"""Synchronous against asynchronous (Hogwild) updates in two real CPU processes."""
+
+import warnings
+
+import pytest
+
+from greenlab.techniques import hogwild
+
+
+@pytest.fixture(scope="module")
+def ds():
+    from greenlab.training import data as gl_data
+
+    warnings.simplefilter("ignore")
+    return gl_data.load("fashion-mnist", n_train=256, n_test=64, verbose=False)
+
+
+def test_sync_updates_are_never_stale_and_async_ones_are_counted(ds):
+    sync = hogwild.run(ds, "sync", target_accuracy=1.0, max_updates=30, eval_every=10)
+    assert sync.updates == [30, 30] and sync.staleness == [0] * 60 and sync.weight_updates == 30
+    assert not sync.reached and sync.val_accuracy is not None and sync.samples == 60 * 32
+    hog = hogwild.run(ds, "async", target_accuracy=1.0, max_updates=30, eval_every=10)
+    assert hog.updates == [30, 30] and len(hog.staleness) == 60 and hog.weight_updates == 60
+    assert all(s >= 0 for s in hog.staleness) and max(hog.staleness) < 60
+    assert sum(hogwild.staleness_histogram(hog.staleness).values()) == 60
+    assert hog.joules > 0 and sync.joules > 0
+
+
+def test_a_reachable_target_stops_both_workers(ds):
+    result = hogwild.run(ds, "async", target_accuracy=0.01, max_updates=200, eval_every=5)
+    assert result.reached and result.val_accuracy >= 0.01 and sum(result.updates) < 400
+
+
+@pytest.mark.parametrize("kwargs, match", [({"mode": "ring"}, "mode"), ({"workers": 0}, "workers"),
+                                           ({"lr": -1.0}, "lr"), ({"target_accuracy": 2.0}, "target_accuracy")])
+def test_bad_arguments_are_refused(ds, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        hogwild.run(ds, **kwargs)

@@ -1,0 +1,101 @@
+"""Successive halving on Optuna: the promotion rule agrees with Optuna's own, a rule made into a
+pruner prunes the same trials as Optuna's SuccessiveHalvingPruner, and the full sweep and the
+pruned one see the same candidates."""
+
+import random
+import warnings
+
+import pytest
+
+from greenlab.techniques import tuning
+
+
+def test_promote_keeps_the_top_fraction_with_ties_and_at_least_one():
+    assert tuning.promote([0.5, 0.9, 0.7, 0.6, 0.8, 0.1, 0.3, 0.2, 0.4], 3) == [1, 2, 4]
+    assert tuning.promote([0.2, 0.4], 3) == [1]
+    assert tuning.promote([0.8, 0.6, 0.6, 0.1, 0.0, 0.2], 3) == [0, 1, 2]
+    assert tuning.promote([], 3) == []
+    with pytest.raises(ValueError, match="eta"):
+        tuning.promote([0.1], 1)
+
+
+def test_promote_agrees_with_optunas_promotion_test_on_random_scores():
+    from optuna.pruners._successive_halving import _is_trial_promotable_to_next_rung
+    from optuna.study import StudyDirection
+
+    rng = random.Random(0)
+    for _ in range(300):
+        n, eta = rng.randint(1, 12), rng.randint(2, 5)
+        scores = [round(rng.random(), 1) for _ in range(n)]  # rounding makes ties
+        kept = set(tuning.promote(scores, eta))
+        for i, s in enumerate(scores):
+            assert (i in kept) == _is_trial_promotable_to_next_rung(s, list(scores), eta, StudyDirection.MAXIMIZE)
+
+
+def test_rungs_are_geometric_below_the_budget():
+    assert tuning.rungs(10, 3, 90) == [10, 30]
+    assert tuning.rungs(5, 2, 41) == [5, 10, 20, 40]
+    with pytest.raises(ValueError, match="min_steps"):
+        tuning.rungs(0, 3, 90)
+
+
+@pytest.fixture(scope="module")
+def small():
+    import torch
+
+    from greenlab.training import data as gl_data, models
+    from greenlab.training.loop import TrainConfig
+
+    warnings.simplefilter("ignore")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny batches: one thread is fastest, and immune to a busy machine
+    ds = gl_data.load("fashion-mnist", n_train=320, n_test=64, verbose=False)
+    yield ds, (lambda: models.build("mlp")), TrainConfig(batch_size=32)
+    torch.set_num_threads(before)
+
+
+def test_a_rule_pruner_with_promote_prunes_exactly_what_optunas_pruner_prunes(small):
+    ds, model_fn, cfg = small
+    kw = dict(n_trials=6, max_steps=36, min_steps=4, eta=3, seed=1)
+    asha = tuning.sweep(ds, model_fn, cfg, method="asha", **kw)
+    rule = tuning.sweep(ds, model_fn, cfg, method="rule", rule=tuning.promote, **kw)
+    full = tuning.sweep(ds, model_fn, cfg, method="full", **kw)
+    assert [t.lr for t in asha.trials] == [t.lr for t in rule.trials] == [t.lr for t in full.trials]
+    assert [(t.state, t.steps) for t in asha.trials] == [(t.state, t.steps) for t in rule.trials]
+    assert asha.pruned >= 1 and full.pruned == 0
+    assert all(t.steps == 36 for t in full.trials) and asha.steps < full.steps
+    assert all(t.steps in (4, 12, 36) for t in asha.trials)
+    assert all(t.joules > 0 for t in asha.trials)
+    # a rule that keeps everyone prunes nothing
+    keep_all = tuning.sweep(ds, model_fn, cfg, method="rule", rule=lambda s, e: range(len(s)), **kw)
+    assert keep_all.pruned == 0
+
+
+def test_a_comparison_pairs_the_methods_by_repeat(small):
+    ds, model_fn, cfg = small
+    cmp = tuning.compare_sweeps(ds, model_fn, cfg, {"full": {"method": "full"}, "asha": {"method": "asha"}},
+                                repeats=2, n_trials=3, max_steps=16, min_steps=4, eta=2)
+    assert cmp.repeats == 2 and cmp.baseline == "full"
+    verdict = cmp.paired("asha", "steps")
+    assert verdict.n == 2 and verdict.estimate <= 1.0
+    assert "full" in cmp.table()
+
+
+def test_bad_arguments_are_refused(small):
+    ds, model_fn, cfg = small
+    with pytest.raises(ValueError, match="method"):
+        tuning.sweep(ds, model_fn, cfg, method="grid")
+    with pytest.raises(ValueError, match="rule"):
+        tuning.sweep(ds, model_fn, cfg, method="rule")
+    with pytest.raises(ValueError, match="lr_range"):
+        tuning.sweep(ds, model_fn, cfg, lr_range=(0.1, 0.01))
+
+
+def test_two_processes_share_one_study_through_a_journal_file(small, tmp_path):
+    ds, _, _ = small
+    shared = tuning.shared_study(tmp_path / "journal.log", ds, workers=2, trials_per_worker=2,
+                                 max_steps=16, min_steps=4, eta=2)
+    by_worker = shared.by_worker()
+    assert sorted(by_worker) == [0, 1] and all(len(v) == 2 for v in by_worker.values())
+    assert sorted(t.number for t in shared.trials) == [0, 1, 2, 3]  # one numbering: one study
+    assert len(set(shared.pids.values())) == 2 and set(shared.returncodes.values()) == {0}
