@@ -47,6 +47,8 @@ from greenlab.training.loop import Interrupted, last_interrupted  # noqa: E402  
 # --- lesson topics: compression, profiling and monitoring, leaderboard ---
 from greenlab.techniques import active, compress, prefetch, profiling, stopping  # noqa: E402
 from greenlab.techniques import accumulation, numerics, roofline  # noqa: E402  lessons 00-03: roofline, fp16, accumulation
+from greenlab.techniques import edge, federated  # noqa: E402  lesson 14: FedAvg against centralised, edge inference
+from greenlab.impact import network  # noqa: E402  lesson 14: the energy of bytes sent, from a cited kWh/GB figure
 from greenlab.techniques.lm import (
     model as lm,
     compiling as lm_compile,

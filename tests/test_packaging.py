@@ -77,7 +77,7 @@ def test_package_data_lists_what_is_there():
     patterns = _pyproject()["tool"]["setuptools"]["package-data"]["greenlab"]
     for pattern in patterns:
         assert list((ROOT / "greenlab").glob(pattern)), f"package-data lists {pattern!r}, which matches no file"
-    for table in ("carbon_intensity.csv", "gpus.csv", "cpu_tdp.csv", "iso3166_alpha2.csv"):
+    for table in ("carbon_intensity.csv", "gpus.csv", "cpu_tdp.csv", "iso3166_alpha2.csv", "network_energy.csv"):
         assert any((ROOT / "greenlab" / "cited_tables" / table).match(p) for p in patterns), table
 
 

@@ -208,7 +208,7 @@ def test_every_lesson_reads_a_run_the_gpu_suite_records_under_the_same_name():
 
     read = reference.lesson_experiments(REPO / "lessons")
     numbers = [stem[:2] for stem in read]
-    assert numbers[:12] == [f"{i:02d}" for i in range(12)] and len(set(numbers)) == len(numbers)
+    assert numbers[:12] == [f"{i:02d}" for i in range(12)] and len(set(numbers)) == len(numbers), numbers
     assert all(read.values()), read  # every lesson reads at least one recorded run
     suite = gpu_suite.experiment_names()
     missing = {lesson: [n for n in names if n not in suite] for lesson, names in read.items()}

@@ -35,9 +35,10 @@ EXPERIMENTS = {
     # its rows recorded in language_model's record (MERGED_INTO)
     "language_model_serving": ("11", 20),
     "sharing_a_cluster": ("13", 9),  # start-up, a 3 s idle-power window and a simulation
+    "beyond_the_data_centre": ("14", 12),
 }
 LESSONS_SECONDS = 120   # every instructor lesson, quick mode, one subprocess each
-PYTEST_SECONDS = 30
+PYTEST_SECONDS = 18
 OVERHEAD_SECONDS = 9    # start-up, NVML reads, the counter-period poll, writing files
 WATCHDOG_GRACE_S = 10.0  # an experiment may overrun its share by this much before it is killed
 WATCHDOG_KILL_GRACE_S = 3.0  # SIGTERM to a process group, then SIGKILL to the whole group this much later

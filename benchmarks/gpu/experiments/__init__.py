@@ -16,6 +16,7 @@ from benchmarks.gpu.experiments.lesson09_capstone import exp_capstone
 from benchmarks.gpu.experiments.lesson10_language_model import exp_language_model, exp_language_model_compile
 from benchmarks.gpu.experiments.lesson11_language_model_serving import exp_language_model_serving
 from benchmarks.gpu.experiments.lesson13_sharing_a_cluster import exp_sharing_a_cluster
+from benchmarks.gpu.experiments.lesson14_beyond_the_data_centre import exp_beyond_the_data_centre
 
 RUNNERS = {
     "measurement_core": exp_measurement_core,
@@ -33,4 +34,5 @@ RUNNERS = {
     "language_model-compile": exp_language_model_compile,
     "language_model_serving": exp_language_model_serving,
     "sharing_a_cluster": exp_sharing_a_cluster,
+    "beyond_the_data_centre": exp_beyond_the_data_centre,
 }

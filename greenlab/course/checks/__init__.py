@@ -39,6 +39,7 @@ from greenlab.course.checks.core import (
     number_or_none,
 )
 from greenlab.course.checks.data_pipeline import early_stopping, most_uncertain, prefetch_loader  # lesson 08
+from greenlab.course.checks.federated import fedavg_aggregate, round_bytes  # lesson 14
 from greenlab.course.checks.knowledge import quiz_answer  # every lesson's knowledge check, graded
 from greenlab.course.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 10, 11
 from greenlab.course.checks.lm_serving import (
@@ -84,4 +85,5 @@ __all__ = [
     "causal_attention", "checkpoint_blocks", "zero1_step",
     "activation_bytes_per_layer", "lora_linear", "kv_decode_step", "int8_per_channel", "kv_cache_bytes",
     "schedule_jobs", "easy_backfill", "promote", "early_stopping", "prefetch_loader", "one_cycle", "stakeholder_statement",
+    "fedavg_aggregate", "round_bytes",
 ]
