@@ -4,6 +4,7 @@ the tuning rule with a stop, and the naive/green LM recipes through the capstone
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
@@ -172,7 +173,8 @@ def test_compare_ladder_reuses_the_headline_runs_for_its_ends(corpus):
     assert cmp.runs["+ stop at target"][0].status == "target-reached"
     with pytest.raises(ValueError, match="repeats"):
         recipes.compare_ladder(ladder, corpus, repeats=3, ends=ends, device="cpu")
-    other = recipes.compare_ends(naive, naive, corpus, repeats=2, device="cpu")
+    other = copy.copy(ends)  # the same runs, said to be of another green recipe
+    other.recipe_configs = {"naive": naive.config, "green": naive.config}
     with pytest.raises(ValueError, match="green"):
         recipes.compare_ladder(ladder, corpus, repeats=2, ends=other, device="cpu")
     with pytest.raises(ValueError, match="compare_ends"):
