@@ -60,8 +60,8 @@ def test_the_ladder_changes_one_thing_per_row_and_ends_at_green():
     green = recipes.green_recipe(device="cpu", quick=True)
     green = green._replace(config=dataclasses.replace(green.config, precision="bf16", channels_last=True))
     ladder = recipes.one_change_at_a_time(naive, green)
-    assert list(ladder) == ["naive", "+ batch 32, lr 0.01, warm-up 3", "+ batch-norm CNN", "+ device data",
-                            "+ one-cycle schedule", "+ stop at target", "+ evaluate every 256 samples", "+ bf16",
+    assert list(ladder) == ["naive", "+ batch 32, lr 0.01, warm-up 3", "+ batch-norm CNN", "+ stop at target",
+                            "+ device data", "+ one-cycle schedule", "+ evaluate every 256 samples", "+ bf16",
                             "+ channels-last"]
     rows = list(ladder.values())
     names = [f.name for f in dataclasses.fields(TrainConfig) if f.name != "label"]
@@ -109,6 +109,15 @@ def test_compare_ladder_gives_each_row_its_network_and_pairs_the_repeats():
     assert list(ladder) == ["naive", "+ small CNN", "+ device data"]
     result = recipes.compare_ladder(ladder, ds, repeats=1, warmup=0, save=False, sources=[SlopeSource()])
     assert sorted(built) == ["cnn", "cnn", "mlp"] and result.names == list(ladder)
+    # the headline's runs stand for the two ends: only the row between them is trained again
+    ends = recipes.compare_ends(naive, green, ds, repeats=1, warmup=0, save=False, sources=[SlopeSource()])
+    built.clear()
+    again = recipes.compare_ladder(ladder, ds, repeats=1, ends=ends, warmup=0, save=False, sources=[SlopeSource()])
+    assert built == ["cnn"] and again.names == list(ladder)
+    assert again.runs["naive"][0] is ends.runs["naive"][0] and again.runs["+ device data"][0] is ends.runs["green"][0]
+    with pytest.raises(ValueError, match="naive"):
+        recipes.compare_ladder(recipes.one_change_at_a_time(recipes.Recipe(mlp, dataclasses.replace(small, lr=0.5), {}),
+                                                            green), ds, repeats=1, ends=ends, save=False)
 
 
 def test_tune_lr_with_a_stop_at_the_target_picks_the_fewest_samples(monkeypatch):

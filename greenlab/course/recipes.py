@@ -21,7 +21,13 @@ same runs.
 Both recipes share the seed, the data and the epoch budget (the green one stops at the target
 well before it). ``tune_lr`` gives each recipe the same learning-rate search (the same number of
 candidates, the same samples each at most, judged on the validation split), and
-``one_change_at_a_time`` builds the ladder from one recipe to the other, one change per row.
+``one_change_at_a_time`` builds the ladder from one recipe to the other, one change per row;
+``compare_ends`` runs the headline (naive against green, paired repeats) and ``compare_ladder``
+the rows, reusing the headline's runs for the ladder's two ends.
+
+Lesson 10's language-model recipes go through the same ladder: :func:`naive_lm_recipe` (the
+defaults of a public GPT tutorial) and :func:`green_lm_recipe` (the course's changes), both with
+``LMConfig``s, compared to one validation loss (LM_LADDER).
 
     from greenlab import recipes
     model_fn, cfg, spec = recipes.green_recipe(quick=True)
@@ -62,6 +68,21 @@ LR_FACTORS = (1.0, 3.0, 10.0)
 LR_CANDIDATES = (0.01, 0.03, 0.1)
 GREEN_LR = 0.01
 TUNING_SAMPLES, QUICK_TUNING_SAMPLES = 60000, 1536
+
+# Lesson 10's language-model recipes (naive_lm_recipe, green_lm_recipe): a byte-level TinyGPT on
+# CPython's pydoc topics. Quick mode is tiny on purpose, so that the lesson's ladder of paired
+# repeats stays within seconds on a 2-core CPU; full mode is the lesson's full-mode model (not
+# measured here: the GPU suite's to record). The target is a validation loss in nats per byte.
+LM_CORPUS = "pydoc-topics"
+LM_QUICK = {"d_model": 32, "n_layers": 2, "n_heads": 4, "seq_len": 32, "batch_size": 8, "steps": 150,
+            "target_loss": 3.6}
+LM_FULL = {"d_model": 128, "n_layers": 4, "n_heads": 4, "seq_len": 128, "batch_size": 32, "steps": 1000,
+           "target_loss": 2.8}
+LM_TUTORIAL_LR = 3e-4
+LM_TUTORIAL_EVAL_SHARE = 0.8  # evaluation batches per training step: 2 x 200 every 500 steps
+LM_GREEN_LR = 3e-3
+LM_GREEN_EVAL = (5, 2)  # every 5 steps, on 2 validation batches
+LM_SCORE_BATCHES = 16  # the final model of every run is scored on these, after its energy window
 
 
 class Recipe(NamedTuple):
@@ -179,38 +200,50 @@ def green_recipe(device: str | None = None, n_train: int | None = None, n_test: 
 
 # What the ladder changes, in order: TrainConfig field groups and the network ("model": a
 # Recipe's model_fn); each group is one row, and a group the two recipes share is skipped. The
-# batch comes first, so that only the naive row pays for batches of 4.
+# batch comes first, so that only the naive row pays for batches of 4; the stop at the target
+# comes as soon as the network can reach it, so the rows after it train only as long as needed.
 LADDER = (
     (("batch_size", "lr", "warmup_steps"), "+ batch {batch_size}, lr {lr:g}, warm-up {warmup_steps}"),
     (("model",), "+ {model_name}"),
+    (("stop_at_target",), "+ stop at target"),
     (("loader", "num_workers", "pin_memory", "prefetch_factor"), "+ device data"),
     (("lr_schedule",), "+ one-cycle schedule"),
-    (("stop_at_target",), "+ stop at target"),
     (("eval_every_samples",), "+ evaluate every {eval_every_samples} samples"),
     (("precision",), "+ {precision}"),
     (("channels_last",), "+ channels-last"),
     (("compile",), "+ torch.compile"),
 )
 _FREE = ("label",)
+# Lesson 10's ladder from the naive language-model recipe to the green one (LMConfig fields). The
+# stop comes first, so every later row trains only to the target; the sequence length and batch
+# are the same in both (see naive_lm_recipe), so they have no row.
+LM_LADDER = (
+    (("stop_at_target",), "+ stop at target"),
+    (("lr_schedule", "lr", "warmup_steps"), "+ warm-up {warmup_steps} and cosine, lr {lr:g}"),
+    (("eval_every", "eval_batches"), "+ evaluate every {eval_every} steps on {eval_batches} batches"),
+    (("fused",), "+ fused AdamW"),
+    (("precision",), "+ {precision}"),
+)
 
 
 def one_change_at_a_time(naive, green) -> dict:
-    """{row name: Recipe} from ``naive`` to ``green`` (Recipes, or TrainConfigs for a ladder of
-    configs alone), each row changing one group of LADDER more, in order (the network when the
-    two Recipes build different ones). The first row is "naive", the last one equals ``green``.
-    Raises ValueError naming any other field in which the two differ (seed, epochs, ...): the
-    ladder would not isolate it."""
-    from greenlab.training.loop import TrainConfig
-
-    as_configs = isinstance(naive, TrainConfig) and isinstance(green, TrainConfig)
+    """{row name: Recipe} from ``naive`` to ``green`` (Recipes, or configs alone), each row
+    changing one group more, in order (the network when the two Recipes build different ones):
+    LADDER for ``TrainConfig`` recipes, LM_LADDER for ``LMConfig`` ones (lesson 10). The first row
+    is "naive", the last one equals ``green``. Raises ValueError naming any other field in which
+    the two differ (seed, epochs, ...): the ladder would not isolate it."""
+    config_types = _config_types()
+    as_configs = isinstance(naive, config_types) and isinstance(green, config_types)
     if as_configs:
         naive, green = Recipe(None, naive, {}), Recipe(None, green, {})
     if not (isinstance(naive, Recipe) and isinstance(green, Recipe)
-            and isinstance(naive.config, TrainConfig) and isinstance(green.config, TrainConfig)):
-        raise ValueError("naive and green must both be Recipes (from naive_recipe/green_recipe) or TrainConfigs")
+            and isinstance(naive.config, config_types) and type(naive.config) is type(green.config)):
+        raise ValueError("naive and green must both be Recipes (from naive_recipe/green_recipe or "
+                         "naive_lm_recipe/green_lm_recipe) or configs of one kind (TrainConfig or LMConfig)")
     n_cfg, g_cfg = naive.config, green.config
-    grouped = {f for fields, _ in LADDER for f in fields}
-    other = [f.name for f in dataclasses.fields(TrainConfig)
+    ladder = _ladder_for(n_cfg)
+    grouped = {f for fields, _ in ladder for f in fields}
+    other = [f.name for f in dataclasses.fields(type(n_cfg))
              if f.name not in grouped and f.name not in _FREE and getattr(n_cfg, f.name) != getattr(g_cfg, f.name)]
     if other:
         detail = ", ".join(f"{f} ({getattr(n_cfg, f)!r} vs {getattr(g_cfg, f)!r})" for f in other)
@@ -218,7 +251,7 @@ def one_change_at_a_time(naive, green) -> dict:
                          "of the ladder changes one thing")
     current = naive._replace(config=dataclasses.replace(n_cfg, label="naive"))
     rows = {"naive": current}
-    for fields, name in LADDER:
+    for fields, name in ladder:
         if fields == ("model",):
             if current.model_fn is green.model_fn:
                 continue
@@ -237,9 +270,60 @@ def one_change_at_a_time(naive, green) -> dict:
     return rows
 
 
-def compare_ladder(ladder: dict, data, repeats: int = 3, **compare_kwargs):
-    """``gl.compare`` over the rows of :func:`one_change_at_a_time`, each row with its own
-    network: paired repeats (repeat r gives every row seed r) in rotated order."""
+def compare_ends(naive, green, data, repeats: int = 3, **compare_kwargs):
+    """The headline: ``naive`` against ``green`` (Recipes of one kind) in paired repeats, rows
+    "naive" and "green". Give it to :func:`compare_ladder` as ``ends`` and the ladder reuses these
+    runs for its first and last rows (which are these two recipes) instead of training them again."""
+    cmp = compare_ladder({"naive": naive, "green": green}, data, repeats=repeats, **compare_kwargs)
+    cmp.recipe_configs = {"naive": naive.config, "green": green.config}
+    return cmp
+
+
+def compare_ladder(ladder: dict, data, repeats: int = 3, ends=None, **compare_kwargs):
+    """Paired repeats over the rows of :func:`one_change_at_a_time`, each row with its own
+    network: ``gl.compare`` for ``TrainConfig`` rows (``data`` a Dataset), ``gl.lm.compare_lm`` for
+    ``LMConfig`` rows (``data`` a Corpus); repeat r gives every row seed r, in rotated order.
+
+    ``ends``: a :func:`compare_ends` result for the same two recipes and repeats: its runs stand
+    for the first and the last row (repeat r for repeat r, the same seeds), and only the rows
+    between them are trained. Raises ValueError when its recipes or repeats are not the ladder's."""
+    from greenlab.experiments import Comparison
+
+    if not isinstance(ladder, dict) or not ladder or not all(isinstance(r, Recipe) for r in ladder.values()):
+        raise ValueError("ladder must be a non-empty dict {row name: Recipe} (from one_change_at_a_time)")
+    names = list(ladder)
+    if ends is None:
+        return _compare_rows(ladder, data, repeats, compare_kwargs)
+    first, last = names[0], names[-1]
+    configs = getattr(ends, "recipe_configs", None)
+    if configs is None or not isinstance(ends, Comparison):
+        raise ValueError("ends must be the Comparison that compare_ends returned")
+    for row, end in ((first, "naive"), (last, "green")):
+        if dataclasses.replace(configs[end], label="") != dataclasses.replace(ladder[row].config, label=""):
+            raise ValueError(f"ends' {end} recipe is not the ladder's row {row!r}: compare_ends(naive, green) "
+                             "must get the two recipes the ladder was built from")
+    if ends.repeats != repeats:
+        raise ValueError(f"ends has {ends.repeats} complete repeats, the ladder asks for {repeats}: use the same")
+    middle = {n: ladder[n] for n in names[1:-1]}
+    inner = _compare_rows(middle, data, repeats, compare_kwargs) if middle else None
+    repeat_runs = []
+    for r in range(repeats):
+        runs = {first: ends.repeat_runs[r]["naive"], last: ends.repeat_runs[r]["green"]}
+        if inner is not None:
+            runs.update(inner.repeat_runs[r])
+        repeat_runs.append({n: runs[n] for n in names})
+    order = [{"naive": first, "green": last}[n] for n in ends.order] + (inner.order if inner is not None else [])
+    return Comparison(names, repeat_runs, order, requested_repeats=repeats)
+
+
+def _compare_rows(ladder, data, repeats, compare_kwargs):
+    """The rows of ``ladder`` through the comparison their kind of config needs."""
+    from greenlab.techniques.lm.model import LMConfig, compare_lm
+
+    if isinstance(next(iter(ladder.values())).config, LMConfig):
+        fns = {name: row.model_fn for name, row in ladder.items()}
+        return compare_lm({name: dataclasses.replace(row.config, label=name) for name, row in ladder.items()},
+                          lambda cfg: fns[cfg.label](), data, repeats=repeats, **compare_kwargs)
     from greenlab.experiments import compare
 
     return compare({name: row.config for name, row in ladder.items()}, data=data, repeats=repeats,
@@ -328,11 +412,103 @@ def tune_lr(model_fn, data, config, candidates=LR_CANDIDATES, samples: int = QUI
                     sum(r.joules for r in runs), sum(r.seconds for r in runs), any(r.estimated for r in runs))
 
 
+def naive_lm_recipe(quick: bool = False) -> Recipe:
+    """The language-model recipe a newcomer copies (lesson 10), anchored outside the course in
+    the ``gpt.py`` of Karpathy's lecture "Let's build GPT: from scratch, in code, spelled out"
+    (2023, github.com/karpathy/ng-video-lecture): ``torch.optim.AdamW`` at a constant 3e-4, no
+    schedule, fp32, a fixed number of steps (5000 there), the loss estimated every tenth of the
+    run (every 500 steps) on 200 batches of each split, 0.8 evaluation batches per training step.
+    Scaled to the lesson: LM_QUICK (or LM_FULL) sets the model, the sequence length, the batch and
+    the steps; the evaluation keeps the tutorial's cadence (a tenth of the run) and its share
+    (0.8 validation batches per training step). No stop at the target: it is only recorded.
+    ``model_fn()`` builds a fresh TinyGPT; ``data_spec`` holds ``gl.lm.load_corpus`` arguments."""
+    from greenlab.techniques.lm.model import LMConfig
+
+    _check_quick(quick)
+    size = LM_QUICK if quick else LM_FULL
+    every = max(1, size["steps"] // 10)
+    cfg = LMConfig(seq_len=size["seq_len"], batch_size=size["batch_size"], steps=size["steps"], lr=LM_TUTORIAL_LR,
+                   eval_every=every, eval_batches=max(1, round(LM_TUTORIAL_EVAL_SHARE * every)),
+                   target_loss=size["target_loss"], score_batches=LM_SCORE_BATCHES, label="naive")
+    return Recipe(_lm_model_fn(size), cfg, {"name": LM_CORPUS})
+
+
+def green_lm_recipe(device: str | None = None, quick: bool = False, fused: bool = False,
+                    bf16: bool | None = None) -> Recipe:
+    """The course's language-model recipe (lesson 10): the same model, sequence length, batch
+    and step budget as :func:`naive_lm_recipe`, with a linear warm-up over a tenth of the steps
+    and a cosine fall (its rate is a starting point for ``gl.lm.tune_lr``), a stop at the target
+    validation loss, a check every few steps on a few batches (LM_GREEN_EVAL: less evaluation than
+    the tutorial's, often enough to stop near the target), and two changes decided by measurement
+    on the machine: bf16 autocast (``bf16``: None takes it wherever ``gl.hardware.precision_support``
+    says the device runs bf16 natively; False leaves it out, as where a measurement found no saving;
+    True is refused where bf16 is emulated) and the fused AdamW kernel (``fused``, off by default)."""
+    import torch
+
+    from greenlab.session import hardware
+
+    device = _check_device(device)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    on_cuda = device.startswith("cuda") and torch.cuda.is_available()
+    if not isinstance(fused, bool):
+        raise ValueError(f"fused must be True or False, got {fused!r}")
+    if bf16 is not None and not isinstance(bf16, bool):
+        raise ValueError(f"bf16 must be True, False or None, got {bf16!r}")
+    naive = naive_lm_recipe(quick=quick)
+    every, batches = LM_GREEN_EVAL
+    native = hardware.precision_support("bf16", device if on_cuda else "cpu").native
+    if bf16 and not native:
+        raise ValueError("bf16=True, but bf16 is emulated on this device: the green recipe takes it only "
+                         "where it is native")
+    bf16 = native if bf16 is None else bf16
+    cfg = dataclasses.replace(naive.config, lr=LM_GREEN_LR, lr_schedule="warmup-cosine",
+                              warmup_steps=max(1, naive.config.steps // 10), stop_at_target=True,
+                              eval_every=every, eval_batches=batches, fused=fused,
+                              precision="bf16" if bf16 else "fp32", label="green")
+    return naive._replace(config=cfg)
+
+
 def quick_cnn(in_channels: int = 1, num_classes: int = 10):
     """A fresh quick-mode CNN: the reference CNN's shape at an eighth of its width (8, 16, 32)."""
     from greenlab.training import models
 
     return models.build("cnn", in_channels=in_channels, num_classes=num_classes, **QUICK_CNN)
+
+
+_LM_MODEL_FNS: dict = {}
+
+
+def _lm_model_fn(size):
+    """One model function per size (so both recipes of a size hold the same one)."""
+    key = tuple(sorted(size.items()))
+    if key not in _LM_MODEL_FNS:
+        _LM_MODEL_FNS[key] = _new_lm_model_fn(size)
+    return _LM_MODEL_FNS[key]
+
+
+def _new_lm_model_fn(size):
+    def tiny_gpt():
+        from greenlab.techniques.lm.model import TinyGPT
+
+        return TinyGPT(d_model=size["d_model"], n_layers=size["n_layers"], n_heads=size["n_heads"],
+                       max_seq_len=size["seq_len"])
+
+    tiny_gpt.model_name = f"TinyGPT d{size['d_model']} x {size['n_layers']} layers"
+    return tiny_gpt
+
+
+def _config_types():
+    from greenlab.techniques.lm.model import LMConfig
+    from greenlab.training.loop import TrainConfig
+
+    return (TrainConfig, LMConfig)
+
+
+def _ladder_for(config):
+    from greenlab.techniques.lm.model import LMConfig
+
+    return LM_LADDER if isinstance(config, LMConfig) else LADDER
 
 
 def _samples_to_target(res):

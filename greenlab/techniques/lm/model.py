@@ -35,6 +35,7 @@ CORPORA = ("pydoc-topics", "stdlib-source")
 STDLIB_MODULES = ("bisect", "calendar", "csv", "dataclasses", "difflib", "enum", "fractions", "functools",
                   "heapq", "json.decoder", "json.encoder", "shlex", "statistics", "string", "textwrap")
 PRECISIONS = ("fp32", "bf16")
+LR_SCHEDULES = ("constant", "warmup-cosine")
 MAX_COUNT = 2**31
 MAX_TOKENS_PER_BATCH = 2**27  # seq_len x batch_size: 1 GiB of int64 ids, far beyond a lesson's batch
 MAX_PARAMS = 2**31  # parameters of a TinyGPT: 8 GiB in fp32
@@ -254,7 +255,12 @@ class LMConfig:
     ``precision``: "fp32" or "bf16" (autocast); ``optimizer_states``: "fp32" (torch AdamW) or
     "8bit" (bitsandbytes' AdamW8bit, see ``greenlab.training.optimizers``); evaluation every
     ``eval_every`` steps on ``eval_batches`` fixed validation batches; ``target_loss``: validation loss (nats/byte) whose
-    first crossing records time and energy to target."""
+    first crossing records time and energy to target; ``stop_at_target``: end the run there.
+    ``lr_schedule``: "constant", or "warmup-cosine" (``torch.optim.lr_scheduler``: a linear rise
+    over ``warmup_steps`` optimizer steps to ``lr``, then a cosine fall to 0 at ``steps``).
+    ``score_batches``: when set, the final model's validation loss on that many fixed batches,
+    taken after the energy window (``LMRun.final_val_loss``): one yardstick for runs that evaluate
+    differently while they train."""
 
     seq_len: int = 64
     batch_size: int = 16
@@ -266,6 +272,10 @@ class LMConfig:
     eval_every: int = 50
     eval_batches: int = 4
     target_loss: float | None = None
+    stop_at_target: bool = False
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    score_batches: int | None = None
     seed: int = 0
     label: str = ""
 
@@ -281,6 +291,12 @@ class LMConfig:
             raise ValueError("fused applies to fp32 optimizer states only (optimizer_states='fp32')")
         self.target_loss = v.number("target_loss (nats per byte)", self.target_loss, low=0, high=20,
                                     low_open=True, allow_none=True)
+        self.stop_at_target = v.flag("stop_at_target", self.stop_at_target)
+        if self.stop_at_target and self.target_loss is None:
+            raise ValueError("stop_at_target needs a target_loss (nats per byte) to stop at")
+        v.choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        self.warmup_steps = v.integer("warmup_steps", self.warmup_steps, low=0, high=self.steps - 1)
+        self.score_batches = v.integer("score_batches", self.score_batches, low=1, high=MAX_COUNT, allow_none=True)
         self.seed = v.integer("seed", self.seed, low=0, high=2**63 - 1)
         v.text("label", self.label)
         _check_tokens(self.seq_len, self.batch_size)
@@ -297,6 +313,9 @@ class LMRun(MeasuredFlags):
     ``history``: one dict per evaluation (step, tokens, seconds, joules, val_loss), cumulative.
     ``joules_to_target``/``seconds_to_target``: at the first evaluation with val_loss <= target.
     ``optimizer_state_bytes``: counted from the optimizer's state tensors after the last step.
+    ``steps``/``tokens``: what ran (fewer than asked when the run stopped at its target, status
+    "target-reached"); ``steps_to_target``: the step of that first crossing; ``final_val_loss``:
+    the final model scored on ``config.score_batches`` fixed validation batches (None unless set).
     The attribute names match ``greenlab.training.loop.RunResult`` where they mean the same, so a
     ``greenlab.experiments.Comparison`` can hold these runs (accuracy fields are None)."""
 
@@ -317,6 +336,8 @@ class LMRun(MeasuredFlags):
     val_accuracy: float | None = None
     co2e_g: float | None = None
     optimizer_state_bytes: int | None = None
+    final_val_loss: float | None = None
+    steps_to_target: int | None = None
 
     @property
     def joules_per_token(self) -> float:
@@ -408,6 +429,25 @@ def make_optimizer(model: nn.Module, config: LMConfig):
     return optimizers.adamw(model.parameters(), config.lr, states=config.optimizer_states)
 
 
+def make_scheduler(optimizer, config: LMConfig):
+    """The learning-rate schedule ``config.lr_schedule`` asks for, from ``torch.optim.lr_scheduler``
+    (step it once per optimizer step): None for "constant"; for "warmup-cosine" a ``LinearLR`` rise
+    from ``lr / warmup_steps`` to ``lr`` over ``warmup_steps`` steps, then a ``CosineAnnealingLR``
+    fall to 0 at ``config.steps`` (a ``SequentialLR`` of the two; the cosine alone without warm-up)."""
+    from torch.optim import lr_scheduler
+
+    validation.instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
+    validation.instance("config", config, LMConfig, "a greenlab.techniques.lm.model.LMConfig")
+    if config.lr_schedule == "constant":
+        return None
+    warmup = config.warmup_steps
+    cosine = lr_scheduler.CosineAnnealingLR(optimizer, T_max=config.steps - warmup, eta_min=0.0)
+    if warmup == 0:
+        return cosine
+    rise = lr_scheduler.LinearLR(optimizer, start_factor=1.0 / warmup, end_factor=1.0, total_iters=max(1, warmup - 1))
+    return lr_scheduler.SequentialLR(optimizer, [rise, cosine], milestones=[warmup])
+
+
 def train_step(model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tensor, precision: str = "fp32"
                ) -> torch.Tensor:
     """One optimizer step on the batch ``x``, ``y`` ("bf16": the forward pass under autocast);
@@ -451,16 +491,20 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
         sources = default_sources(gpus=[dev.index or 0] if dev.type == "cuda" else [])
     model = model.to(dev).train()
     optimizer = make_optimizer(model, cfg)
+    scheduler = make_scheduler(optimizer, cfg)
     g = torch.Generator().manual_seed(cfg.seed)
-    history, target = [], None
+    history, target, step = [], None, 0
     window = measure(cfg.label or "train_lm", sources=sources)
     bar = progress.bar(cfg.steps, cfg.label or "train_lm")
     with window, contextlib.closing(bar):
         meter = _Meter(sources)
         start = time.perf_counter()
         for step in range(1, cfg.steps + 1):
+            lr = optimizer.param_groups[0]["lr"]  # the rate this step uses
             x, y = batch(corpus.train, cfg.seq_len, cfg.batch_size, g, dev)
             loss = train_step(model, optimizer, x, y, cfg.precision)
+            if scheduler is not None:
+                scheduler.step()
             bar.update(1)
             if not math.isfinite(loss.item()):
                 raise FloatingPointError(f"training loss became {loss.item()} at step {step}; lower lr")
@@ -469,20 +513,27 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
                                precision=cfg.precision)
                 if dev.type == "cuda":
                     torch.cuda.synchronize(dev)
-                row = {"step": step, "tokens": step * cfg.tokens_per_step,
+                row = {"step": step, "tokens": step * cfg.tokens_per_step, "lr": lr,
                        "seconds": time.perf_counter() - start, "joules": meter.joules(), "val_loss": val}
                 history.append(row)
                 if target is None and cfg.target_loss is not None and val <= cfg.target_loss:
                     target = row
+                    if cfg.stop_at_target:
+                        break
     result = window.result
-    return LMRun(label=cfg.label, config=dataclasses.asdict(cfg), steps=cfg.steps,
-                 tokens=cfg.steps * cfg.tokens_per_step, seconds=result.seconds, joules=result.joules,
+    final = None
+    if cfg.score_batches is not None:  # after the window: the same yardstick for every run
+        final = evaluate(model, corpus, cfg.seq_len, cfg.score_batches, cfg.batch_size, precision="fp32")
+    return LMRun(label=cfg.label, config=dataclasses.asdict(cfg), steps=step,
+                 tokens=step * cfg.tokens_per_step, seconds=result.seconds, joules=result.joules,
                  val_loss=history[-1]["val_loss"], history=history,
                  joules_to_target=target["joules"] if target else None,
                  seconds_to_target=target["seconds"] if target else None,
                  energy=result.with_problems(meter.problems),
                  provenance=provenance(dev, result.sources, __version__),
-                 optimizer_state_bytes=optimizers.state_bytes(optimizer))
+                 status="target-reached" if target and cfg.stop_at_target else "completed",
+                 optimizer_state_bytes=optimizers.state_bytes(optimizer),
+                 final_val_loss=final, steps_to_target=target["step"] if target else None)
 
 
 def compare_lm(variants: dict, model_fn, corpus: Corpus, repeats: int = 3, warmup: int = 0, device=None):
@@ -631,8 +682,10 @@ def explain_bf16(p, native: bool) -> str:
 def tune_lr(model_fn, corpus: Corpus, config: LMConfig, rates, device=None) -> tuple:
     """The same small tuning budget for any recipe: one run of ``config`` (its steps and seed) per
     learning rate in ``rates``, scored by the final validation loss (a diverging rate scores inf).
-    ``model_fn(config)`` returns a fresh model. Returns (best rate, {rate: LMRun or None}, joules
-    spent on tuning: the bill of the search itself)."""
+    A config that stops at its target keeps that stop in its trials, as the recipe runs, and the
+    rate that reached the target in the fewest steps wins (then the lower loss); rates that missed
+    it rank after those that reached it. ``model_fn(config)`` returns a fresh model. Returns (best
+    rate, {rate: LMRun or None}, joules spent on tuning: the bill of the search itself)."""
     from greenlab.session.config import seed_everything
 
     rates = [validation.number("rate", r, low=0, high=10, low_open=True) for r in rates]
@@ -647,5 +700,12 @@ def tune_lr(model_fn, corpus: Corpus, config: LMConfig, rates, device=None) -> t
             spent += runs[rate].joules
         except FloatingPointError:
             runs[rate] = None
-    best = min(rates, key=lambda r: runs[r].val_loss if runs[r] is not None else math.inf)
+    def score(rate):
+        run = runs[rate]
+        if run is None:
+            return (math.inf, math.inf)
+        reached = config.stop_at_target and run.steps_to_target is not None
+        return (run.steps_to_target if reached else math.inf, run.val_loss)
+
+    best = min(rates, key=score)  # min keeps the first of equals
     return best, runs, spent
