@@ -413,3 +413,29 @@ def test_pipeline_bytes_per_rank_is_a_middle_stage():
     assert sharding.pipeline_bytes_per_rank_per_step(2, 8, 4, stages=8) == 2 * 2 * 8 * 4 * 4
     assert sharding.pipeline_bytes_per_rank_per_step(2, 8, 4, stages=2) == 2 * 8 * 4 * 4
     assert sharding.pipeline_bytes_per_rank_per_step(2, 8, 4, stages=1) == 0
+
+
+def test_ctrl_c_during_train_lm_is_one_line_and_keeps_the_partial_run(corpus, monkeypatch):
+    """Kernel > Interrupt in a train_lm cell: gl.Interrupted (one line in a notebook set up by
+    gl.setup()), the window closed, the steps and evaluations so far in gl.last_interrupted()."""
+    from greenlab.base.interrupts import Interrupted, last_interrupted
+
+    real, calls = lm.train_step, []
+
+    def interrupt_on_the_seventh(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 7:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lm, "train_step", interrupt_on_the_seventh)
+    cfg = lm.LMConfig(seq_len=16, batch_size=4, steps=20, eval_every=3, eval_batches=1, label="probe",
+                      score_batches=2)
+    with pytest.raises(Interrupted) as caught:
+        lm.train_lm(tiny(), corpus, cfg, device="cpu", sources=[_counter()])
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith("greenlab.lm.train_lm: interrupted 'probe' at step 7 of 20")
+    run = last_interrupted()
+    assert run is caught.value.result and run.status == "interrupted" and run.steps == 7
+    assert [row["step"] for row in run.history] == [3, 6] and run.final_val_loss is None
+    assert run.joules > 0 and run.seconds > 0

@@ -474,7 +474,9 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     """Train ``model`` on ``corpus`` for ``config.steps`` AdamW steps inside one energy window.
 
     The batches come from a generator seeded with ``config.seed`` (same seed, same batches), and
-    the evaluation windows are fixed, so runs differ only in what the config changes."""
+    the evaluation windows are fixed, so runs differ only in what the config changes. Ctrl-C
+    closes the window and raises ``gl.Interrupted`` (one line in a notebook set up by
+    ``gl.setup()``); the partial run, status "interrupted", is in ``gl.last_interrupted()``."""
     from greenlab.base.version import __version__
     from greenlab.session import config as gl_config
     from greenlab.training import optimizers
@@ -496,44 +498,64 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     history, target, step = [], None, 0
     window = measure(cfg.label or "train_lm", sources=sources)
     bar = progress.bar(cfg.steps, cfg.label or "train_lm")
+    interrupted = False
     with window, contextlib.closing(bar):
         meter = _Meter(sources)
         start = time.perf_counter()
-        for step in range(1, cfg.steps + 1):
-            lr = optimizer.param_groups[0]["lr"]  # the rate this step uses
-            x, y = batch(corpus.train, cfg.seq_len, cfg.batch_size, g, dev)
-            loss = train_step(model, optimizer, x, y, cfg.precision)
-            if scheduler is not None:
-                scheduler.step()
-            bar.update(1)
-            if not math.isfinite(loss.item()):
-                raise FloatingPointError(f"training loss became {loss.item()} at step {step}; lower lr")
-            if step % cfg.eval_every == 0 or step == cfg.steps:
-                val = evaluate(model, corpus, cfg.seq_len, cfg.eval_batches, cfg.batch_size,
-                               precision=cfg.precision)
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                row = {"step": step, "tokens": step * cfg.tokens_per_step, "lr": lr,
-                       "seconds": time.perf_counter() - start, "joules": meter.joules(), "val_loss": val}
-                history.append(row)
-                if target is None and cfg.target_loss is not None and val <= cfg.target_loss:
-                    target = row
-                    if cfg.stop_at_target:
-                        break
+        try:
+            for step in range(1, cfg.steps + 1):
+                lr = optimizer.param_groups[0]["lr"]  # the rate this step uses
+                x, y = batch(corpus.train, cfg.seq_len, cfg.batch_size, g, dev)
+                loss = train_step(model, optimizer, x, y, cfg.precision)
+                if scheduler is not None:
+                    scheduler.step()
+                bar.update(1)
+                if not math.isfinite(loss.item()):
+                    raise FloatingPointError(f"training loss became {loss.item()} at step {step}; lower lr")
+                if step % cfg.eval_every == 0 or step == cfg.steps:
+                    val = evaluate(model, corpus, cfg.seq_len, cfg.eval_batches, cfg.batch_size,
+                                   precision=cfg.precision)
+                    if dev.type == "cuda":
+                        torch.cuda.synchronize(dev)
+                    row = {"step": step, "tokens": step * cfg.tokens_per_step, "lr": lr,
+                           "seconds": time.perf_counter() - start, "joules": meter.joules(), "val_loss": val}
+                    history.append(row)
+                    if target is None and cfg.target_loss is not None and val <= cfg.target_loss:
+                        target = row
+                        if cfg.stop_at_target:
+                            break
+        except KeyboardInterrupt:  # Ctrl-C: the window closes, the partial run is kept
+            interrupted = True
     result = window.result
     final = None
-    if cfg.score_batches is not None:  # after the window: the same yardstick for every run
+    if cfg.score_batches is not None and not interrupted:  # after the window: one yardstick for every run
         final = evaluate(model, corpus, cfg.seq_len, cfg.score_batches, cfg.batch_size, precision="fp32")
-    return LMRun(label=cfg.label, config=dataclasses.asdict(cfg), steps=step,
-                 tokens=step * cfg.tokens_per_step, seconds=result.seconds, joules=result.joules,
-                 val_loss=history[-1]["val_loss"], history=history,
-                 joules_to_target=target["joules"] if target else None,
-                 seconds_to_target=target["seconds"] if target else None,
-                 energy=result.with_problems(meter.problems),
-                 provenance=provenance(dev, result.sources, __version__),
-                 status="target-reached" if target and cfg.stop_at_target else "completed",
-                 optimizer_state_bytes=optimizers.state_bytes(optimizer),
-                 final_val_loss=final, steps_to_target=target["step"] if target else None)
+    status = ("interrupted" if interrupted else
+              "target-reached" if target and cfg.stop_at_target else "completed")
+    run = LMRun(label=cfg.label, config=dataclasses.asdict(cfg), steps=step,
+                tokens=step * cfg.tokens_per_step, seconds=result.seconds, joules=result.joules,
+                val_loss=history[-1]["val_loss"] if history else math.nan, history=history,
+                joules_to_target=target["joules"] if target else None,
+                seconds_to_target=target["seconds"] if target else None,
+                energy=result.with_problems(meter.problems),
+                provenance=provenance(dev, result.sources, __version__), status=status,
+                optimizer_state_bytes=optimizers.state_bytes(optimizer),
+                final_val_loss=final, steps_to_target=target["step"] if target else None)
+    if interrupted:
+        raise _interrupted(run, cfg)
+    return run
+
+
+def _interrupted(run: LMRun, cfg: LMConfig):
+    """The one-line ``gl.Interrupted`` for a Ctrl-C during ``train_lm``, holding the partial run."""
+    from greenlab.base.interrupts import remember_interrupted
+
+    label = f" {cfg.label!r}" if cfg.label else ""
+    est = " (estimate)" if run.estimated else ""
+    return remember_interrupted(
+        f"greenlab.lm.train_lm: interrupted{label} at step {run.steps} of {cfg.steps}, after "
+        f"{run.seconds:.3g} s and {run.joules:.4g} J{est}; the partial run is in gl.last_interrupted(); "
+        "a variable this cell assigns keeps its previous value", run)
 
 
 def compare_lm(variants: dict, model_fn, corpus: Corpus, repeats: int = 3, warmup: int = 0, device=None):
