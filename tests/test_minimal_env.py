@@ -108,7 +108,8 @@ def _run_lesson_hidden(tmp_path, notebook: str) -> str:
     """Run an instructor lesson headless with the optional packages hidden (once per session);
     its printed output."""
     if notebook not in _LESSON_RUNS:
-        env = {**hidden_env(tmp_path), "GREENLAB_QUICK": "1", "GREENLAB_THREADS": "1"}
+        # threads chosen as make test's nbval kernels choose them (gl.setup(), passive waiting)
+        env = {**hidden_env(tmp_path), "GREENLAB_QUICK": "1"}
         env.pop("GREENLAB_DISPLAY", None)
         _LESSON_RUNS[notebook] = subprocess.run(
             [sys.executable, "-m", "greenlab.course", "run", f"lessons/instructor/{notebook}"],
