@@ -47,6 +47,8 @@ from greenlab.training.loop import Interrupted, last_interrupted  # noqa: E402  
 # --- lesson topics: compression, profiling and monitoring, leaderboard ---
 from greenlab.techniques import active, compress, prefetch, profiling, stopping  # noqa: E402
 from greenlab.techniques import accumulation, numerics, roofline  # noqa: E402  lessons 00-03: roofline, fp16, accumulation
+from greenlab.techniques import monitoring, preemption, storage  # noqa: E402  lesson 12: operating training
+from greenlab.impact import idle  # noqa: E402  lesson 12: idle capacity and scale to zero
 from greenlab.techniques.lm import (
     model as lm,
     compiling as lm_compile,
