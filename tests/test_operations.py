@@ -79,6 +79,11 @@ def test_run_refuses_a_job_without_max_steps(tmp_path):
         preemption.run_preemptible({"name": "mlp"}, None, TrainConfig(), 5, [], tmp_path)
     with pytest.raises(TypeError, match="model"):
         preemption.run_preemptible(lambda: None, None, TrainConfig(max_steps=3), 5, [], tmp_path)
+    with pytest.raises(ValueError, match="plain values"):
+        cfg = TrainConfig(max_steps=3, augment=gl_data.Augment(flip=False, crop_padding=2))
+        preemption.run_preemptible({"name": "mlp"}, None, cfg, 5, [], tmp_path)
+    with pytest.raises(ValueError, match="kill_after_s"):
+        preemption.run_preemptible({"name": "mlp"}, None, TrainConfig(max_steps=3), 5, [-1.0], tmp_path)
 
 
 # --- idle capacity and scale to zero ---------------------------------------------------------------
