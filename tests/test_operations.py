@@ -151,3 +151,10 @@ def test_compare_reads_pairs_its_repeats(tmp_path):
     c = storage.compare_reads(x, y, tmp_path, repeats=3, samples_per_shard=8)
     assert c.files == {"small files": 30, "tar shards": 4}
     assert all(len(v) == 3 for v in c.seconds.values()) and c.paired("joules").n == 3
+
+
+def test_a_life_killed_before_it_reports_kept_the_checkpoint_it_would_have_read(tmp_path):
+    assert preemption._read_progress(tmp_path / "missing.bin", 40)["resumed_at"] == 40
+    (tmp_path / "short.bin").write_bytes(b"\0" * 5)
+    got = preemption._read_progress(tmp_path / "short.bin", 10)
+    assert got["reached"] == got["checkpointed"] == 10 and got["writes"] == 0 and got["done"] == 0

@@ -211,8 +211,10 @@ class Launcher:
 
     def __init__(self, folder, timeout_s: float = 300.0):
         _positive("timeout_s", timeout_s)
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        import tempfile
+
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        self.folder = Path(tempfile.mkdtemp(prefix="preemptible-", dir=folder))  # this launcher's own files
         self.timeout_s = float(timeout_s)
         env = {**os.environ, "GREENLAB_PARENT_PID": str(os.getpid())}
         t0 = time.monotonic()
@@ -244,6 +246,7 @@ class Launcher:
             t0 = time.monotonic()
             for life in range(len(kills) + 1):
                 last = life == len(kills)
+                Path(job["progress"]).unlink(missing_ok=True)  # a life killed before it reports leaves none
                 started = time.monotonic()
                 self._send({"cmd": "life", **job})
                 pid = int(self._expect("pid", self.timeout_s))
@@ -260,7 +263,8 @@ class Launcher:
                         raise RuntimeError(f"the job did not finish within {self.timeout_s} s")
                 else:
                     ended = self._parse(ended, "exit")
-                progress = _read_progress(job["progress"])
+                kept = lives[-1].checkpointed if lives else 0
+                progress = _read_progress(job["progress"], kept)
                 if not killed and (int(ended) != 0 or not progress["done"]):
                     log = Path(job["progress"]).with_suffix(".log")
                     tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -297,8 +301,9 @@ class Launcher:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        for f in self._data_files.values():
-            Path(f).unlink(missing_ok=True)
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self):
         return self
@@ -389,10 +394,16 @@ PROGRESS_FIELDS = ("resumed_at", "reached", "checkpointed", "writes", "write_sec
 _FORMAT = "<" + "d" * len(PROGRESS_FIELDS)
 
 
-def _read_progress(path) -> dict:
+def _read_progress(path, checkpointed: int) -> dict:
+    """What a life published; a life killed before its first report published nothing, so it
+    resumed at, reached and kept ``checkpointed`` (the step of the checkpoint it would have read)."""
     import struct
 
-    raw = Path(path).read_bytes()
+    path = Path(path)
+    raw = path.read_bytes() if path.exists() else b""
+    if len(raw) < struct.calcsize(_FORMAT):
+        return {**dict.fromkeys(PROGRESS_FIELDS, 0.0), "resumed_at": checkpointed, "reached": checkpointed,
+                "checkpointed": checkpointed, "accuracy": -1.0}
     return dict(zip(PROGRESS_FIELDS, struct.unpack(_FORMAT, raw[:struct.calcsize(_FORMAT)])))
 
 
@@ -406,8 +417,11 @@ class _Progress:
         import struct
 
         self.struct = struct
-        with open(path, "wb") as f:
-            f.write(b"\0" * struct.calcsize(_FORMAT))
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:  # whole before it has its name: the parent never reads a short file
+            f.write(struct.pack(_FORMAT, *(float(resumed_at if k in ("resumed_at", "reached", "checkpointed")
+                                                 else -1.0 if k == "accuracy" else 0.0) for k in PROGRESS_FIELDS)))
+        os.replace(tmp, path)
         self._file = open(path, "r+b")
         self.map = mmap.mmap(self._file.fileno(), 0)
         self.values = dict.fromkeys(PROGRESS_FIELDS, 0.0)
