@@ -320,7 +320,9 @@ class Launcher:
             import torch
 
             path = self.folder / f"data_{len(self._data_files)}.pt"
-            torch.save({f.name: getattr(data, f.name) for f in dataclasses.fields(data)}, path)
+            fields = {f.name: getattr(data, f.name) for f in dataclasses.fields(data)}
+            # on the host: the launcher must not touch CUDA before it forks (a forked child cannot use it then)
+            torch.save({k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in fields.items()}, path)
             self._data_files[key] = path
         return self._data_files[key]
 

@@ -36,7 +36,7 @@ def main() -> int:
             _say(out, {"error": f"unknown request {job.get('cmd')!r}"})
             continue
         if job["data"] not in datasets:
-            datasets[job["data"]] = Dataset(**torch.load(job["data"], weights_only=True))
+            datasets[job["data"]] = Dataset(**torch.load(job["data"], weights_only=True, map_location="cpu"))
         data = datasets[job["data"]]
         out.flush()
         pid = os.fork()
