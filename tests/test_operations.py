@@ -151,6 +151,16 @@ def test_compare_reads_pairs_its_repeats(tmp_path):
     c = storage.compare_reads(x, y, tmp_path, repeats=3, samples_per_shard=8)
     assert c.files == {"small files": 30, "tar shards": 4}
     assert all(len(v) == 3 for v in c.seconds.values()) and c.paired("joules").n == 3
+    assert all(n >= 1 for n in c.passes.values())
+
+
+def test_checkpoint_write_cost_fills_its_window(tmp_path):
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    seconds, joules, writes, m = preemption.checkpoint_write_cost(net, opt, tmp_path / "c.pt", writes=2,
+                                                                  min_seconds=0.15)
+    assert writes >= 2 and seconds * writes >= 0.15 and joules == pytest.approx(m.joules / writes)
+    assert not (tmp_path / "c.pt").exists()
 
 
 def test_a_life_killed_before_it_reports_kept_the_checkpoint_it_would_have_read(tmp_path):

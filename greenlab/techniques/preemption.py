@@ -368,20 +368,25 @@ def run_preemptible(model: dict, data, config, checkpoint_every: int | None, kil
         return own.run(model, data, config, checkpoint_every, kill_after_s)
 
 
-def checkpoint_write_cost(model, optimizer, path, writes: int = 10) -> tuple:
-    """Write ``writes`` checkpoints of ``model`` and ``optimizer`` to ``path`` (``save_checkpoint``:
-    atomic, checksummed) inside one energy window; returns (seconds per write, Measurement)."""
+def checkpoint_write_cost(model, optimizer, path, writes: int = 10, min_seconds: float = 0.3) -> tuple:
+    """Write checkpoints of ``model`` and ``optimizer`` to ``path`` (``save_checkpoint``: atomic,
+    checksummed) inside one energy window: at least ``writes`` of them, and more until the window
+    lasts ``min_seconds`` (long enough for the energy counter). Returns (seconds per write,
+    joules per write, writes, Measurement)."""
     from greenlab.energy import measure
     from greenlab.training.checkpoint import save_checkpoint
 
     validation.integer("writes", writes, low=1)
+    validation.number("min_seconds", min_seconds, low=0)
+    done = 0
     with measure("checkpoint writes") as window:
         t0 = time.perf_counter()
-        for step in range(writes):
-            save_checkpoint(path, model, optimizer, step=step)
-        seconds = (time.perf_counter() - t0) / writes
+        while done < writes or time.perf_counter() - t0 < min_seconds:
+            save_checkpoint(path, model, optimizer, step=done)
+            done += 1
+        seconds = (time.perf_counter() - t0) / done
     Path(path).unlink(missing_ok=True)
-    return seconds, window.result
+    return seconds, window.result.joules / done, done, window.result
 
 
 def median(values) -> float:

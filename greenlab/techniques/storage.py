@@ -134,11 +134,12 @@ def read_shards(paths, sample_shape) -> tuple:
 
 @dataclass
 class ReadComparison:
-    """Per-repeat seconds and joules of reading the whole dataset ``passes`` times from each
-    layout (repeat r of both layouts is one pair), the files' sizes, and the energy flag."""
+    """Per-repeat seconds and joules of reading the whole dataset once from each layout (a
+    window's figure divided by its ``passes[layout]`` reads; repeat r of both layouts is one
+    pair), the files' counts and sizes, and the energy flag."""
 
     samples: int
-    passes: int
+    passes: dict
     seconds: dict
     joules: dict
     files: dict
@@ -155,10 +156,11 @@ class ReadComparison:
 
 
 def compare_reads(x: torch.Tensor, y: torch.Tensor, folder, repeats: int = 3, passes: int = 1,
-                  samples_per_shard: int = 1000) -> ReadComparison:
+                  samples_per_shard: int = 1000, min_window_s: float = 0.3) -> ReadComparison:
     """Write the samples both ways under ``folder``, check that both read back equal to ``x``/``y``,
-    then read each layout ``passes`` times per window, alternating which goes first, ``repeats``
-    times, inside ``gl.measure`` windows. The files stay in the OS page cache (a warm read)."""
+    then read each layout in ``gl.measure`` windows, alternating which goes first, ``repeats``
+    times: at least ``passes`` reads per window, more when one read is shorter than
+    ``min_window_s`` (from the checking read). The files stay in the OS page cache (a warm read)."""
     from greenlab.energy import measure
 
     x, y = _samples(x, y)
@@ -170,10 +172,15 @@ def compare_reads(x: torch.Tensor, y: torch.Tensor, folder, repeats: int = 3, pa
     shape = tuple(x.shape[1:])
     readers = {"small files": lambda: read_small_files(small, shape),
                "tar shards": lambda: read_shards(shards, shape)}
+    validation.number("min_window_s", min_window_s, low=0)
+    per_window = {}
     for name, read in readers.items():
+        t0 = time.perf_counter()
         bx, by = read()
+        once = time.perf_counter() - t0
         if not (torch.equal(bx, x) and torch.equal(by, y)):
             raise RuntimeError(f"the {name} did not read back the samples written")
+        per_window[name] = max(passes, math.ceil(min_window_s / max(once, 1e-6)))
     seconds = {name: [] for name in readers}
     joules = {name: [] for name in readers}
     estimated = False
@@ -182,15 +189,15 @@ def compare_reads(x: torch.Tensor, y: torch.Tensor, folder, repeats: int = 3, pa
         for name in order:
             with measure(f"read {name}") as window:
                 t0 = time.perf_counter()
-                for _ in range(passes):
+                for _ in range(per_window[name]):
                     readers[name]()
-                seconds[name].append(time.perf_counter() - t0)
-            joules[name].append(window.result.joules)
+                seconds[name].append((time.perf_counter() - t0) / per_window[name])
+            joules[name].append(window.result.joules / per_window[name])
             estimated = estimated or bool(window.result.estimated)
     sizes = {"small files": sum(p.stat().st_size for p in small.iterdir()),
              "tar shards": sum(p.stat().st_size for p in shards)}
     files = {"small files": len(y), "tar shards": len(shards)}
-    return ReadComparison(samples=len(y), passes=passes, seconds=seconds, joules=joules, files=files,
+    return ReadComparison(samples=len(y), passes=per_window, seconds=seconds, joules=joules, files=files,
                           bytes_on_disk=sizes, estimated=estimated)
 
 

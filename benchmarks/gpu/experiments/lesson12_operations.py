@@ -31,10 +31,8 @@ def exp_operations(ctx: Context) -> None:
         for repeat in range(z.repeats):
             if not ctx.enough_for(ctx.min_window_s * 2):
                 break
-            writes = 1
-            seconds, m = checkpoint_write_cost(net, opt, path, writes=writes)
-            writes = max(1, min(200, int(ctx.min_window_s * z.window_margin / max(seconds, 1e-3))))
-            seconds, m = checkpoint_write_cost(net, opt, path, writes=writes)
+            seconds, _, writes, m = checkpoint_write_cost(net, opt, path, writes=1,
+                                                          min_seconds=ctx.min_window_s * z.window_margin)
             comp = m.components.get(ctx.component)
             joules = comp.joules if (comp is not None and ctx.energy_ok) else None
             cpu = m.components.get("cpu")
