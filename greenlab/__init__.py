@@ -49,6 +49,8 @@ from greenlab.techniques import active, compress, prefetch, profiling, stopping 
 from greenlab.techniques import accumulation, numerics, roofline  # noqa: E402  lessons 00-03: roofline, fp16, accumulation
 from greenlab.techniques import edge, federated  # noqa: E402  lesson 14: FedAvg against centralised, edge inference
 from greenlab.impact import network  # noqa: E402  lesson 14: the energy of bytes sent, from a cited kWh/GB figure
+from greenlab.techniques import monitoring, preemption, storage  # noqa: E402  lesson 12: operating training
+from greenlab.impact import idle  # noqa: E402  lesson 12: idle capacity and scale to zero
 from greenlab.techniques.lm import (
     model as lm,
     compiling as lm_compile,

@@ -217,3 +217,15 @@ def test_every_lesson_reads_a_run_the_gpu_suite_records_under_the_same_name():
     assert set(suite) == read_anywhere, f"suite experiments no lesson reads: {set(suite) - read_anywhere}"
     for lesson, names in read.items():  # the suite names the lesson each experiment is for
         assert all(gpu_suite.EXPERIMENTS[n][0] == lesson[:2] for n in names), (lesson, names)
+
+
+def test_recorded_reads_the_newest_figure_or_says_none(tmp_path):
+    assert reference.recorded("mixed_precision", "fp32", "joules", tmp_path) is None
+    _write(tmp_path, _run())
+    _write(tmp_path, _run(date="2026-06-01", results=[{"label": "fp32", "joules": 2000.0},
+                                                        {"label": "bf16", "joules": None}]))
+    value, run = reference.recorded("mixed_precision", "fp32", "joules", tmp_path)
+    assert value == 2000.0 and run.date == "2026-06-01"
+    value, run = reference.recorded("mixed_precision", "bf16", "joules", tmp_path)  # None is no figure
+    assert value == 1400.25 and run.date == "2026-05-01"
+    assert reference.recorded("mixed_precision", "fp32", "no such column", tmp_path) is None

@@ -22,7 +22,7 @@ EXPERIMENTS = {
     "measurement_core": ("00", 30),
     "ddp_scaling": ("01", 27),
     "mixed_precision": ("02", 38),
-    "mixed_precision-resnet": ("02", 23),
+    "mixed_precision-resnet": ("02", 18),  # 14 s of its share went to lessons 12 and 13
     "gradient_accumulation": ("03", 26),
     "batch_sweep": ("04", 30),
     "architecture_search": ("05", 16),
@@ -34,10 +34,11 @@ EXPERIMENTS = {
     "language_model-compile": ("10", 35),  # own worker and share (a cold compile takes 20-40 s),
     # its rows recorded in language_model's record (MERGED_INTO)
     "language_model_serving": ("11", 20),
+    "operations": ("12", 10),  # idle power and checkpoint writes: a few short windows
     "sharing_a_cluster": ("13", 9),  # start-up, a 3 s idle-power window and a simulation
     "beyond_the_data_centre": ("14", 12),
 }
-LESSONS_SECONDS = 120   # every instructor lesson, quick mode, one subprocess each
+LESSONS_SECONDS = 115   # every instructor lesson, quick mode, one subprocess each
 PYTEST_SECONDS = 18
 OVERHEAD_SECONDS = 9    # start-up, NVML reads, the counter-period poll, writing files
 WATCHDOG_GRACE_S = 10.0  # an experiment may overrun its share by this much before it is killed

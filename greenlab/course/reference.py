@@ -220,6 +220,17 @@ def table(experiment: str, folder: str | os.PathLike | None = None) -> Reference
     return ReferenceTable(experiment, load(experiment, folder))
 
 
+def recorded(experiment: str, label: str, column: str, folder: str | os.PathLike | None = None):
+    """``(value, run)`` from the newest recorded run of ``experiment`` whose row ``label`` has a
+    number in ``column``; ``None`` when no such run was recorded (a figure is never made up)."""
+    for run in reversed(load(experiment, folder)):
+        for row in run.results:
+            value = row.get(column)
+            if row.get("label") == label and isinstance(value, (int, float)) and not isinstance(value, bool):
+                return value, run
+    return None
+
+
 def show(experiment: str, folder: str | os.PathLike | None = None) -> None:
     """Print the recorded runs of ``experiment``, labelled with GPU and date, or say there are none."""
     print(table(experiment, folder).text())

@@ -15,6 +15,7 @@ from benchmarks.gpu.experiments.lesson08_data_pipeline import exp_data_pipeline
 from benchmarks.gpu.experiments.lesson09_capstone import exp_capstone
 from benchmarks.gpu.experiments.lesson10_language_model import exp_language_model, exp_language_model_compile
 from benchmarks.gpu.experiments.lesson11_language_model_serving import exp_language_model_serving
+from benchmarks.gpu.experiments.lesson12_operations import exp_operations
 from benchmarks.gpu.experiments.lesson13_sharing_a_cluster import exp_sharing_a_cluster
 from benchmarks.gpu.experiments.lesson14_beyond_the_data_centre import exp_beyond_the_data_centre
 
@@ -33,6 +34,7 @@ RUNNERS = {
     "language_model": exp_language_model,
     "language_model-compile": exp_language_model_compile,
     "language_model_serving": exp_language_model_serving,
+    "operations": exp_operations,
     "sharing_a_cluster": exp_sharing_a_cluster,
     "beyond_the_data_centre": exp_beyond_the_data_centre,
 }

@@ -60,6 +60,7 @@ from greenlab.course.checks.measuring import (
     integrate_power,
     joules_per_gflop,
 )  # lesson 00
+from greenlab.course.checks.operations import daly_interval, idle_alert, young_interval  # lesson 12
 from greenlab.course.checks.precision import amp_step, fp16_flush_fractions, loss_scaler  # lesson 02
 from greenlab.course.checks.scaling import (  # lesson 01
     energy_per_device_hour, ring_all_reduce, scale_out_costs, watts_per_device)
@@ -85,5 +86,5 @@ __all__ = [
     "causal_attention", "checkpoint_blocks", "zero1_step",
     "activation_bytes_per_layer", "lora_linear", "kv_decode_step", "int8_per_channel", "kv_cache_bytes",
     "schedule_jobs", "easy_backfill", "promote", "early_stopping", "prefetch_loader", "one_cycle", "stakeholder_statement",
-    "fedavg_aggregate", "round_bytes",
+    "fedavg_aggregate", "round_bytes", "young_interval", "daly_interval", "idle_alert",
 ]
