@@ -21,6 +21,11 @@ def test_attainable_is_the_lower_roof():
     assert r.attainable(1.0) == pytest.approx(10e9) and r.bound(1.0) == "memory-bound"
     assert r.attainable(100.0) == pytest.approx(100e9) and r.bound(100.0) == "compute-bound"
     assert r.attainable(20.0, "bf16") == pytest.approx(200e9)  # bf16 helps only above fp32's ridge
+    # time floor: the slower of the two roofs
+    assert r.floor_seconds(100e9, 1e9) == pytest.approx(1.0) and r.floor_seconds(1e9, 10e9) == pytest.approx(1.0)
+    assert r.floor_seconds(400e9, 1e9, "bf16") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="bytes_moved"):
+        r.floor_seconds(1.0, -1.0)
     with pytest.raises(ValueError, match="dtype"):
         r.attainable(1.0, "fp16")
     with pytest.raises(ValueError, match="intensity"):
@@ -134,3 +139,17 @@ def test_measure_reuses_a_roofline_for_the_same_arguments_unless_asked_not_to():
     assert roofline.measure("cpu", **kwargs) is first
     assert roofline.measure("cpu", reuse=False, **kwargs) is not first
     assert roofline.measure("cpu", **{**kwargs, "matmul_n": 48}) is not first
+
+
+@pytest.mark.parametrize("groups", [1, 4, 16])
+def test_a_grouped_convolutions_backward_counts_twice_its_forward(groups):
+    import torch
+
+    conv = torch.nn.Conv2d(16, 16, 3, padding=1, groups=groups, bias=False)
+    x = torch.randn(2, 16, 8, 8, requires_grad=True)
+    forward = 2 * 2 * 16 * (16 // groups) * 9 * 64  # every output value: 16/groups x 3 x 3 multiply-adds
+    with torch.no_grad():
+        assert roofline.count(lambda: conv(x)).flops == forward
+    # forward, then the input's gradient and the weight's gradient, each as many multiply-adds as the forward
+    assert roofline.count(lambda: conv(x).sum().backward()).flops == 3 * forward
+    assert roofline.count(lambda: conv(x.detach()).sum().backward()).flops == 2 * forward

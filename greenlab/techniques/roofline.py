@@ -59,6 +59,14 @@ class Roofline:
         """"memory-bound" or "compute-bound" at ``intensity`` under this roofline."""
         return "memory-bound" if intensity < self.ridge_point(dtype) else "compute-bound"
 
+    def floor_seconds(self, flops: float, bytes_moved: float, dtype: str = "fp32") -> float:
+        """The least time the roofs allow for ``flops`` FLOPs moving ``bytes_moved`` bytes:
+        max(FLOPs / peak, bytes / bandwidth), in seconds (a prediction, not a measurement)."""
+        for name, v in (("flops", flops), ("bytes_moved", bytes_moved)):
+            if not v >= 0:
+                raise ValueError(f"{name} must be >= 0, got {v!r}")
+        return max(flops / self._peak(dtype), bytes_moved / self.bandwidth_bytes_per_s)
+
     def summary(self) -> str:
         peaks = ", ".join(f"{d} {f / 1e9:.3g} GFLOP/s" for d, f in self.peak_flops.items())
         return (f"roofline measured on {self.machine} ({self.device}): peak {peaks} ({self.matmul_n}x{self.matmul_n} "
@@ -182,7 +190,8 @@ def count(fn) -> Counts:
         raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}")
     from greenlab.techniques.lm.model import _sdpa_cpu_formulas  # the CPU attention kernel's FLOPs
 
-    with FlopCounterMode(display=False, custom_mapping=_sdpa_cpu_formulas()) as flop_counter, _ByteCounter() as bytes_counter:
+    formulas = {**_sdpa_cpu_formulas(), torch.ops.aten.convolution_backward: _grouped_conv_backward_flops}
+    with FlopCounterMode(display=False, custom_mapping=formulas) as flop_counter, _ByteCounter() as bytes_counter:
         fn()
     return Counts(int(flop_counter.get_total_flops()), int(bytes_counter.bytes))
 
@@ -260,6 +269,21 @@ _MEASURED: dict = {}
 # operations that allocate or alias without moving data
 _FREE = {torch.ops.aten._unsafe_view.default, torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
          torch.ops.aten.empty_strided.default, torch.ops.aten.new_empty.default, torch.ops.aten.lift_fresh.default}
+
+
+def _grouped_conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
+                                 output_padding, groups, output_mask, out_shape=None, **kwargs) -> int:
+    """torch's backward-convolution formula, applied per group: torch's own counts a grouped
+    (e.g. depthwise) convolution's backward as if every channel met every channel."""
+    from torch.utils.flop_counter import conv_backward_flop
+
+    def per_group(shape):
+        return [shape[0], shape[1] // groups, *shape[2:]]
+
+    w = [w_shape[0] // groups, *w_shape[1:]]  # (out, in/groups, ...), or (in, out/groups, ...) transposed
+    grads = [per_group(out_shape[0]) if output_mask[0] else None, w if output_mask[1] else None, None]
+    return groups * conv_backward_flop(per_group(grad_out_shape), per_group(x_shape), w, bias, stride, padding,
+                                       dilation, transposed, output_padding, 1, output_mask, out_val=grads)
 
 
 class _ByteCounter(TorchDispatchMode):
