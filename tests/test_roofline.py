@@ -125,6 +125,7 @@ def test_place_gives_a_point_with_counted_work_and_measured_time():
     r = roofline.Roofline("test machine", "cpu", {"fp32": 100e9}, 10e9, 64, 1024)
     assert p.share_of_roof(r) == pytest.approx(p.flops_per_s / r.attainable(p.intensity))
     assert "FLOP/byte" in p.line(r) and "memory-bound" in p.line(r)  # ridge 10, intensity 5.3
+    assert p.line(r).startswith("matmul: 65.5 kFLOP, 12.3 kB per call -> 5.33 FLOP/byte")
     low = roofline.Point("tiny", 1, 1000, 1e-3)
     roofline.plot(r, [p, low, ("tuple", 2.0, 1e9)])
     with pytest.raises(ValueError, match="counted 0 FLOPs"):

@@ -174,7 +174,7 @@ class Point:
 
     def line(self, roofline: Roofline, dtype: str = "fp32") -> str:
         """One line: counts, intensity, bound, measured throughput against the roof."""
-        return (f"{self.label}: {self.flops / 1e6:.3g} MFLOP, {self.bytes / 1e6:.3g} MB per call -> "
+        return (f"{self.label}: {_si(self.flops, 'FLOP')}, {_si(self.bytes, 'B')} per call -> "
                 f"{self.intensity:.3g} FLOP/byte ({roofline.bound(self.intensity, dtype)}); measured "
                 f"{self.seconds * 1e3:.3g} ms, {self.flops_per_s / 1e9:.3g} GFLOP/s = "
                 f"{self.share_of_roof(roofline, dtype):.0%} of the roof's "
@@ -266,6 +266,14 @@ def _best_seconds(fn, dev, min_seconds, rounds) -> float:
 
 
 _MEASURED: dict = {}
+
+
+def _si(value: float, unit: str) -> str:
+    """``value`` with a decimal prefix: 3.93 GFLOP, 101 MB, 512 B."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
 # operations that allocate or alias without moving data
 _FREE = {torch.ops.aten._unsafe_view.default, torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
          torch.ops.aten.empty_strided.default, torch.ops.aten.new_empty.default, torch.ops.aten.lift_fresh.default}
