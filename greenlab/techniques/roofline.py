@@ -8,15 +8,24 @@ the bytes/s it reaches on a large copy, and what a workload of a given arithmeti
   is the best of a few timed windows (the least disturbed one), in FLOP/s and bytes/s.
 - ``Roofline.attainable(intensity, dtype)``: min(peak FLOP/s, bandwidth x intensity).
 - ``seconds_per_call(fn)``: how long one call of a workload takes, for placing it on the roofline.
+- ``count(fn)``: the FLOPs (``FlopCounterMode``) and the bytes (each operation reads its tensor
+  inputs once and writes its outputs once) of one call, and so its arithmetic intensity.
+- ``place(label, fn)``: a measured ``Point``: counted FLOPs and bytes, timed seconds per call.
 - ``plot(roofline, points)``: the roofs on log-log axes with workloads placed on them.
+
+``measure`` keeps what it measured for the rest of the Python session and hands it out again for
+the same arguments (``reuse=False`` measures afresh).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._pytree import tree_leaves
+from torch.utils._python_dispatch import TorchDispatchMode
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -50,6 +59,14 @@ class Roofline:
         """"memory-bound" or "compute-bound" at ``intensity`` under this roofline."""
         return "memory-bound" if intensity < self.ridge_point(dtype) else "compute-bound"
 
+    def floor_seconds(self, flops: float, bytes_moved: float, dtype: str = "fp32") -> float:
+        """The least time the roofs allow for ``flops`` FLOPs moving ``bytes_moved`` bytes:
+        max(FLOPs / peak, bytes / bandwidth), in seconds (a prediction, not a measurement)."""
+        for name, v in (("flops", flops), ("bytes_moved", bytes_moved)):
+            if not v >= 0:
+                raise ValueError(f"{name} must be >= 0, got {v!r}")
+        return max(flops / self._peak(dtype), bytes_moved / self.bandwidth_bytes_per_s)
+
     def summary(self) -> str:
         peaks = ", ".join(f"{d} {f / 1e9:.3g} GFLOP/s" for d, f in self.peak_flops.items())
         return (f"roofline measured on {self.machine} ({self.device}): peak {peaks} ({self.matmul_n}x{self.matmul_n} "
@@ -72,13 +89,19 @@ def matmul_intensity(m: int, n: int, k: int, bytes_per_element: int = 4) -> floa
 
 
 def measure(device=None, dtypes=("fp32",), matmul_n: int = 1024, copy_bytes: int = 64 * 2**20,
-            min_seconds: float = 0.2, rounds: int = 3, machine: str | None = None) -> Roofline:
+            min_seconds: float = 0.2, rounds: int = 3, machine: str | None = None,
+            reuse: bool = True) -> Roofline:
     """Measure this machine's roofline on ``device`` (default: greenlab's device). Peak FLOP/s per
     dtype from ``matmul_n`` x ``matmul_n`` matmuls, bandwidth from copying ``copy_bytes`` bytes; each
-    repeated for at least ``min_seconds`` per window, best of ``rounds`` windows."""
+    repeated for at least ``min_seconds`` per window, best of ``rounds`` windows. With ``reuse``,
+    a roofline measured earlier in this Python session with the same arguments and thread count is
+    returned instead (its notes say so)."""
     from greenlab.session.config import device as default_device
 
     dev = torch.device(device or default_device())
+    key = (str(dev), tuple(dtypes), matmul_n, copy_bytes, min_seconds, rounds, machine, torch.get_num_threads())
+    if reuse and key in _MEASURED:
+        return _MEASURED[key]
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown or not dtypes:
         raise ValueError(f"dtypes must be some of {sorted(DTYPES)}, got {list(dtypes)!r}")
@@ -98,8 +121,92 @@ def measure(device=None, dtypes=("fp32",), matmul_n: int = 1024, copy_bytes: int
     dst = torch.empty_like(src)
     per_copy = _best_seconds(lambda: dst.copy_(src), dev, min_seconds, rounds)
     bandwidth = 2 * n_floats * 4 / per_copy  # every byte is read once and written once
-    return Roofline(machine or _machine_name(dev), str(dev), peaks, bandwidth, matmul_n, n_floats * 4,
+    roof = Roofline(machine or _machine_name(dev), str(dev), peaks, bandwidth, matmul_n, n_floats * 4,
                     notes=[f"threads: {torch.get_num_threads()}"] if dev.type == "cpu" else [])
+    _MEASURED[key] = roof
+    return roof
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What one call of a workload does: ``flops`` (matrix multiplies, convolutions and attention,
+    as ``torch.utils.flop_counter`` counts them; element-wise work counts 0) and ``bytes`` (every
+    operation reads each of its tensor inputs once and writes each output once: the least traffic
+    that operation-by-operation execution needs; views move nothing)."""
+
+    flops: int
+    bytes: int
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte; 0.0 for work that moves no bytes."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+
+@dataclass(frozen=True)
+class Point:
+    """A workload placed on the roofline: its counted FLOPs and bytes per call and its measured
+    seconds per call (the fastest window of ``place``)."""
+
+    label: str
+    flops: int
+    bytes: int
+    seconds: float
+
+    @property
+    def intensity(self) -> float:
+        """Counted FLOPs per byte."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    @property
+    def flops_per_s(self) -> float:
+        """Measured FLOP/s: counted FLOPs over measured seconds per call."""
+        return self.flops / self.seconds
+
+    @property
+    def bytes_per_s(self) -> float:
+        """Measured bytes/s at the counted traffic."""
+        return self.bytes / self.seconds
+
+    def share_of_roof(self, roofline: Roofline, dtype: str = "fp32") -> float:
+        """Measured FLOP/s as a fraction of what the roofline allows at this intensity."""
+        return self.flops_per_s / roofline.attainable(self.intensity, dtype)
+
+    def line(self, roofline: Roofline, dtype: str = "fp32") -> str:
+        """One line: counts, intensity, bound, measured throughput against the roof."""
+        return (f"{self.label}: {_si(self.flops, 'FLOP')}, {_si(self.bytes, 'B')} per call -> "
+                f"{self.intensity:.3g} FLOP/byte ({roofline.bound(self.intensity, dtype)}); measured "
+                f"{self.seconds * 1e3:.3g} ms, {self.flops_per_s / 1e9:.3g} GFLOP/s = "
+                f"{self.share_of_roof(roofline, dtype):.0%} of the roof's "
+                f"{roofline.attainable(self.intensity, dtype) / 1e9:.3g}")
+
+
+def count(fn) -> Counts:
+    """FLOPs and bytes of one call of ``fn()`` (see ``Counts``), counted at PyTorch's operator
+    level while it runs; backward passes inside ``fn`` are counted too."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}")
+    from greenlab.techniques.lm.model import _sdpa_cpu_formulas  # the CPU attention kernel's FLOPs
+
+    formulas = {**_sdpa_cpu_formulas(), torch.ops.aten.convolution_backward: _grouped_conv_backward_flops}
+    with FlopCounterMode(display=False, custom_mapping=formulas) as flop_counter, _ByteCounter() as bytes_counter:
+        fn()
+    return Counts(int(flop_counter.get_total_flops()), int(bytes_counter.bytes))
+
+
+def place(label: str, fn, device=None, min_seconds: float = 0.05, rounds: int = 3) -> Point:
+    """``fn``'s ``Point``: one counted call (``count``), then seconds per call measured by
+    ``seconds_per_call`` (fastest of ``rounds`` windows of at least ``min_seconds``)."""
+    if not isinstance(label, str) or not label:
+        raise ValueError(f"label must be a non-empty str, got {label!r}")
+    counted = count(fn)
+    if counted.flops <= 0 or counted.bytes <= 0:
+        raise ValueError(f"{label!r}: fn must do counted FLOPs (a matmul, convolution or attention) and move "
+                         f"bytes to be placed on the roofline; counted {counted.flops} FLOPs, {counted.bytes} bytes")
+    seconds = seconds_per_call(fn, device, min_seconds=min_seconds, rounds=rounds)
+    return Point(label, counted.flops, counted.bytes, seconds)
 
 
 def seconds_per_call(fn, device=None, min_seconds: float = 0.2, rounds: int = 3) -> float:
@@ -116,13 +223,17 @@ def seconds_per_call(fn, device=None, min_seconds: float = 0.2, rounds: int = 3)
 
 def plot(roofline: Roofline, points=(), ax=None, dtypes=None):
     """The roofs (one compute roof per measured dtype, one memory roof) on log-log axes, with
-    ``points``: (label, intensity FLOP/byte, achieved FLOP/s) tuples. Returns the axes."""
+    ``points``: ``Point``s or (label, intensity FLOP/byte, achieved FLOP/s) tuples. Returns the axes."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     dtypes = list(dtypes or roofline.peak_flops)
-    xs = [2.0 ** e for e in range(-4, 12)]
+    points = [(p.label, p.intensity, p.flops_per_s) if isinstance(p, Point) else p for p in points]
+    intensities = [p[1] for p in points if p[1] > 0]
+    low = min([-4] + [math.floor(math.log2(i)) for i in intensities])
+    high = max([12] + [math.ceil(math.log2(i)) + 1 for i in intensities])
+    xs = [2.0 ** e for e in range(low, high)]
     for d in dtypes:
         ax.plot(xs, [roofline.attainable(x, d) for x in xs], label=f"roof, {d}")
     for label, intensity, achieved in points:
@@ -152,6 +263,60 @@ def _best_seconds(fn, dev, min_seconds, rounds) -> float:
         _sync(dev)
         best = min(best, (time.perf_counter() - start) / calls)
     return best
+
+
+_MEASURED: dict = {}
+
+
+def _si(value: float, unit: str) -> str:
+    """``value`` with a decimal prefix: 3.93 GFLOP, 101 MB, 512 B."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+# operations that allocate or alias without moving data
+_FREE = {torch.ops.aten._unsafe_view.default, torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
+         torch.ops.aten.empty_strided.default, torch.ops.aten.new_empty.default, torch.ops.aten.lift_fresh.default}
+
+
+def _grouped_conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
+                                 output_padding, groups, output_mask, out_shape=None, **kwargs) -> int:
+    """torch's backward-convolution formula, applied per group: torch's own counts a grouped
+    (e.g. depthwise) convolution's backward as if every channel met every channel."""
+    from torch.utils.flop_counter import conv_backward_flop
+
+    def per_group(shape):
+        return [shape[0], shape[1] // groups, *shape[2:]]
+
+    w = [w_shape[0] // groups, *w_shape[1:]]  # (out, in/groups, ...), or (in, out/groups, ...) transposed
+    grads = [per_group(out_shape[0]) if output_mask[0] else None, w if output_mask[1] else None, None]
+    return groups * conv_backward_flop(per_group(grad_out_shape), per_group(x_shape), w, bias, stride, padding,
+                                       dilation, transposed, output_padding, 1, output_mask, out_val=grads)
+
+
+class _ByteCounter(TorchDispatchMode):
+    """Bytes every operation reads (its distinct tensor inputs) and writes (its distinct outputs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not func.is_view and func not in _FREE:
+            inputs = {k: v for k, v in kwargs.items() if k != "out"}
+            self.bytes += _tensor_bytes((args, inputs)) + _tensor_bytes(out)
+        return out
+
+
+def _tensor_bytes(tree) -> int:
+    seen, total = set(), 0
+    for t in tree_leaves(tree):
+        if isinstance(t, torch.Tensor) and id(t) not in seen:
+            seen.add(id(t))
+            total += min(t.numel() * t.element_size(), t.untyped_storage().nbytes())
+    return total
 
 
 def _sync(dev) -> None:
