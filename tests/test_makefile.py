@@ -88,3 +88,14 @@ def test_make_test_runs_each_lesson_once_in_each_form():
     lessons = sorted(p.name for p in (ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
     instructor = sorted(p.name for p in (ROOT / "lessons" / "instructor").glob("[0-9][0-9]_*.ipynb"))
     assert lessons == instructor and lessons
+
+
+def test_the_browser_fixture_notebooks_are_not_run_as_lessons():
+    """make test runs nbval over tests/ too: the notebooks the browser test opens (one trains until it
+    is interrupted) must not be collected as notebook tests."""
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval-lax",
+                          "-p", "no:cacheprovider", "tests/browser"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120).stdout
+    assert ".ipynb" not in out and sorted(p.name for p in (ROOT / "tests" / "browser").glob("*.ipynb"))
