@@ -79,7 +79,8 @@ def _serve(root: Path, tmp: Path):
 
 def run_all(page, base: str, token: str, name: str, timeout_s: float) -> dict:
     """Open ``name``, wait for its kernel, Run All, wait for every cell; seconds and errors."""
-    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    # ?reset: JupyterLab would restore the tabs of the lesson before, and the one in front would be that one
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
     page.wait_for_function(_KERNEL_IDLE, timeout=120_000)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
     started = time.perf_counter()
