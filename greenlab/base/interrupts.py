@@ -36,3 +36,15 @@ def remember_interrupted(line: str, result) -> Interrupted:
     global _last_interrupted
     _last_interrupted = result
     return Interrupted(line, result)
+
+
+def interrupted_run(who: str, result, total_steps: int, where: str = "gl.last_interrupted()") -> Interrupted:
+    """The ``Interrupted`` for a training run stopped by Ctrl-C before its last step: one line
+    from the partial ``result`` (its label, steps, seconds, joules and whether they are an
+    estimate), kept for ``last_interrupted()``. ``who`` names the call ("greenlab.train")."""
+    label = f" {result.label!r}" if result.label else ""
+    est = " (estimate)" if result.estimated else ""
+    line = (f"{who}: interrupted{label} at step {result.steps} of {total_steps}, after "
+            f"{result.seconds:.3g} s and {result.joules:.4g} J{est}; the partial run is in {where}; "
+            "a variable this cell assigns keeps its previous value")
+    return remember_interrupted(line, result)

@@ -9,18 +9,13 @@ import threading
 import time
 import warnings
 
-from greenlab.base.interrupts import Interrupted, remember_interrupted
+from greenlab.base.interrupts import Interrupted, interrupted_run
 from greenlab.training.result import RunResult
 
 def interrupted_error(result, run, save) -> Interrupted:
-    label = f" {result.label!r}" if result.label else ""
-    est = " (estimate)" if result.estimated else ""
     where = ("the results log and gl.last_interrupted()" if save and "not saved" not in result.message
              else "gl.last_interrupted() (not in the results log)")
-    line = (f"greenlab.train: interrupted{label} at step {result.steps} of {run.total_steps}, after "
-            f"{result.seconds:.3g} s and {result.joules:.4g} J{est}; the partial run is in {where}; "
-            "a variable this cell assigns keeps its previous value")
-    return remember_interrupted(line, result)
+    return interrupted_run("greenlab.train", result, run.total_steps, where)
 
 
 def finish(run, window, flop_count, params, peak, save, results_path) -> RunResult:

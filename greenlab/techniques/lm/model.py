@@ -542,20 +542,10 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
                 optimizer_state_bytes=optimizers.state_bytes(optimizer),
                 final_val_loss=final, steps_to_target=target["step"] if target else None)
     if interrupted:
-        raise _interrupted(run, cfg)
+        from greenlab.base.interrupts import interrupted_run
+
+        raise interrupted_run("greenlab.lm.train_lm", run, cfg.steps)
     return run
-
-
-def _interrupted(run: LMRun, cfg: LMConfig):
-    """The one-line ``gl.Interrupted`` for a Ctrl-C during ``train_lm``, holding the partial run."""
-    from greenlab.base.interrupts import remember_interrupted
-
-    label = f" {cfg.label!r}" if cfg.label else ""
-    est = " (estimate)" if run.estimated else ""
-    return remember_interrupted(
-        f"greenlab.lm.train_lm: interrupted{label} at step {run.steps} of {cfg.steps}, after "
-        f"{run.seconds:.3g} s and {run.joules:.4g} J{est}; the partial run is in gl.last_interrupted(); "
-        "a variable this cell assigns keeps its previous value", run)
 
 
 def compare_lm(variants: dict, model_fn, corpus: Corpus, repeats: int = 3, warmup: int = 0, device=None):
