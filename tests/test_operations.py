@@ -168,3 +168,19 @@ def test_a_life_killed_before_it_reports_kept_the_checkpoint_it_would_have_read(
     (tmp_path / "short.bin").write_bytes(b"\0" * 5)
     got = preemption._read_progress(tmp_path / "short.bin", 10)
     assert got["reached"] == got["checkpointed"] == 10 and got["writes"] == 0 and got["done"] == 0
+
+
+def test_preemption_costs_pair_each_kill_with_the_next_lives_start_up():
+    from types import SimpleNamespace
+
+    from greenlab.techniques.preemption import Life, PreemptibleRun
+
+    lives = [Life(started_s=0, seconds=2, resumed_at=0, reached=7, checkpointed=5, killed=True, first_step_s=1.0),
+             Life(started_s=2, seconds=2, resumed_at=5, reached=9, checkpointed=8, killed=True, first_step_s=0.7),
+             Life(started_s=4, seconds=3, resumed_at=8, reached=20, checkpointed=20, killed=False, first_step_s=0.6)]
+    run = PreemptibleRun(checkpoint_every=3, steps=20, lives=lives, seconds=10.0,
+                         measurement=SimpleNamespace(joules=50.0, estimated=True), checkpoints=6,
+                         checkpoint_seconds=0.1)
+    costs = run.preemption_costs(step_s=0.1)
+    # life 1 lost 2 steps and life 2 took 0.6 s beyond a step to start; life 2 lost 1, life 3 took 0.5 s
+    assert costs == [pytest.approx((0.8, 4.0)), pytest.approx((0.6, 3.0))]

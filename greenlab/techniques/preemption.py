@@ -195,6 +195,18 @@ class PreemptibleRun:
         first step, less one step of ``step_s`` seconds."""
         return [life.first_step_s - step_s for life in self.lives[1:] if life.first_step_s is not None]
 
+    def preemption_costs(self, step_s: float) -> list:
+        """(seconds, joules) each pre-emption cost: the steps since its last checkpoint, redone at
+        ``step_s`` seconds each, plus the next life's start-up; joules at the run's mean power
+        (an estimate whenever the run's energy is one)."""
+        watts = self.joules / self.seconds if self.seconds > 0 else 0.0
+        killed = [life for life in self.lives if life.killed]
+        costs = []
+        for life, restart in zip(killed, self.restart_seconds(step_s)):
+            lost_s = life.lost_steps * step_s + restart
+            costs.append((lost_s, lost_s * watts))
+        return costs
+
     def summary(self) -> str:
         every = "never" if self.checkpoint_every is None else f"every {self.checkpoint_every} steps"
         return (f"checkpoint {every}: {self.preemptions} pre-emption(s), {self.lost_steps} steps lost, "
