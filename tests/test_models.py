@@ -102,3 +102,14 @@ def test_flops_at_batch_one_for_batchnorm_nets_that_shrink_to_one_pixel():
     one = models.flops(model, (3, 8, 8), batch_size=1)
     four = models.flops(model, (3, 8, 8), batch_size=4)
     assert one.forward * 4 == four.forward
+
+
+@pytest.mark.parametrize("groups", [1, 16])
+def test_a_training_step_counts_a_grouped_convolution_per_group(groups):
+    # The first layer's backward pass computes only the weight's gradient (its input is data), as
+    # much arithmetic as the forward pass: 2x forward in all, grouped or not. torch's own formula
+    # counts a depthwise backward as dense (16x too many here); the course's counter does not.
+    model = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1, groups=groups, bias=False), nn.Flatten())
+    count = models.flops(model, (16, 8, 8), batch_size=2)
+    assert count.forward == 2 * 2 * 16 * (16 // groups) * 9 * 64
+    assert count.train_step == 2 * count.forward

@@ -8,7 +8,7 @@ the bytes/s it reaches on a large copy, and what a workload of a given arithmeti
   is the best of a few timed windows (the least disturbed one), in FLOP/s and bytes/s.
 - ``Roofline.attainable(intensity, dtype)``: min(peak FLOP/s, bandwidth x intensity).
 - ``seconds_per_call(fn)``: how long one call of a workload takes, for placing it on the roofline.
-- ``count(fn)``: the FLOPs (``FlopCounterMode``) and the bytes (each operation reads its tensor
+- ``count(fn)``: the FLOPs (the course's counter, ``greenlab.training.flop_counting``) and the bytes (each operation reads its tensor
   inputs once and writes its outputs once) of one call, and so its arithmetic intensity.
 - ``place(label, fn)``: a measured ``Point``: counted FLOPs and bytes, timed seconds per call.
 - ``plot(roofline, points)``: the roofs on log-log axes with workloads placed on them.
@@ -184,14 +184,11 @@ class Point:
 def count(fn) -> Counts:
     """FLOPs and bytes of one call of ``fn()`` (see ``Counts``), counted at PyTorch's operator
     level while it runs; backward passes inside ``fn`` are counted too."""
-    from torch.utils.flop_counter import FlopCounterMode
+    from greenlab.training.flop_counting import flop_counter as course_flop_counter
 
     if not callable(fn):
         raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}")
-    from greenlab.techniques.lm.model import _sdpa_cpu_formulas  # the CPU attention kernel's FLOPs
-
-    formulas = {**_sdpa_cpu_formulas(), torch.ops.aten.convolution_backward: _grouped_conv_backward_flops}
-    with FlopCounterMode(display=False, custom_mapping=formulas) as flop_counter, _ByteCounter() as bytes_counter:
+    with course_flop_counter() as flop_counter, _ByteCounter() as bytes_counter:
         fn()
     return Counts(int(flop_counter.get_total_flops()), int(bytes_counter.bytes))
 
@@ -277,21 +274,6 @@ def _si(value: float, unit: str) -> str:
 # operations that allocate or alias without moving data
 _FREE = {torch.ops.aten._unsafe_view.default, torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
          torch.ops.aten.empty_strided.default, torch.ops.aten.new_empty.default, torch.ops.aten.lift_fresh.default}
-
-
-def _grouped_conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
-                                 output_padding, groups, output_mask, out_shape=None, **kwargs) -> int:
-    """torch's backward-convolution formula, applied per group: torch's own counts a grouped
-    (e.g. depthwise) convolution's backward as if every channel met every channel."""
-    from torch.utils.flop_counter import conv_backward_flop
-
-    def per_group(shape):
-        return [shape[0], shape[1] // groups, *shape[2:]]
-
-    w = [w_shape[0] // groups, *w_shape[1:]]  # (out, in/groups, ...), or (in, out/groups, ...) transposed
-    grads = [per_group(out_shape[0]) if output_mask[0] else None, w if output_mask[1] else None, None]
-    return groups * conv_backward_flop(per_group(grad_out_shape), per_group(x_shape), w, bias, stride, padding,
-                                       dilation, transposed, output_padding, 1, output_mask, out_val=grads)
 
 
 class _ByteCounter(TorchDispatchMode):

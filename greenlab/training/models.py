@@ -1,9 +1,10 @@
 """Model families the lessons train, and how much arithmetic they cost.
 
 ``build("cnn" | "resnet" | "mlp", **kw)`` returns a fresh ``torch.nn.Module``.
-``flops(model, input_shape)`` counts floating-point operations with PyTorch's own
-``torch.utils.flop_counter.FlopCounterMode`` (matrix multiplies and convolutions; cheap
-element-wise ops such as ReLU or normalisation are not counted).
+``flops(model, input_shape)`` counts floating-point operations with the course's counter
+(``greenlab.training.flop_counting``: PyTorch's ``FlopCounterMode``, with grouped convolutions'
+backward passes counted per group; matrix multiplies and convolutions; cheap element-wise ops such
+as ReLU or normalisation are not counted).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ build_model = build  # the name used in some lesson text
 @dataclass(frozen=True)
 class FlopCount:
     """FLOPs for one batch of ``batch_size``: a forward pass and a full training step
-    (forward + backward), both counted by ``FlopCounterMode``."""
+    (forward + backward), both counted by ``greenlab.training.flop_counting.flop_counter``."""
 
     forward: int
     train_step: int
@@ -76,7 +77,7 @@ class FlopCount:
 
     def to_dict(self) -> dict:
         return {"forward": self.forward, "train_step": self.train_step, "batch_size": self.batch_size,
-                "input_shape": list(self.input_shape), "counter": "torch.utils.flop_counter.FlopCounterMode"}
+                "input_shape": list(self.input_shape), "counter": "torch.utils.flop_counter.FlopCounterMode, grouped convolution backward per group"}
 
 
 def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> FlopCount:
@@ -89,7 +90,7 @@ def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> Fl
     output's sum. Batch size 1 is counted at batch 2 and halved (FLOPs grow linearly with the
     batch), because batch normalisation cannot train on one value per channel.
     """
-    from torch.utils.flop_counter import FlopCounterMode
+    from greenlab.training.flop_counting import flop_counter
 
     validation.module("model", model)
     _check_int("batch_size", batch_size, minimum=1)
@@ -107,10 +108,10 @@ def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> Fl
     grads = [(p, None if p.grad is None else p.grad.detach().clone()) for p in model.parameters()]
     try:
         model.eval()
-        with torch.no_grad(), FlopCounterMode(display=False) as fwd:
+        with torch.no_grad(), flop_counter() as fwd:
             model(x)
         model.train()
-        with FlopCounterMode(display=False) as step:
+        with flop_counter() as step:
             out = model(x)
             if out.dim() == 2:
                 target = torch.zeros(out.shape[0], dtype=torch.long, device=out.device)

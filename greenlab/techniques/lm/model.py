@@ -595,14 +595,14 @@ def train_step_flops(model: nn.Module, seq_len: int, batch_size: int = 1) -> dic
     """FLOPs of one training step (forward + backward) counted by ``torch.utils.flop_counter``
     on ``batch_size`` windows of ``seq_len`` bytes: {"total", "attention", "other"}, where
     attention is the scaled-dot-product attention (the L-squared part)."""
-    from torch.utils.flop_counter import FlopCounterMode
+    from greenlab.training.flop_counting import flop_counter
 
     _check_language_model(model)
     seq_len = validation.integer("seq_len", seq_len, low=1, high=getattr(model, "max_seq_len", MAX_COUNT))
     batch_size = validation.integer("batch_size", batch_size, low=1, high=MAX_COUNT)
     dev = next(model.parameters()).device
     x = torch.zeros(batch_size, seq_len, dtype=torch.long, device=dev)
-    counter = FlopCounterMode(display=False, custom_mapping=_sdpa_cpu_formulas())
+    counter = flop_counter()
     with counter:
         lm_loss(model, x, x).backward()
     model.zero_grad(set_to_none=True)
@@ -610,26 +610,6 @@ def train_step_flops(model: nn.Module, seq_len: int, batch_size: int = 1) -> dic
     attention = sum(n for op, n in by_op.items() if "scaled_dot_product" in str(op))
     total = int(sum(by_op.values()))
     return {"total": total, "attention": int(attention), "other": total - int(attention)}
-
-
-def _sdpa_cpu_formulas() -> dict:
-    """FLOP formulas for the CPU's fused attention kernel, which ``torch.utils.flop_counter`` does
-    not count by itself (it knows the CUDA kernels): the same counts as for the CUDA kernels."""
-    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
-
-    aten = torch.ops.aten
-
-    def forward(query, key, value, *args, out_shape=None, **kwargs):
-        return sdpa_flop_count(query, key, value)
-
-    def backward(grad_out, query, key, value, *args, out_shape=None, **kwargs):
-        return sdpa_backward_flop_count(grad_out, query, key, value)
-
-    formulas = {}
-    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
-        formulas[aten._scaled_dot_product_flash_attention_for_cpu] = forward
-        formulas[aten._scaled_dot_product_flash_attention_for_cpu_backward] = backward
-    return formulas
 
 
 def attention_flops(seq_len: int, d_model: int, n_layers: int, batch_size: int = 1, backward: bool = True) -> int:

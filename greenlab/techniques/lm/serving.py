@@ -346,12 +346,10 @@ def _plain_tensors(t: torch.Tensor):
 
 def generation_flops(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True) -> int:
     """FLOPs of ``generate(...)`` counted by ``torch.utils.flop_counter`` (attention included)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from greenlab.techniques.lm.model import _sdpa_cpu_formulas
+    from greenlab.training.flop_counting import flop_counter
 
     validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.model.TinyGPT")
-    counter = FlopCounterMode(display=False, custom_mapping=_sdpa_cpu_formulas())
+    counter = flop_counter()
     with counter:
         generate(model, prompts, new_tokens, kv_cache=kv_cache)
     return int(counter.get_total_flops())
