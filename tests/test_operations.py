@@ -184,3 +184,27 @@ def test_preemption_costs_pair_each_kill_with_the_next_lives_start_up():
     costs = run.preemption_costs(step_s=0.1)
     # life 1 lost 2 steps and life 2 took 0.6 s beyond a step to start; life 2 lost 1, life 3 took 0.5 s
     assert costs == [pytest.approx((0.8, 4.0)), pytest.approx((0.6, 3.0))]
+
+
+def test_a_killed_life_is_settled_by_the_checkpoint_the_next_life_found():
+    from greenlab.techniques.preemption import Life
+
+    def killed(reached, checkpointed):
+        return Life(started_s=0, seconds=1, resumed_at=0, reached=reached, checkpointed=checkpointed,
+                    killed=True, first_step_s=0.5)
+
+    # killed between the checkpoint's rename (step 20) and its report (which still said 10)
+    renamed = killed(reached=20, checkpointed=10)
+    renamed.settle(20)
+    assert (renamed.checkpointed, renamed.reached, renamed.lost_steps) == (20, 20, 0)
+    # killed during the write, before the rename: the file still holds step 10
+    torn = killed(reached=20, checkpointed=10)
+    torn.settle(10)
+    assert (torn.checkpointed, torn.lost_steps) == (10, 10)
+    # killed before its first report: it reached at least the step it would have resumed at
+    silent = killed(reached=0, checkpointed=0)
+    silent.settle(10)
+    assert (silent.reached, silent.lost_steps) == (10, 0)
+    finished = Life(started_s=0, seconds=1, resumed_at=0, reached=5, checkpointed=5, killed=False, first_step_s=0.5)
+    with pytest.raises(ValueError, match="killed"):
+        finished.settle(5)

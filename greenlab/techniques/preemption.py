@@ -149,6 +149,15 @@ class Life:
         """Steps done after the last checkpoint, lost to the kill (0 for the life that finished)."""
         return max(0, self.reached - self.checkpointed) if self.killed else 0
 
+    def settle(self, next_resumed_at: int) -> None:
+        """Correct a killed life's last checkpoint from where the next life resumed: the file, not
+        the last report, says what the kill left. A kill between a checkpoint's rename and its
+        report leaves the newer checkpoint unreported; the step it holds was reached."""
+        if not self.killed:
+            raise ValueError("only a killed life is settled by the next one")
+        self.checkpointed = int(next_resumed_at)
+        self.reached = max(self.reached, self.checkpointed)
+
 
 @dataclass
 class PreemptibleRun:
@@ -286,10 +295,8 @@ class Launcher:
                                   resumed_at=int(progress["resumed_at"]), reached=int(progress["reached"]),
                                   checkpointed=int(progress["checkpointed"]) if killed else int(progress["reached"]),
                                   killed=killed, first_step_s=(first - started) if first > 0 else None))
-                if len(lives) > 1 and lives[-2].killed:  # the file, not the last report, says where a
-                    before = lives[-2]                     # kill during a write left the checkpoint
-                    before.checkpointed = lives[-1].resumed_at
-                    before.reached = max(before.reached, before.checkpointed)
+                if len(lives) > 1 and lives[-2].killed:
+                    lives[-2].settle(lives[-1].resumed_at)
                 checkpoints += int(progress["writes"])
                 write_s += progress["write_seconds"]
                 if not killed:
