@@ -513,3 +513,28 @@ def test_configurations_are_measured_interleaved(tmp_path):
     rows = interleaved_rows(ctx, configs, repeats=2)
     assert order == list("ABCABC")
     assert [r["repeats"] for r in rows] == [2, 2, 2] and all(r["status"] == "ok" for r in rows)
+
+
+@pytest.mark.parametrize("module, runner, labels", [
+    ("lesson08_data_pipeline", "exp_data_pipeline",
+     ["device loader", "DataLoader workers=0", "DataLoader workers=0 pinned", "DataLoader workers=1 pinned"]),
+    ("lesson11_language_model_serving", "exp_language_model_serving",
+     ["KV cache, batch 1", "no KV cache, batch 1", "KV cache, batch 4"]),
+])
+def test_loaders_and_serving_configurations_are_measured_interleaved(tmp_path, monkeypatch, module, runner, labels):
+    """Every configuration is calibrated first, then the windows go A B C A B C (not A A B B)."""
+    import importlib
+
+    mod = importlib.import_module(f"benchmarks.gpu.experiments.{module}")
+    monkeypatch.setattr(mod, "_repeats", lambda ctx, configs, seconds: 2)
+    ctx = _ctx(tmp_path)
+    windows = []
+    ctx.calibrate = lambda run: (run(1), (1, 0.001))[1]
+    ctx.window = lambda label, work: (windows.append(label), work(), {
+        "seconds": 0.3, "joules": 1.0, "joules_above_idle": None, "window_ok": True, "memory_increase_mib": 0.0})[2]
+    getattr(mod, runner)(ctx)
+    measured = [r["label"] for r in ctx.rows if "repeats" in r]  # int8 joins where torchao is installed
+    assert measured[:len(labels)] == labels and len(measured) <= len(labels) + 1
+    assert windows == measured + measured
+    assert all(r["repeats"] == 2 for r in ctx.rows if "repeats" in r)
+    assert any("interleaved" in n and "A B C" in n for n in ctx.notes)
