@@ -538,3 +538,74 @@ def test_loaders_and_serving_configurations_are_measured_interleaved(tmp_path, m
     assert windows == measured + measured
     assert all(r["repeats"] == 2 for r in ctx.rows if "repeats" in r)
     assert any("interleaved" in n and "A B C" in n for n in ctx.notes)
+
+
+def _idle_ctx(tmp_path, idle_w=5.0):
+    args = SimpleNamespace(dry_run=True, min_window_s=0.25, part=str(tmp_path), cache=None)
+    ctx = gs.Context(args, "carbon", 60.0, idle_w=idle_w)
+    assert ctx.energy_ok  # the dry run's CPU source stands in for the device's
+    return ctx
+
+
+def test_energy_above_idle_is_gross_minus_idle_power_times_seconds_and_none_without_idle(tmp_path):
+    ctx = _idle_ctx(tmp_path, idle_w=5.0)
+    assert ctx.above_idle(100.0, 2.0) == pytest.approx(90.0)
+    assert ctx.above_idle(None, 2.0) is None and ctx.above_idle(100.0, None) is None
+    assert _idle_ctx(tmp_path, idle_w=None).above_idle(100.0, 2.0) is None
+
+
+def _fake_run(ctx, joules=120.0, seconds=4.0, to_target=(2.0, 70.0)):
+    """A stand-in for gl.train's RunResult: what the suite's rows read."""
+    energy = SimpleNamespace(components={ctx.component: SimpleNamespace(joules=joules)})
+    return SimpleNamespace(status="completed", steps=10, samples=320, seconds=seconds, train_seconds=seconds * 0.9,
+                           samples_per_second=80.0, joules=joules, final_accuracy=0.8, val_accuracy=0.8,
+                           seconds_to_target=to_target[0], joules_to_target=to_target[1], history=[{}, {}],
+                           energy=energy, steps_to_target=5, config={})
+
+
+def test_gl_train_rows_record_energy_above_idle(tmp_path, monkeypatch):
+    from benchmarks.gpu.experiments.lesson04_batch_sweep import exp_batch_sweep
+    from greenlab.training import loop
+
+    ctx = _idle_ctx(tmp_path, idle_w=5.0)
+    ctx.calibrate = lambda run: (2, 0.01)
+    monkeypatch.setattr(loop, "train", lambda *a, **k: _fake_run(ctx))
+    exp_batch_sweep(ctx)
+    assert ctx.rows and all(r["joules"] == 120.0 for r in ctx.rows)
+    for row in ctx.rows:
+        assert row["joules_above_idle"] == pytest.approx(120.0 - 5.0 * 4.0)
+        assert row["joules_to_target_above_idle"] == pytest.approx(70.0 - 5.0 * 2.0)
+        assert row["idle_watts"] == 5.0
+    assert "gross-minus-idle" in " ".join(ctx.notes)
+
+
+def test_ddp_rows_record_energy_above_idle_for_one_worker(tmp_path, monkeypatch):
+    from benchmarks.gpu.experiments.lesson01_ddp_scaling import exp_ddp_scaling
+    from greenlab.techniques import ddp
+
+    ctx = _idle_ctx(tmp_path, idle_w=5.0)
+    ctx.calibrate = lambda run: (2, 0.01)
+    result = SimpleNamespace(backend="gloo", device="cpu", global_batch=32, steps=8, samples=256,
+                             train_seconds=3.0, samples_per_second=85.0, wall_seconds=9.0, train_joules=99.0,
+                             train_energy={"components": {"gpu": {"joules": 60.0}}}, final_accuracy=0.5,
+                             energy_complete=True)
+    monkeypatch.setattr(ddp, "run_ddp", lambda *a, **k: result)
+    exp_ddp_scaling(ctx)
+    row = ctx.rows[0]
+    assert row["train_joules_gpu"] == 60.0 and row["train_joules_gpu_above_idle"] == pytest.approx(60.0 - 15.0)
+    assert "gross-minus-idle" in " ".join(ctx.notes)
+
+
+def test_capstone_rows_record_energy_above_idle(tmp_path, monkeypatch):
+    from benchmarks.gpu.experiments.lesson09_capstone import exp_capstone
+    from greenlab.training import loop
+
+    ctx = _idle_ctx(tmp_path, idle_w=5.0)
+    monkeypatch.setattr(loop, "train", lambda *a, **k: _fake_run(ctx))
+    exp_capstone(ctx)
+    rows = [r for r in ctx.rows if r.get("joules") is not None]
+    assert len(rows) >= 2
+    for row in rows:
+        assert row["joules_above_idle"] == pytest.approx(120.0 - 5.0 * 4.0)
+        assert row["joules_to_target_above_idle"] == pytest.approx(70.0 - 5.0 * 2.0)
+    assert "gross-minus-idle" in " ".join(ctx.notes)

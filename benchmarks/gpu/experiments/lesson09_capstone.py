@@ -49,9 +49,13 @@ def exp_capstone(ctx: Context) -> None:
             "loader": cfg.loader, "epochs_max": cfg.epochs, "target_accuracy": cfg.target_accuracy,
             "stop_at_target": cfg.stop_at_target, "seconds": res.seconds,
             "window_ok": res.seconds >= ctx.min_window_s, "joules": _device_joules(res, ctx),
+            "joules_above_idle": ctx.above_idle(_device_joules(res, ctx), res.seconds),
             "final_accuracy": res.final_accuracy, "reached_target": res.seconds_to_target is not None,
             "seconds_to_target": res.seconds_to_target,
             "joules_to_target": res.joules_to_target if ctx.energy_ok else None,
+            "joules_to_target_above_idle": ctx.above_idle(res.joules_to_target if ctx.energy_ok else None,
+                                                          res.seconds_to_target),
+            "idle_watts": ctx.idle_w,
             "to_target_window_ok": (res.seconds_to_target or 0) >= ctx.min_window_s
             if res.seconds_to_target is not None else None,
             "dataset_source": ds.source, "time_share_s": share,
@@ -63,7 +67,10 @@ def exp_capstone(ctx: Context) -> None:
     ctx.note("Recipes from greenlab/course/recipes.py (naive_recipe, green_recipe) trained with gl.train: the "
              "naive one runs its fixed epochs and records when it passed the target; the green one "
              "stops there. A run stopped by its time share has status 'stopped'. One repeat each. "
-             "to_target_window_ok says whether the time to target was at least the shortest window.")
+             "to_target_window_ok says whether the time to target was at least the shortest window. joules are "
+             "gross device energy (idle included); joules_above_idle and joules_to_target_above_idle are "
+             "gross-minus-idle: measurement_core's idle power (idle_watts) times the seconds subtracted; "
+             "None where that idle power is unknown.")
 
 
 def _eval_every_steps(cfg, steps: int) -> dict:
