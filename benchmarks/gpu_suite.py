@@ -28,7 +28,10 @@ What it does, within ``--budget-s`` seconds of wall time:
 - writes, after every experiment and every lesson, ``DIR/gpu_suite_records.json``: one record
   per experiment in the ``greenlab.course.reference`` schema, plus the summary record ``gpu_suite``;
   the whole log to ``DIR/gpu_suite_log.txt``; each experiment's rows as they finish to
-  ``DIR/gpu_suite_parts/``. The first two are all that is needed back.
+  ``DIR/gpu_suite_parts/``. The first two are all that is needed back. The datasets the workers
+  share and every worker's temporary files (tempfile's folder, ``TMPDIR`` for its children) live
+  in ``DIR/gpu_suite_cache/``, removed at the end: a run killed outright leaves it under ``DIR``
+  and nothing in the system's temp dir.
   ``--unpack`` writes the records as ``data/reference_runs/<gpu>_<date>_<experiment>.json``,
   the files the lessons' ``gl.reference.show(...)`` read.
 

@@ -443,6 +443,7 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
         tree = _descendants(proc.pid)
         assert tree, "no worker process found"
         caches[:] = [c[c.index("--cache") + 1] for c in (p.cmdline() for p in tree) if "--cache" in c]
+        assert caches and all(Path(c).parent == out for c in caches), caches  # under --out, never /tmp
         proc.send_signal(getattr(signal, sig))
         code = proc.wait(timeout=60)
         deadline = time.monotonic() + 30
@@ -451,6 +452,8 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
             time.sleep(0.2)
         left = [p.pid for p in tree if psutil.pid_exists(p.pid) and p.status() != psutil.STATUS_ZOMBIE]
         assert left == [], left
+        if sig == "SIGKILL":  # no handler ran: what the run had stays under --out
+            assert all(Path(c).is_dir() for c in caches)
         if sig == "SIGTERM":
             assert code == 128 + signal.SIGTERM
             records = {r["experiment"] for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"]}
@@ -609,3 +612,23 @@ def test_capstone_rows_record_energy_above_idle(tmp_path, monkeypatch):
         assert row["joules_above_idle"] == pytest.approx(120.0 - 5.0 * 4.0)
         assert row["joules_to_target_above_idle"] == pytest.approx(70.0 - 5.0 * 2.0)
     assert "gross-minus-idle" in " ".join(ctx.notes)
+
+
+def test_a_dry_run_leaves_nothing_in_the_system_temp_dir(tmp_path):
+    """The datasets the workers share and their temporary files (DDP's dataset copy, checkpoint
+    writes) live under --out and go at the end: the system's temp dir (here a private one, so
+    other programs' files do not count) gets nothing, gpu_suite_cache_* least of all."""
+    from minimal_env import hidden_env
+
+    systmp = tmp_path / "systmp"
+    systmp.mkdir()
+    out = tmp_path / "out"
+    env = {**hidden_env(tmp_path / "site"), "TMPDIR": str(systmp)}
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
+                           "--only", "ddp_scaling,operations", "--lessons", "none", "--budget-s", "120"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = {r["label"]: r for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"][-1]["results"]}
+    assert summary["ddp_scaling"]["status"] == "ok" and summary["operations"]["status"] == "ok", summary
+    assert list(systmp.iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == sorted([gs.BUNDLE, gs.LOG, "gpu_suite_parts"])

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 from benchmarks.gpu.probes import gpu_state
 from benchmarks.gpu.records import _clean_row, _read_json, _units_for, write_json
 from benchmarks.gpu.settings import (
-    BUNDLE, BUNDLE_VERSION, DEFAULT_BUDGET_S, DRY_RUN_GPU, DRY_RUN_MARK, DRY_SIZES, ENERGY_TARGETS,
+    BUNDLE, BUNDLE_VERSION, CACHE, DEFAULT_BUDGET_S, DRY_RUN_GPU, DRY_RUN_MARK, DRY_SIZES, ENERGY_TARGETS,
     EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSONS_SECONDS, LOG, MAX_MIN_WINDOW_S, MERGED_INTO,
     MIN_WINDOW_PERIODS, MIN_WINDOW_S, OVERHEAD_SECONDS, PARTS, PYTEST_SECONDS, REPO_ROOT, SUMMARY, TARGETS,
     WATCHDOG_GRACE_S, WATCHDOG_KILL_GRACE_S)
@@ -82,7 +81,7 @@ class Suite:
         self.measured_sources: dict = {}
         self.pytest: dict | None = None
         self.parts = self.out / PARTS  # each experiment's rows as they finish, kept with the bundle
-        self.cache = Path(tempfile.mkdtemp(prefix="gpu_suite_cache_"))  # shared datasets: removed at the end
+        self.cache = self.out / CACHE  # shared datasets and the workers' temp files: removed at the end
         self.children: set = set()  # running subprocesses (each leads its own process group)
         self._bundle_lock = threading.Lock()
         self.log = None
@@ -91,6 +90,8 @@ class Suite:
     def run(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         self.parts.mkdir(exist_ok=True)
+        shutil.rmtree(self.cache, ignore_errors=True)  # what a run killed outright left in this folder
+        self.cache.mkdir()
         self.log = open(self.out / LOG, "w", encoding="utf-8")
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:

@@ -15,6 +15,10 @@ SUMMARY = "gpu_suite"
 BUNDLE = "gpu_suite_records.json"
 LOG = "gpu_suite_log.txt"
 PARTS = "gpu_suite_parts"  # folder under --out: one JSON per experiment, written as its rows finish
+# folder under --out for what the workers share (datasets) and their temporary files (tempfile's
+# folder in every worker: DDP's dataset copy, checkpoint writes): removed at the end of a run;
+# a run killed outright leaves it there, with the rest of --out, and nothing in the system's temp dir
+CACHE = "gpu_suite_cache"
 BUNDLE_VERSION = 1
 DEFAULT_BUDGET_S = 540.0
 # experiment -> (the lesson that reads it with gl.reference.show, seconds of a 540 s plan)
