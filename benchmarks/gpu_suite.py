@@ -16,14 +16,16 @@ What it does, within ``--budget-s`` seconds of wall time:
   it never changes a limit, clock or mode; measures the energy counter's update period, which
   sets the shortest energy window: max(3 s, 50 update periods), capped at 6 s (flagged); window
   edges wait for a counter tick;
-- runs one experiment per lesson (``EXPERIMENTS``; torch.compile as a stage of its own recorded
-  in ``language_model``), each in its own subprocess under a watchdog: an experiment writes a
+- runs one experiment per lesson (``EXPERIMENTS``; torch.compile and lesson 10's recipe ladder
+  as stages of their own recorded in ``language_model``), each in its own subprocess under a
+  watchdog: an experiment writes a
   "running" record as it starts; one that hangs or overruns its share is killed (its whole
   process group), the rows it finished are kept, one killed before it started gets at most one
   more worker, and the others and the summary still run; SIGTERM/SIGINT end every child group;
 - runs every instructor lesson headless in quick mode on the GPU
-  (``python -m greenlab.course run``), one subprocess each under the same watchdog, three at a
-  time (``--lesson-jobs``: lessons are checked here, not measured);
+  (``python -m greenlab.course run``), one subprocess each under the same watchdog, five at a
+  time with 16 // 5 = 3 CPU threads each (``--lesson-jobs``: lessons are checked here, not
+  measured);
 - runs the ``gpu``-marked tests with pytest when pytest is installed ("not run" otherwise);
 - writes, after every experiment and every lesson, ``DIR/gpu_suite_records.json``: one record
   per experiment in the ``greenlab.course.reference`` schema, plus the summary record ``gpu_suite``;

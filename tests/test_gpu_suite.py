@@ -606,8 +606,13 @@ def test_capstone_rows_record_energy_above_idle(tmp_path, monkeypatch):
     ctx = _idle_ctx(tmp_path, idle_w=5.0)
     monkeypatch.setattr(loop, "train", lambda *a, **k: _fake_run(ctx))
     exp_capstone(ctx)
+    from greenlab.course import recipes
+
+    ladder = recipes.one_change_at_a_time(recipes.naive_recipe(quick=True), recipes.green_recipe("cpu", quick=True))
+    assert [r["label"] for r in ctx.rows] == list(ladder)  # one row per change, naive first, green last
+    assert ctx.rows[-1]["recipe"] == "green" and ctx.rows[-1]["joules_over_naive"] == pytest.approx(1.0)
     rows = [r for r in ctx.rows if r.get("joules") is not None]
-    assert len(rows) >= 2
+    assert len(rows) == len(ladder)
     for row in rows:
         assert row["joules_above_idle"] == pytest.approx(120.0 - 5.0 * 4.0)
         assert row["joules_to_target_above_idle"] == pytest.approx(70.0 - 5.0 * 2.0)
@@ -632,3 +637,67 @@ def test_a_dry_run_leaves_nothing_in_the_system_temp_dir(tmp_path):
     assert summary["ddp_scaling"]["status"] == "ok" and summary["operations"]["status"] == "ok", summary
     assert list(systmp.iterdir()) == []
     assert sorted(p.name for p in out.iterdir()) == sorted([gs.BUNDLE, gs.LOG, "gpu_suite_parts"])
+
+
+def _ladder(names=("naive", "+ a", "+ b")):
+    from greenlab.course import recipes
+    from greenlab.training.loop import TrainConfig
+
+    return {n: recipes.Recipe(None, TrainConfig(seed=0, label=n), {}) for n in names}
+
+
+def _ladder_ctx(tmp_path, cap_s=60.0, repeats=3, floor_s=0.2):
+    import dataclasses
+
+    ctx = _idle_ctx(tmp_path, idle_w=2.0)
+    ctx.cap_s = cap_s
+    ctx.sizes = dataclasses.replace(ctx.sizes, ladder_repeats=repeats, ladder_floor_s=floor_s)
+    return ctx
+
+
+def test_a_ladder_runs_paired_rotated_repeats_with_the_naive_row_last_at_first(tmp_path):
+    from benchmarks.gpu.ladders import repeats_note, run_ladder
+
+    ctx = _ladder_ctx(tmp_path)
+    calls = []
+    joules = {"naive": 100.0, "+ a": 50.0, "+ b": 25.0}
+
+    def train_one(recipe, seed, stop):
+        calls.append((recipe.config.label, seed))
+        return _fake_run(ctx, joules=joules[recipe.config.label], seconds=1.0, to_target=(0.5, joules[recipe.config.label] / 2))
+
+    rows = run_ladder(ctx, _ladder(), train_one, final="final_accuracy")
+    assert calls == [("+ a", 0), ("+ b", 0), ("naive", 0), ("+ b", 1), ("naive", 1), ("+ a", 1),
+                     ("naive", 2), ("+ a", 2), ("+ b", 2)]
+    assert [r["label"] for r in rows] == ["naive", "+ a", "+ b"]
+    assert [r["recipe"] for r in rows] == ["naive", "ladder", "green"]
+    green = rows[-1]
+    assert green["repeats"] == 3 and green["status"] == "ok" and green["reached_target"] is True
+    assert green["joules"] == 25.0 and green["joules_above_idle"] == pytest.approx(25.0 - 2.0 * 1.0)
+    assert green["joules_over_naive"] == pytest.approx(0.25) and green["joules_to_target_over_naive"] == pytest.approx(0.25)
+    assert green["final_accuracy"] == 0.8
+    assert "no verdict" not in green["verdict_joules_vs_naive"]  # a paired interval: three repeats
+    assert green["verdict_joules_vs_previous_row"] != green["verdict_joules_vs_naive"]
+    assert "3 paired repeats" in repeats_note(rows)
+
+
+def test_a_ladder_run_cut_by_its_share_says_stopped_and_leaves_the_ratios(tmp_path):
+    from benchmarks.gpu.ladders import repeats_note, run_ladder
+
+    ctx = _ladder_ctx(tmp_path, cap_s=4.0)
+
+    def train_one(recipe, seed, stop):
+        if recipe.config.label == "naive":  # the long row: runs until its share is over
+            assert stop.wait(30), "the run's time share never ended it"
+            return SimpleNamespace(**{**vars(_fake_run(ctx, seconds=2.0, to_target=(None, None))), "status": "stopped"})
+        return _fake_run(ctx, joules=10.0, seconds=0.1)
+
+    t0 = time.monotonic()
+    rows = run_ladder(ctx, _ladder(), train_one, final="final_accuracy")
+    assert time.monotonic() - t0 < 4.5  # the share bounds the run, and no second repeat starts
+    naive, green = rows[0], rows[-1]
+    assert naive["status"] == "stopped" and naive["repeats"] == 1
+    assert green["status"] == "ok" and green["repeats"] == 1
+    assert green["joules_over_naive"] is None  # a stopped run's joules are a lower bound only
+    assert green["verdict_joules_vs_naive"] == "0 paired repeat(s): no verdict"
+    assert repeats_note(rows) == "one repeat: no verdict."

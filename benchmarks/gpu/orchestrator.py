@@ -22,7 +22,7 @@ from benchmarks.gpu.probes import gpu_state
 from benchmarks.gpu.records import _clean_row, _read_json, _units_for, write_json
 from benchmarks.gpu.settings import (
     BUNDLE, BUNDLE_VERSION, CACHE, DEFAULT_BUDGET_S, DRY_RUN_GPU, DRY_RUN_MARK, DRY_SIZES, ENERGY_TARGETS,
-    EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSONS_SECONDS, LOG, MAX_MIN_WINDOW_S, MERGED_INTO,
+    EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSON_JOBS, LESSONS_SECONDS, LOG, MAX_MIN_WINDOW_S, MERGED_INTO,
     MIN_WINDOW_PERIODS, MIN_WINDOW_S, OVERHEAD_SECONDS, PARTS, PYTEST_SECONDS, REPO_ROOT, SUMMARY, TARGETS,
     WATCHDOG_GRACE_S, WATCHDOG_KILL_GRACE_S)
 from benchmarks.gpu.worker import worker_main
@@ -327,6 +327,8 @@ class Suite:
         env = _child_env()
         env.update(GREENLAB_QUICK="1", MPLBACKEND="Agg")
         env.pop("GREENLAB_DEVICE", None)
+        if not self.dry_run:  # the cores shared out between the lessons that run at once
+            env.setdefault("GREENLAB_THREADS", str(max(1, (os.cpu_count() or 1) // self.args.lesson_jobs)))
         if self.dry_run:
             env["CUDA_VISIBLE_DEVICES"] = ""
         cmd = [sys.executable, "-m", "greenlab.course", "run", str(path)]
@@ -562,7 +564,7 @@ def _parse_args(argv):
     p.add_argument("--lessons", default="", help="instructor lessons to run headless: all, none or "
                    "numbers such as 00,03 (default: all; the dry run: 03)")
     p.add_argument("--lesson-jobs", type=int, default=None,
-                   help="lessons run at the same time (default 3 on the GPU, 1 in the dry run)")
+                   help=f"lessons run at the same time (default {LESSON_JOBS} on the GPU, 1 in the dry run)")
     p.add_argument("--dry-run", action="store_true",
                    help="run everything on the CPU with tiny sizes (not a reference)")
     p.add_argument("--unpack", help="a gpu_suite_records.json to write out as reference-run files")
@@ -595,7 +597,7 @@ def _parse_args(argv):
         p.error(f"unknown experiment(s) {unknown}; allowed: {', '.join(EXPERIMENTS)}")
     args.only = set(only)
     if args.lesson_jobs is None:
-        args.lesson_jobs = 1 if args.dry_run else 3
+        args.lesson_jobs = 1 if args.dry_run else LESSON_JOBS
     if not 1 <= args.lesson_jobs <= 8:
         p.error(f"--lesson-jobs must be 1 to 8, got {args.lesson_jobs}")
     if not (math.isfinite(args.budget_s) and 60 <= args.budget_s <= 3600):
