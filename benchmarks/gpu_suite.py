@@ -2,11 +2,26 @@
 """Every GPU check, reference recording and lesson run, in one call (``make gpu-check``).
 
     python benchmarks/gpu_suite.py --out DIR [--budget-s 540] [--only NAME,...] [--lessons all|none|NN,...]
+                                   [--wheels FOLDER]
     python benchmarks/gpu_suite.py --out DIR --dry-run        # the CPU rehearsal (tiny sizes)
     python benchmarks/gpu_suite.py --unpack DIR/gpu_suite_records.json --into data/reference_runs
+    python benchmarks/gpu_wheels.py                           # wheels for the GPU machine (needs pip's network)
+
+Carried wheels: ``benchmarks/gpu_wheels.py``, run where pip reaches the package index, fills the
+git-ignored ``.cache/gpu-wheels/`` with the CPython 3.12 manylinux wheels the GPU machine lacks:
+simpy and Optuna with their dependencies (lesson 13, ``sharing_a_cluster``), bitsandbytes 0.50.2
+(CUDA 13 kernels included, torch >= 2.4) and torchao 0.17.0 (the release built against torch
+2.11), and checks them against the device's 64 MiB limit on what travels: 50.3 MiB of wheels
+and a 3.9 MiB tree, 54.2 MiB, so bitsandbytes and torchao fit beside simpy and Optuna (the
+script leaves out what would not fit, bitsandbytes first). When that folder holds wheels (or
+``--wheels FOLDER`` names one; the dry run installs only what ``--wheels`` names), the suite
+installs them first, ``pip install --no-index --find-links FOLDER --no-deps --target`` into its
+cache under ``--out``, on the path of every worker, lesson and the pytest run; a failure is
+recorded in the summary ("carried wheels") and the run goes on without them.
 
 On a lent GPU machine, from the repository root (needs only torch, numpy, nvidia-ml-py and
-matplotlib; psutil, tqdm, pytest, torchvision, IPython and ipywidgets are used when present):
+matplotlib; psutil, tqdm, pytest, torchvision, IPython and ipywidgets are used when present),
+with ``.cache/gpu-wheels`` carried along (the device run tool's ``carry: [".cache/gpu-wheels"]``):
 
     PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --out $OUT --budget-s 540
 

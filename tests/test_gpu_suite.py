@@ -629,12 +629,17 @@ def test_a_dry_run_leaves_nothing_in_the_system_temp_dir(tmp_path):
     systmp.mkdir()
     out = tmp_path / "out"
     env = {**hidden_env(tmp_path / "site"), "TMPDIR": str(systmp)}
+    _wheel(tmp_path / "wheels")  # carried wheels too: installed into the cache under --out
     proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
-                           "--only", "ddp_scaling,operations", "--lessons", "none", "--budget-s", "120"],
+                           "--only", "ddp_scaling,operations", "--lessons", "none", "--budget-s", "120",
+                           "--wheels", str(tmp_path / "wheels")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = {r["label"]: r for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"][-1]["results"]}
     assert summary["ddp_scaling"]["status"] == "ok" and summary["operations"]["status"] == "ok", summary
+    wheels = summary["carried wheels"]
+    assert wheels["outcome"] == "installed" and wheels["target"].startswith(str(out)), wheels
+    assert "carried wheels: installed (gl_probe_pkg)" in proc.stdout
     assert list(systmp.iterdir()) == []
     assert sorted(p.name for p in out.iterdir()) == sorted([gs.BUNDLE, gs.LOG, "gpu_suite_parts"])
 
@@ -701,3 +706,54 @@ def test_a_ladder_run_cut_by_its_share_says_stopped_and_leaves_the_ratios(tmp_pa
     assert green["joules_over_naive"] is None  # a stopped run's joules are a lower bound only
     assert green["verdict_joules_vs_naive"] == "0 paired repeat(s): no verdict"
     assert repeats_note(rows) == "one repeat: no verdict."
+
+
+def _wheel(folder, name="gl_probe_pkg", version="0.1"):
+    """A minimal pure-Python wheel holding ``name`` (VALUE = 42)."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": "VALUE = 42\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in files) + f"{info}/RECORD,,\n"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for f, text in files.items():
+            z.writestr(f, text)
+    return path
+
+
+def test_carried_wheels_are_installed_onto_the_childrens_path_and_a_broken_one_is_recorded(tmp_path):
+    from benchmarks.gpu.orchestrator import _child_env, install_wheels
+
+    _wheel(tmp_path / "wheels")
+    done = install_wheels(tmp_path / "wheels", tmp_path / "site")
+    assert done["outcome"] == "installed" and done["packages"] == "gl_probe_pkg", done
+    env = _child_env([tmp_path / "site"])
+    proc = subprocess.run([sys.executable, "-c", "import gl_probe_pkg; print(gl_probe_pkg.VALUE)"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "42", proc.stderr[-2000:]
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "broken-0.1-py3-none-any.whl").write_bytes(b"not a zip file")
+    failed = install_wheels(tmp_path / "bad", tmp_path / "site2")
+    assert failed["outcome"].startswith("failed: ") and failed["packages"] == "broken"
+
+
+def test_the_wheel_folder_drops_the_optional_wheels_that_do_not_fit_the_carry_limit(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_wheels
+
+    for name, mib in (("bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64", 41), ("torchao-0.17.0-cp310-abi3-x", 3),
+                      ("simpy-4.1.2-py3-none-any", 1)):
+        with open(tmp_path / f"{name}.whl", "wb") as f:
+            f.truncate(mib * 2**20)
+    assert gpu_wheels.wheels_mib(tmp_path) == pytest.approx(45)
+    assert gpu_wheels.drop_what_does_not_fit(tmp_path, tree=5.0, limit=64) == []  # 50 MiB fit
+    assert gpu_wheels.drop_what_does_not_fit(tmp_path, tree=5.0, limit=20) == [
+        "bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl"]  # the largest goes first, torchao stays
+    assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == ["simpy", "torchao"]
+    assert gpu_wheels.drop_what_does_not_fit(tmp_path, tree=5.0, limit=6) == ["torchao-0.17.0-cp310-abi3-x.whl"]
+    assert gpu_wheels._name(Path("typing_extensions-4.16.0-py3-none-any.whl")) in gpu_wheels.ON_THE_MACHINE
+    assert gpu_wheels.tree_mib() < gpu_wheels.CARRY_LIMIT_MIB

@@ -33,7 +33,7 @@ EXPERIMENTS = {
     "carbon": ("06", 14),
     "compression": ("07", 18),
     "data_pipeline": ("08", 28),
-    "capstone": ("09", 50),  # the ladder, one repeat at least (see below)
+    "capstone": ("09", 48),  # the ladder, one repeat at least (see below)
     "language_model": ("10", 38),
     "language_model-compile": ("10", 35),  # own worker and share (a cold compile takes 20-40 s),
     # its rows recorded in language_model's record (MERGED_INTO)
@@ -48,19 +48,23 @@ LESSON_JOBS = 5         # lessons at a time on the GPU machine (16 cores), each 
 # Where the two ladders' time comes from (the plan was full at 540 s). The capstone's ladder is
 # nine gl.train runs of full-mode recipes: the naive row alone is 2 passes of 60,000 images in
 # batches of 4 from a DataLoader, 30,000 steps; it took 1.9 ms a step on a 1-thread CPU here (a
-# busy one), and is estimated (not measured) at about as long on a GPU, where so small a step is
-# bound by its launches and the loader: 30 s or more, the eight other rows (batch 256 or larger)
-# an estimated 1-3 s each: about 50 s for one repeat, so capstone goes from 29 to 50 s (its old two runs are the ladder's
-# two ends). Lesson 10's ladder is five or six train_lm runs of at most 1,000 steps of a 4-layer
-# model with d_model 128, an estimated few ms a step: about 20 s a repeat, plus a worker's start: 24 s. The
-# 45 s come from the lesson phase, which checks the lessons and measures nothing: 5 lessons at a
-# time for 70 s hold 350 lesson-seconds, as 3 at a time for 115 s held 345, and the GPU machine's
-# 16 cores give each of 5 lessons 3 threads (quick-mode lessons are small and mostly launch-bound
-# on a GPU). Neither ladder fits a second repeat in these shares at these estimates: their notes
-# then say "one repeat: no verdict"; time saved by earlier experiments flows to later ones (half
-# of it to each, see Suite._run), so a second repeat runs when there is time.
+# busy one) and is estimated (not measured) at about as long on a GPU, where so small a step is
+# bound by its launches and the loader: 30 s or more; the eight other rows (batch 256 or larger)
+# an estimated 1-3 s each: about 50 s for one repeat. So capstone goes from 29 to 48 s (its old
+# two runs are the ladder's two ends; 2 s of the 50 went to installing the carried wheels, in
+# OVERHEAD_SECONDS). Lesson 10's ladder is five or six train_lm runs of at most 1,000 steps of a
+# 4-layer model with d_model 128, an estimated few ms a step: about 20 s a repeat, plus a worker's
+# start: 24 s. The 45 s come from the lesson phase, which checks the lessons and measures
+# nothing: 5 lessons at a time for 70 s hold 350 lesson-seconds, as 3 at a time for 115 s held
+# 345, and the GPU machine's 16 cores give each of 5 lessons 3 threads (quick-mode lessons are
+# small and mostly launch-bound on a GPU). Neither ladder fits a second repeat in these shares
+# at these estimates: their notes then say "one repeat: no verdict"; time saved by earlier
+# experiments flows to later ones (half of it to each, see Suite._run), so a second repeat runs
+# where there is time.
 PYTEST_SECONDS = 18
-OVERHEAD_SECONDS = 9    # start-up, NVML reads, the counter-period poll, writing files
+OVERHEAD_SECONDS = 11   # start-up, NVML reads, the counter-period poll, writing files, and installing
+# the carried wheels (benchmarks/gpu_wheels.py; 1.5 s on this busy CPU for the 46 MiB of them that
+# install on its Python 3.11, 2 s allowed)
 WATCHDOG_GRACE_S = 10.0  # an experiment may overrun its share by this much before it is killed
 WATCHDOG_KILL_GRACE_S = 3.0  # SIGTERM to a process group, then SIGKILL to the whole group this much later
 MIN_WINDOW_S = 3.0
