@@ -259,6 +259,12 @@ def test_default_plan_fits_the_device_budget_with_room_for_lessons_and_pytest():
     # a stage with its own share (torch.compile) is recorded inside its experiment
     assert gs.experiment_names() == tuple(n for n in gs.EXPERIMENTS if n not in MERGED_INTO)
     assert set(MERGED_INTO.values()) <= set(gs.experiment_names())
+    # both recipe ladders have a share: lesson 10's as a stage of language_model
+    assert MERGED_INTO["language_model-recipes"] == "language_model" and gs.EXPERIMENTS["capstone"][1] >= 45
+    from benchmarks.gpu.settings import LESSON_JOBS
+
+    # the lesson phase holds as many lesson-seconds as three lessons at a time for 115 s did
+    assert LESSON_JOBS * gs.LESSONS_SECONDS >= 3 * 115 and LESSON_JOBS <= 16 // 3
 
 
 def _ctx(tmp_path, min_window_s=0.25):
