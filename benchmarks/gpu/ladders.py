@@ -103,10 +103,7 @@ def _new_row(prefix: str, name: str, index: int, count: int) -> dict:
 def _another_repeat_fits(ctx: Context, names: list, took: dict, runs: dict) -> bool:
     stopped = any(getattr(r, "status", None) == "stopped" or r is None for v in runs.values() for r in v)
     need = sum(took.get(n, ctx.sizes.ladder_floor_s) for n in names) * 1.1 + MARGIN_S * len(names)
-    if stopped or ctx.left() < need:
-        ctx.ran_out = ctx.ran_out or ctx.left() < need
-        return False
-    return True
+    return not stopped and ctx.left() >= need  # fewer repeats, as _repeats gives elsewhere: not "partial"
 
 
 def _figures(ctx: Context, res) -> dict:
