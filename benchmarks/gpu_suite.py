@@ -2,11 +2,26 @@
 """Every GPU check, reference recording and lesson run, in one call (``make gpu-check``).
 
     python benchmarks/gpu_suite.py --out DIR [--budget-s 540] [--only NAME,...] [--lessons all|none|NN,...]
+                                   [--wheels FOLDER]
     python benchmarks/gpu_suite.py --out DIR --dry-run        # the CPU rehearsal (tiny sizes)
     python benchmarks/gpu_suite.py --unpack DIR/gpu_suite_records.json --into data/reference_runs
+    python benchmarks/gpu_wheels.py                           # wheels for the GPU machine (needs pip's network)
+
+Carried wheels: ``benchmarks/gpu_wheels.py``, run where pip reaches the package index, fills the
+git-ignored ``.cache/gpu-wheels/`` with the CPython 3.12 manylinux wheels the GPU machine lacks:
+simpy and Optuna with their dependencies (lesson 13, ``sharing_a_cluster``), bitsandbytes 0.50.2
+(CUDA 13 kernels included, torch >= 2.4) and torchao 0.17.0 (the release built against torch
+2.11), and checks them against the device's 64 MiB limit on what travels: 50.3 MiB of wheels
+and a 3.9 MiB tree, 54.2 MiB, so bitsandbytes and torchao fit beside simpy and Optuna (the
+script leaves out what would not fit, bitsandbytes first). When that folder holds wheels (or
+``--wheels FOLDER`` names one; the dry run installs only what ``--wheels`` names), the suite
+installs them first, ``pip install --no-index --find-links FOLDER --no-deps --target`` into its
+cache under ``--out``, on the path of every worker, lesson and the pytest run; a failure is
+recorded in the summary ("carried wheels") and the run goes on without them.
 
 On a lent GPU machine, from the repository root (needs only torch, numpy, nvidia-ml-py and
-matplotlib; psutil, tqdm, pytest, torchvision, IPython and ipywidgets are used when present):
+matplotlib; psutil, tqdm, pytest, torchvision, IPython and ipywidgets are used when present),
+with ``.cache/gpu-wheels`` carried along (the device run tool's ``carry: [".cache/gpu-wheels"]``):
 
     PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --out $OUT --budget-s 540
 
@@ -16,19 +31,24 @@ What it does, within ``--budget-s`` seconds of wall time:
   it never changes a limit, clock or mode; measures the energy counter's update period, which
   sets the shortest energy window: max(3 s, 50 update periods), capped at 6 s (flagged); window
   edges wait for a counter tick;
-- runs one experiment per lesson (``EXPERIMENTS``; torch.compile as a stage of its own recorded
-  in ``language_model``), each in its own subprocess under a watchdog: an experiment writes a
+- runs one experiment per lesson (``EXPERIMENTS``; torch.compile and lesson 10's recipe ladder
+  as stages of their own recorded in ``language_model``), each in its own subprocess under a
+  watchdog: an experiment writes a
   "running" record as it starts; one that hangs or overruns its share is killed (its whole
   process group), the rows it finished are kept, one killed before it started gets at most one
   more worker, and the others and the summary still run; SIGTERM/SIGINT end every child group;
 - runs every instructor lesson headless in quick mode on the GPU
-  (``python -m greenlab.course run``), one subprocess each under the same watchdog, three at a
-  time (``--lesson-jobs``: lessons are checked here, not measured);
+  (``python -m greenlab.course run``), one subprocess each under the same watchdog, five at a
+  time with 16 // 5 = 3 CPU threads each (``--lesson-jobs``: lessons are checked here, not
+  measured);
 - runs the ``gpu``-marked tests with pytest when pytest is installed ("not run" otherwise);
 - writes, after every experiment and every lesson, ``DIR/gpu_suite_records.json``: one record
   per experiment in the ``greenlab.course.reference`` schema, plus the summary record ``gpu_suite``;
   the whole log to ``DIR/gpu_suite_log.txt``; each experiment's rows as they finish to
-  ``DIR/gpu_suite_parts/``. The first two are all that is needed back.
+  ``DIR/gpu_suite_parts/``. The first two are all that is needed back. The datasets the workers
+  share and every worker's temporary files (tempfile's folder, ``TMPDIR`` for its children) live
+  in ``DIR/gpu_suite_cache/``, removed at the end: a run killed outright leaves it under ``DIR``
+  and nothing in the system's temp dir.
   ``--unpack`` writes the records as ``data/reference_runs/<gpu>_<date>_<experiment>.json``,
   the files the lessons' ``gl.reference.show(...)`` read.
 

@@ -259,6 +259,12 @@ def test_default_plan_fits_the_device_budget_with_room_for_lessons_and_pytest():
     # a stage with its own share (torch.compile) is recorded inside its experiment
     assert gs.experiment_names() == tuple(n for n in gs.EXPERIMENTS if n not in MERGED_INTO)
     assert set(MERGED_INTO.values()) <= set(gs.experiment_names())
+    # both recipe ladders have a share: lesson 10's as a stage of language_model
+    assert MERGED_INTO["language_model-recipes"] == "language_model" and gs.EXPERIMENTS["capstone"][1] >= 45
+    from benchmarks.gpu.settings import LESSON_JOBS
+
+    # the lesson phase holds as many lesson-seconds as three lessons at a time for 115 s did
+    assert LESSON_JOBS * gs.LESSONS_SECONDS >= 3 * 115 and LESSON_JOBS <= 16 // 3
 
 
 def _ctx(tmp_path, min_window_s=0.25):
@@ -443,6 +449,7 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
         tree = _descendants(proc.pid)
         assert tree, "no worker process found"
         caches[:] = [c[c.index("--cache") + 1] for c in (p.cmdline() for p in tree) if "--cache" in c]
+        assert caches and all(Path(c).parent == out for c in caches), caches  # under --out, never /tmp
         proc.send_signal(getattr(signal, sig))
         code = proc.wait(timeout=60)
         deadline = time.monotonic() + 30
@@ -451,6 +458,8 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
             time.sleep(0.2)
         left = [p.pid for p in tree if psutil.pid_exists(p.pid) and p.status() != psutil.STATUS_ZOMBIE]
         assert left == [], left
+        if sig == "SIGKILL":  # no handler ran: what the run had stays under --out
+            assert all(Path(c).is_dir() for c in caches)
         if sig == "SIGTERM":
             assert code == 128 + signal.SIGTERM
             records = {r["experiment"] for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"]}
@@ -513,3 +522,244 @@ def test_configurations_are_measured_interleaved(tmp_path):
     rows = interleaved_rows(ctx, configs, repeats=2)
     assert order == list("ABCABC")
     assert [r["repeats"] for r in rows] == [2, 2, 2] and all(r["status"] == "ok" for r in rows)
+
+
+@pytest.mark.parametrize("module, runner, labels", [
+    ("lesson08_data_pipeline", "exp_data_pipeline",
+     ["device loader", "DataLoader workers=0", "DataLoader workers=0 pinned", "DataLoader workers=1 pinned"]),
+    ("lesson11_language_model_serving", "exp_language_model_serving",
+     ["KV cache, batch 1", "no KV cache, batch 1", "KV cache, batch 4"]),
+])
+def test_loaders_and_serving_configurations_are_measured_interleaved(tmp_path, monkeypatch, module, runner, labels):
+    """Every configuration is calibrated first, then the windows go A B C A B C (not A A B B)."""
+    import importlib
+
+    mod = importlib.import_module(f"benchmarks.gpu.experiments.{module}")
+    monkeypatch.setattr(mod, "_repeats", lambda ctx, configs, seconds: 2)
+    ctx = _ctx(tmp_path)
+    windows = []
+    ctx.calibrate = lambda run: (run(1), (1, 0.001))[1]
+    ctx.window = lambda label, work: (windows.append(label), work(), {
+        "seconds": 0.3, "joules": 1.0, "joules_above_idle": None, "window_ok": True, "memory_increase_mib": 0.0})[2]
+    getattr(mod, runner)(ctx)
+    measured = [r["label"] for r in ctx.rows if "repeats" in r]  # int8 joins where torchao is installed
+    assert measured[:len(labels)] == labels and len(measured) <= len(labels) + 1
+    assert windows == measured + measured
+    assert all(r["repeats"] == 2 for r in ctx.rows if "repeats" in r)
+    assert any("interleaved" in n and "A B C" in n for n in ctx.notes)
+
+
+def _idle_ctx(tmp_path, idle_w=5.0):
+    args = SimpleNamespace(dry_run=True, min_window_s=0.25, part=str(tmp_path), cache=None)
+    ctx = gs.Context(args, "carbon", 60.0, idle_w=idle_w)
+    assert ctx.energy_ok  # the dry run's CPU source stands in for the device's
+    return ctx
+
+
+def test_energy_above_idle_is_gross_minus_idle_power_times_seconds_and_none_without_idle(tmp_path):
+    ctx = _idle_ctx(tmp_path, idle_w=5.0)
+    assert ctx.above_idle(100.0, 2.0) == pytest.approx(90.0)
+    assert ctx.above_idle(None, 2.0) is None and ctx.above_idle(100.0, None) is None
+    assert _idle_ctx(tmp_path, idle_w=None).above_idle(100.0, 2.0) is None
+
+
+def _fake_run(ctx, joules=120.0, seconds=4.0, to_target=(2.0, 70.0)):
+    """A stand-in for gl.train's RunResult: what the suite's rows read."""
+    energy = SimpleNamespace(components={ctx.component: SimpleNamespace(joules=joules)})
+    return SimpleNamespace(status="completed", steps=10, samples=320, seconds=seconds, train_seconds=seconds * 0.9,
+                           samples_per_second=80.0, joules=joules, final_accuracy=0.8, val_accuracy=0.8,
+                           seconds_to_target=to_target[0], joules_to_target=to_target[1], history=[{}, {}],
+                           energy=energy, steps_to_target=5, config={})
+
+
+def test_gl_train_rows_record_energy_above_idle(tmp_path, monkeypatch):
+    from benchmarks.gpu.experiments.lesson04_batch_sweep import exp_batch_sweep
+    from greenlab.training import loop
+
+    ctx = _idle_ctx(tmp_path, idle_w=5.0)
+    ctx.calibrate = lambda run: (2, 0.01)
+    monkeypatch.setattr(loop, "train", lambda *a, **k: _fake_run(ctx))
+    exp_batch_sweep(ctx)
+    assert ctx.rows and all(r["joules"] == 120.0 for r in ctx.rows)
+    for row in ctx.rows:
+        assert row["joules_above_idle"] == pytest.approx(120.0 - 5.0 * 4.0)
+        assert row["joules_to_target_above_idle"] == pytest.approx(70.0 - 5.0 * 2.0)
+        assert row["idle_watts"] == 5.0
+    assert "gross-minus-idle" in " ".join(ctx.notes)
+
+
+def test_ddp_rows_record_energy_above_idle_for_one_worker(tmp_path, monkeypatch):
+    from benchmarks.gpu.experiments.lesson01_ddp_scaling import exp_ddp_scaling
+    from greenlab.techniques import ddp
+
+    ctx = _idle_ctx(tmp_path, idle_w=5.0)
+    ctx.calibrate = lambda run: (2, 0.01)
+    result = SimpleNamespace(backend="gloo", device="cpu", global_batch=32, steps=8, samples=256,
+                             train_seconds=3.0, samples_per_second=85.0, wall_seconds=9.0, train_joules=99.0,
+                             train_energy={"components": {"gpu": {"joules": 60.0}}}, final_accuracy=0.5,
+                             energy_complete=True)
+    monkeypatch.setattr(ddp, "run_ddp", lambda *a, **k: result)
+    exp_ddp_scaling(ctx)
+    row = ctx.rows[0]
+    assert row["train_joules_gpu"] == 60.0 and row["train_joules_gpu_above_idle"] == pytest.approx(60.0 - 15.0)
+    assert "gross-minus-idle" in " ".join(ctx.notes)
+
+
+def test_capstone_rows_record_energy_above_idle(tmp_path, monkeypatch):
+    from benchmarks.gpu.experiments.lesson09_capstone import exp_capstone
+    from greenlab.training import loop
+
+    ctx = _idle_ctx(tmp_path, idle_w=5.0)
+    monkeypatch.setattr(loop, "train", lambda *a, **k: _fake_run(ctx))
+    exp_capstone(ctx)
+    from greenlab.course import recipes
+
+    ladder = recipes.one_change_at_a_time(recipes.naive_recipe(quick=True), recipes.green_recipe("cpu", quick=True))
+    assert [r["label"] for r in ctx.rows] == list(ladder)  # one row per change, naive first, green last
+    assert ctx.rows[-1]["recipe"] == "green" and ctx.rows[-1]["joules_over_naive"] == pytest.approx(1.0)
+    rows = [r for r in ctx.rows if r.get("joules") is not None]
+    assert len(rows) == len(ladder)
+    for row in rows:
+        assert row["joules_above_idle"] == pytest.approx(120.0 - 5.0 * 4.0)
+        assert row["joules_to_target_above_idle"] == pytest.approx(70.0 - 5.0 * 2.0)
+    assert "gross-minus-idle" in " ".join(ctx.notes)
+
+
+def test_a_dry_run_leaves_nothing_in_the_system_temp_dir(tmp_path):
+    """The datasets the workers share and their temporary files (DDP's dataset copy, checkpoint
+    writes) live under --out and go at the end: the system's temp dir (here a private one, so
+    other programs' files do not count) gets nothing, gpu_suite_cache_* least of all."""
+    from minimal_env import hidden_env
+
+    systmp = tmp_path / "systmp"
+    systmp.mkdir()
+    out = tmp_path / "out"
+    env = {**hidden_env(tmp_path / "site"), "TMPDIR": str(systmp)}
+    _wheel(tmp_path / "wheels")  # carried wheels too: installed into the cache under --out
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
+                           "--only", "ddp_scaling,operations", "--lessons", "none", "--budget-s", "120",
+                           "--wheels", str(tmp_path / "wheels")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = {r["label"]: r for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"][-1]["results"]}
+    assert summary["ddp_scaling"]["status"] == "ok" and summary["operations"]["status"] == "ok", summary
+    wheels = summary["carried wheels"]
+    assert wheels["outcome"] == "installed" and wheels["target"].startswith(str(out)), wheels
+    assert "carried wheels: installed (gl_probe_pkg)" in proc.stdout
+    assert list(systmp.iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == sorted([gs.BUNDLE, gs.LOG, "gpu_suite_parts"])
+
+
+def _ladder(names=("naive", "+ a", "+ b")):
+    from greenlab.course import recipes
+    from greenlab.training.loop import TrainConfig
+
+    return {n: recipes.Recipe(None, TrainConfig(seed=0, label=n), {}) for n in names}
+
+
+def _ladder_ctx(tmp_path, cap_s=60.0, repeats=3, floor_s=0.2):
+    import dataclasses
+
+    ctx = _idle_ctx(tmp_path, idle_w=2.0)
+    ctx.cap_s = cap_s
+    ctx.sizes = dataclasses.replace(ctx.sizes, ladder_repeats=repeats, ladder_floor_s=floor_s)
+    return ctx
+
+
+def test_a_ladder_runs_paired_rotated_repeats_with_the_naive_row_last_at_first(tmp_path):
+    from benchmarks.gpu.ladders import repeats_note, run_ladder
+
+    ctx = _ladder_ctx(tmp_path)
+    calls = []
+    joules = {"naive": 100.0, "+ a": 50.0, "+ b": 25.0}
+
+    def train_one(recipe, seed, stop):
+        calls.append((recipe.config.label, seed))
+        return _fake_run(ctx, joules=joules[recipe.config.label], seconds=1.0, to_target=(0.5, joules[recipe.config.label] / 2))
+
+    rows = run_ladder(ctx, _ladder(), train_one, final="final_accuracy")
+    assert calls == [("+ a", 0), ("+ b", 0), ("naive", 0), ("+ b", 1), ("naive", 1), ("+ a", 1),
+                     ("naive", 2), ("+ a", 2), ("+ b", 2)]
+    assert [r["label"] for r in rows] == ["naive", "+ a", "+ b"]
+    assert [r["recipe"] for r in rows] == ["naive", "ladder", "green"]
+    green = rows[-1]
+    assert green["repeats"] == 3 and green["status"] == "ok" and green["reached_target"] is True
+    assert green["joules"] == 25.0 and green["joules_above_idle"] == pytest.approx(25.0 - 2.0 * 1.0)
+    assert green["joules_over_naive"] == pytest.approx(0.25) and green["joules_to_target_over_naive"] == pytest.approx(0.25)
+    assert green["final_accuracy"] == 0.8
+    assert "no verdict" not in green["verdict_joules_vs_naive"]  # a paired interval: three repeats
+    assert green["verdict_joules_vs_previous_row"] != green["verdict_joules_vs_naive"]
+    assert "3 paired repeats" in repeats_note(rows)
+
+
+def test_a_ladder_run_cut_by_its_share_says_stopped_and_leaves_the_ratios(tmp_path):
+    from benchmarks.gpu.ladders import repeats_note, run_ladder
+
+    ctx = _ladder_ctx(tmp_path, cap_s=4.0)
+
+    def train_one(recipe, seed, stop):
+        if recipe.config.label == "naive":  # the long row: runs until its share is over
+            assert stop.wait(30), "the run's time share never ended it"
+            return SimpleNamespace(**{**vars(_fake_run(ctx, seconds=2.0, to_target=(None, None))), "status": "stopped"})
+        return _fake_run(ctx, joules=10.0, seconds=0.1)
+
+    t0 = time.monotonic()
+    rows = run_ladder(ctx, _ladder(), train_one, final="final_accuracy")
+    assert time.monotonic() - t0 < 4.5  # the share bounds the run, and no second repeat starts
+    naive, green = rows[0], rows[-1]
+    assert naive["status"] == "stopped" and naive["repeats"] == 1
+    assert green["status"] == "ok" and green["repeats"] == 1
+    assert green["joules_over_naive"] is None  # a stopped run's joules are a lower bound only
+    assert green["verdict_joules_vs_naive"] == "0 paired repeat(s): no verdict"
+    assert repeats_note(rows) == "one repeat: no verdict."
+
+
+def _wheel(folder, name="gl_probe_pkg", version="0.1"):
+    """A minimal pure-Python wheel holding ``name`` (VALUE = 42)."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": "VALUE = 42\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in files) + f"{info}/RECORD,,\n"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for f, text in files.items():
+            z.writestr(f, text)
+    return path
+
+
+def test_carried_wheels_are_installed_onto_the_childrens_path_and_a_broken_one_is_recorded(tmp_path):
+    from benchmarks.gpu.orchestrator import _child_env, install_wheels
+
+    _wheel(tmp_path / "wheels")
+    done = install_wheels(tmp_path / "wheels", tmp_path / "site")
+    assert done["outcome"] == "installed" and done["packages"] == "gl_probe_pkg", done
+    env = _child_env([tmp_path / "site"])
+    proc = subprocess.run([sys.executable, "-c", "import gl_probe_pkg; print(gl_probe_pkg.VALUE)"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "42", proc.stderr[-2000:]
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "broken-0.1-py3-none-any.whl").write_bytes(b"not a zip file")
+    failed = install_wheels(tmp_path / "bad", tmp_path / "site2")
+    assert failed["outcome"].startswith("failed: ") and failed["packages"] == "broken"
+
+
+def test_the_wheel_folder_drops_the_optional_wheels_that_do_not_fit_the_carry_limit(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_wheels
+
+    for name, mib in (("bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64", 41), ("torchao-0.17.0-cp310-abi3-x", 3),
+                      ("simpy-4.1.2-py3-none-any", 1)):
+        with open(tmp_path / f"{name}.whl", "wb") as f:
+            f.truncate(mib * 2**20)
+    assert gpu_wheels.wheels_mib(tmp_path) == pytest.approx(45)
+    assert gpu_wheels.drop_what_does_not_fit(tmp_path, tree=5.0, limit=64) == []  # 50 MiB fit
+    assert gpu_wheels.drop_what_does_not_fit(tmp_path, tree=5.0, limit=20) == [
+        "bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl"]  # the largest goes first, torchao stays
+    assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == ["simpy", "torchao"]
+    assert gpu_wheels.drop_what_does_not_fit(tmp_path, tree=5.0, limit=6) == ["torchao-0.17.0-cp310-abi3-x.whl"]
+    assert gpu_wheels._name(Path("typing_extensions-4.16.0-py3-none-any.whl")) in gpu_wheels.ON_THE_MACHINE
+    assert gpu_wheels.tree_mib() < gpu_wheels.CARRY_LIMIT_MIB

@@ -439,3 +439,26 @@ def test_ctrl_c_during_train_lm_is_one_line_and_keeps_the_partial_run(corpus, mo
     assert run is caught.value.result and run.status == "interrupted" and run.steps == 7
     assert [row["step"] for row in run.history] == [3, 6] and run.final_val_loss is None
     assert run.joules > 0 and run.seconds > 0
+
+
+class _SetAfter:
+    """A stop event that reads as set from its (n + 1)-th check on."""
+
+    def __init__(self, n):
+        self.n, self.checks = n, 0
+
+    def is_set(self):
+        self.checks += 1
+        return self.checks > self.n
+
+
+def test_a_stop_event_ends_train_lm_before_its_next_step_with_status_stopped(corpus):
+    cfg = lm.LMConfig(seq_len=16, batch_size=4, steps=20, eval_every=3, eval_batches=1, score_batches=1)
+    run = lm.train_lm(tiny(), corpus, cfg, device="cpu", sources=[_counter()], stop_event=_SetAfter(5))
+    assert run.status == "stopped" and run.steps == 5 and run.tokens == 5 * 16 * 4
+    assert [row["step"] for row in run.history] == [3] and run.final_val_loss is not None
+    assert lm.train_lm(tiny(), corpus, cfg, device="cpu", sources=[_counter()],
+                       stop_event=_SetAfter(0)).steps == 0
+    assert lm.train_lm(tiny(), corpus, cfg, device="cpu", sources=[_counter()]).status == "completed"
+    with pytest.raises(TypeError, match="stop_event"):
+        lm.train_lm(tiny(), corpus, cfg, device="cpu", stop_event=True)

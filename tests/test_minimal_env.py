@@ -158,7 +158,7 @@ def test_precision_rows_are_labelled_as_pytorch_defaults_and_fp16_notes_its_sync
 
 def test_compile_runs_in_its_own_share_and_its_row_joins_the_language_model_record(dry_run):
     assert "language_model-compile" not in dry_run.records
-    rows = dry_run.records["language_model"]["results"]
+    rows = [r for r in dry_run.records["language_model"]["results"] if not r["label"].startswith("recipe ladder: ")]
     assert [r["label"] for r in rows] == ["fp32 (PyTorch defaults)", "bf16 autocast",
                                           "bf16 + activation checkpointing", "bf16 + torch.compile"]
     row = rows[-1]
@@ -201,3 +201,26 @@ def test_lesson_05_runs_without_torchvision_and_says_so(tmp_path):
     out = _run_lesson_hidden(tmp_path, "05_architecture_search.ipynb")
     assert "not measured: torchvision is not installed" in out
     assert "mobilenet_v3_small has fewer" not in out  # nothing filled in
+
+
+@pytest.mark.parametrize("experiment, prefix, final", [("capstone", "", "final_accuracy"),
+                                                      ("language_model", "recipe ladder: ", "final_val_loss")])
+def test_both_ladders_are_recorded_one_change_per_row(dry_run, experiment, prefix, final):
+    from greenlab.course import recipes
+
+    if experiment == "capstone":
+        naive, green = recipes.naive_recipe(quick=True), recipes.green_recipe("cpu", quick=True)
+    else:
+        naive, green = recipes.naive_lm_recipe(quick=True), recipes.green_lm_recipe("cpu", quick=True)
+    record = dry_run.records[experiment]
+    rows = [r for r in record["results"] if r["label"].startswith(prefix) and "ladder_row" in r]
+    assert [r["label"] for r in rows] == [prefix + n for n in recipes.one_change_at_a_time(naive, green)]
+    assert rows[0]["recipe"] == "naive" and rows[-1]["recipe"] == "green"
+    for row in rows:
+        assert row["status"] in ("ok", "stopped"), row
+        assert row["seconds"] > 0 and row["joules"] > 0 and row[final] is not None
+        assert "joules_above_idle" in row and isinstance(row["reached_target"], bool)
+    assert "joules_over_naive" in rows[-1] and "joules_to_target_over_naive" in rows[-1]
+    assert "gross-minus-idle" in record["notes"]
+    assert re.search(r"one repeat: no verdict|repeats: too few for an interval, no verdict|paired repeats",
+                     record["notes"])

@@ -109,6 +109,13 @@ class Context:
                                "other_gpu_processes_end": self.others_at_end,
                                "nvml_probe_problem": self.probe_problem})
 
+    def above_idle(self, joules, seconds):
+        """Energy above idle, joules: gross device ``joules`` less measurement_core's idle power
+        times ``seconds`` (gross-minus-idle); None when either figure or the idle power is unknown."""
+        if joules is None or seconds is None or self.idle_w is None:
+            return None
+        return joules - self.idle_w * seconds
+
     # --- device ---
     def sync(self) -> None:
         if self.device == "cuda":
@@ -179,8 +186,7 @@ class Context:
         joules = comp.joules if (comp is not None and self.energy_ok) else None
         cpu = r.components.get("cpu")
         return {"seconds": r.seconds, "joules": joules,
-                "joules_above_idle": (joules - self.idle_w * r.seconds)
-                if (joules is not None and self.idle_w is not None) else None,
+                "joules_above_idle": self.above_idle(joules, r.seconds),
                 "cpu_joules": cpu.joules if (cpu is not None and self.component != "cpu") else None,
                 "cpu_energy_source": (f"{cpu.source}{' (estimate)' if cpu.estimated else ''}"
                                       if (cpu is not None and self.component != "cpu") else None),

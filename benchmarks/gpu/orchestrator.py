@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -22,14 +21,15 @@ from pathlib import Path
 from benchmarks.gpu.probes import gpu_state
 from benchmarks.gpu.records import _clean_row, _read_json, _units_for, write_json
 from benchmarks.gpu.settings import (
-    BUNDLE, BUNDLE_VERSION, DEFAULT_BUDGET_S, DRY_RUN_GPU, DRY_RUN_MARK, DRY_SIZES, ENERGY_TARGETS,
-    EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSONS_SECONDS, LOG, MAX_MIN_WINDOW_S, MERGED_INTO,
+    BUNDLE, BUNDLE_VERSION, CACHE, DEFAULT_BUDGET_S, DRY_RUN_GPU, DRY_RUN_MARK, DRY_SIZES, ENERGY_TARGETS,
+    EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSON_JOBS, LESSONS_SECONDS, LOG, MAX_MIN_WINDOW_S, MERGED_INTO,
     MIN_WINDOW_PERIODS, MIN_WINDOW_S, OVERHEAD_SECONDS, PARTS, PYTEST_SECONDS, REPO_ROOT, SUMMARY, TARGETS,
     WATCHDOG_GRACE_S, WATCHDOG_KILL_GRACE_S)
 from benchmarks.gpu.worker import worker_main
 from greenlab.base.processes import PARENT_ENV, kill_groups
 
 SUITE_SCRIPT = REPO_ROOT / "benchmarks" / "gpu_suite.py"  # the documented command; workers run it too
+DEFAULT_WHEELS = REPO_ROOT / ".cache" / "gpu-wheels"  # benchmarks/gpu_wheels.py fills it; carried to the GPU machine
 
 
 def main(argv=None) -> int:
@@ -82,8 +82,10 @@ class Suite:
         self.measured_sources: dict = {}
         self.pytest: dict | None = None
         self.parts = self.out / PARTS  # each experiment's rows as they finish, kept with the bundle
-        self.cache = Path(tempfile.mkdtemp(prefix="gpu_suite_cache_"))  # shared datasets: removed at the end
+        self.cache = self.out / CACHE  # shared datasets and the workers' temp files: removed at the end
         self.children: set = set()  # running subprocesses (each leads its own process group)
+        self.paths: list = []  # folders on every child's PYTHONPATH (the carried wheels, once installed)
+        self.wheels = None  # what installing the carried wheels did (None: no folder of wheels)
         self._bundle_lock = threading.Lock()
         self.log = None
         self._say_lock = threading.Lock()
@@ -91,6 +93,8 @@ class Suite:
     def run(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         self.parts.mkdir(exist_ok=True)
+        shutil.rmtree(self.cache, ignore_errors=True)  # what a run killed outright left in this folder
+        self.cache.mkdir()
         self.log = open(self.out / LOG, "w", encoding="utf-8")
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
@@ -119,6 +123,7 @@ class Suite:
             self.say(f"WARNING the bundle could not be written: {type(exc).__name__}: {exc}")
 
     def _run(self) -> None:
+        self.install_wheels()
         self.gpu_state = gpu_state(self.dry_run)
         self.provenance = self._provenance()
         self.counter_period_ms = self.gpu_state.get("counter_update_period_ms")
@@ -183,6 +188,25 @@ class Suite:
         reader.join(timeout=5)
         return code, time.monotonic() - t0, tail
 
+    # --- carried wheels ---
+    def install_wheels(self) -> None:
+        """Install the wheels of ``--wheels`` (on a GPU run, ``.cache/gpu-wheels`` when it holds
+        any) into the cache under --out, put that folder on every child's path and this
+        process's (after its own packages); a failure is recorded and the run goes on."""
+        folder = self.args.wheels or (None if self.dry_run else str(DEFAULT_WHEELS))
+        if not folder or not sorted(Path(folder).glob("*.whl")):
+            if self.args.wheels:
+                self.wheels = {"outcome": f"not installed: no wheels in {folder}"}
+                self.say(f"carried wheels: {self.wheels['outcome']}")
+            return
+        self.wheels = install_wheels(Path(folder), self.cache / "site")
+        self.say(f"carried wheels: {self.wheels['outcome']} ({self.wheels.get('packages', '')}) "
+                 f"in {self.wheels['seconds']:.1f} s")
+        if self.wheels["outcome"] == "installed":
+            self.paths.append(self.cache / "site")
+            sys.path.append(str(self.cache / "site"))
+            importlib.invalidate_caches()
+
     # --- experiments ---
     def run_experiments(self, names: list, caps: dict) -> None:
         """Run ``names`` in one watched worker process (each with its time share in ``caps``);
@@ -225,7 +249,7 @@ class Suite:
         for name in names:  # a part file left by an earlier call to this folder is not this run's
             (self.parts / f"{name}.json").unlink(missing_ok=True)
         self.say(f"[{tag}] {'retry' if retry else 'start'} (share {cap_s:.0f} s, watchdog at {cap_s + grace:.0f} s)")
-        code, seconds, tail = self.stream(cmd, _child_env(), cap_s + grace, f"  {tag}| ")
+        code, seconds, tail = self.stream(cmd, _child_env(self.paths), cap_s + grace, f"  {tag}| ")
         not_started = [n for n in names if not (self.parts / f"{n}.json").exists()] if code != 0 else []
         for name in [n for n in names if n not in not_started]:
             data = _read_json(self.parts / f"{name}.json") or {"rows": [], "notes": [], "measured": {}}
@@ -323,9 +347,11 @@ class Suite:
         if cap < 10.0:
             self.say(f"[lesson {path.stem}] not run: out of time")
             return {**row, "status": "not run: out of time", "seconds": 0.0}
-        env = _child_env()
+        env = _child_env(self.paths)
         env.update(GREENLAB_QUICK="1", MPLBACKEND="Agg")
         env.pop("GREENLAB_DEVICE", None)
+        if not self.dry_run:  # the cores shared out between the lessons that run at once
+            env.setdefault("GREENLAB_THREADS", str(max(1, (os.cpu_count() or 1) // self.args.lesson_jobs)))
         if self.dry_run:
             env["CUDA_VISIBLE_DEVICES"] = ""
         cmd = [sys.executable, "-m", "greenlab.course", "run", str(path)]
@@ -357,7 +383,7 @@ class Suite:
         cmd = [sys.executable, "-m", "pytest", "-m", "gpu", *map(str, files), "-q", "-rs",
                "-p", "no:cacheprovider"]
         self.say("pytest: " + shown)
-        code, seconds, tail = self.stream(cmd, _child_env(), left, "  pytest| ")
+        code, seconds, tail = self.stream(cmd, _child_env(self.paths), left, "  pytest| ")
         summary = next((ln.strip("= ") for ln in reversed(tail)
                         if any(w in ln for w in ("passed", "failed", "skipped", "error", "no tests"))), "")
         outcome = {0: "passed", 1: "failed", 5: "no tests collected", None: "killed by the watchdog"}.get(code, "error")
@@ -381,6 +407,7 @@ class Suite:
                          "result": verdict})
         p = self.pytest or {"outcome": "not run yet"}
         rows.append({"label": "pytest -m gpu", **p})
+        rows.append({"label": "carried wheels", **(self.wheels or {"outcome": "none carried"})})
         rows.append({"label": "gpu state", **{k: v for k, v in self.gpu_state.items()}})
         rows.append({"label": "python packages", **preflight()})
         rows.append({"label": "total", "seconds": time.monotonic() - self.t_start,
@@ -421,6 +448,8 @@ class Suite:
         lines.append("-" * 78)
         p = self.pytest or {}
         lines.append(f"pytest -m gpu: {p.get('outcome', 'not run')} ({p.get('summary', '')})")
+        w = self.wheels or {"outcome": "none carried"}
+        lines.append(f"carried wheels: {w['outcome']}" + (f" ({w['packages']})" if w.get("packages") else ""))
         lines.append(f"files: {BUNDLE} ({len(self.records)} records) and {LOG} in {self.out}")
         lines.append(f"total {time.monotonic() - self.t_start:.0f} s")
         return "\n".join(lines)
@@ -446,6 +475,25 @@ class Suite:
                 "persistence_mode", "compute_mode", "mig_mode", "counter_update_period_ms")
         parts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
         return ("GPU state at start (read-only): " + ", ".join(parts) + ".") if parts else ""
+
+
+def install_wheels(folder: Path, target: Path, timeout_s: float = 120.0) -> dict:
+    """``pip install --no-index --find-links folder --no-deps --target target`` of every wheel
+    in ``folder`` (their dependencies are in the folder or on the machine): a summary row's dict
+    (outcome "installed" or "failed: ...", the packages, seconds). Never raises."""
+    t0 = time.monotonic()
+    names = sorted({w.name.split("-")[0] for w in Path(folder).glob("*.whl")})
+    cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(folder), "--no-deps",
+           "--no-compile", "--no-cache-dir", "--disable-pip-version-check", "--quiet", "--target", str(target),
+           *names]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        last = next((ln for ln in reversed((proc.stderr + proc.stdout).splitlines()) if ln.strip()), "")
+        outcome = "installed" if proc.returncode == 0 else f"failed: exit code {proc.returncode}: {last[-300:]}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        outcome = f"failed: {type(exc).__name__}: {exc}"[:300]
+    return {"outcome": outcome, "packages": ", ".join(names), "folder": str(folder), "target": str(target),
+            "seconds": time.monotonic() - t0}
 
 
 def shortest_window_s(floor_s: float, counter_period_ms) -> tuple:
@@ -561,13 +609,15 @@ def _parse_args(argv):
     p.add_argument("--lessons", default="", help="instructor lessons to run headless: all, none or "
                    "numbers such as 00,03 (default: all; the dry run: 03)")
     p.add_argument("--lesson-jobs", type=int, default=None,
-                   help="lessons run at the same time (default 3 on the GPU, 1 in the dry run)")
+                   help=f"lessons run at the same time (default {LESSON_JOBS} on the GPU, 1 in the dry run)")
     p.add_argument("--dry-run", action="store_true",
                    help="run everything on the CPU with tiny sizes (not a reference)")
     p.add_argument("--unpack", help="a gpu_suite_records.json to write out as reference-run files")
     p.add_argument("--into", default=str(REPO_ROOT / "data" / "reference_runs"),
                    help="folder for --unpack (default data/reference_runs)")
     p.add_argument("--allow-dry-run", action="store_true", help="let --unpack write dry-run records")
+    p.add_argument("--wheels", default="", help="a folder of wheels to install before the experiments "
+                   "(default on a GPU run: .cache/gpu-wheels when it holds any; see benchmarks/gpu_wheels.py)")
     p.add_argument("--hang", default="", help="rehearse the watchdog: this experiment hangs after one row")
     p.add_argument("--hang-start", default="", help="rehearse the watchdog: this experiment hangs before its first row")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -594,7 +644,7 @@ def _parse_args(argv):
         p.error(f"unknown experiment(s) {unknown}; allowed: {', '.join(EXPERIMENTS)}")
     args.only = set(only)
     if args.lesson_jobs is None:
-        args.lesson_jobs = 1 if args.dry_run else 3
+        args.lesson_jobs = 1 if args.dry_run else LESSON_JOBS
     if not 1 <= args.lesson_jobs <= 8:
         p.error(f"--lesson-jobs must be 1 to 8, got {args.lesson_jobs}")
     if not (math.isfinite(args.budget_s) and 60 <= args.budget_s <= 3600):
@@ -602,12 +652,15 @@ def _parse_args(argv):
     return args
 
 
-def _child_env() -> dict:
+def _child_env(paths=()) -> dict:
+    """The environment of a worker, lesson or pytest run: this one, the repository (and ``paths``,
+    such as the carried wheels' target folder) on PYTHONPATH, no dataset downloads."""
     env = dict(os.environ)
     # datasets come from the cache or the announced generated stand-in: no download attempt (and
     # its network timeouts) inside a timed share, unless the caller asked for one
     env.setdefault("GREENLAB_DOWNLOAD", "0")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+                                        + [str(p) for p in paths])
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -50,7 +50,9 @@ def _units_for(rows) -> dict:
              "joules_per_sample_spread_pct": "%", "first_step_seconds": "s",
              "first_step_joules_gpu_only": "J", "first_step_joules_cpu": "J", "compile_seconds": "s",
              "compile_joules_gpu_only": "J", "joules_per_token": "J", "tokens_per_second": "1/s",
-             "window_end_sm_clock_mhz": "MHz", "window_end_temperature_c": "C"}
+             "window_end_sm_clock_mhz": "MHz", "window_end_temperature_c": "C",
+             "joules_above_idle": "J", "joules_to_target_above_idle": "J", "train_joules_gpu_above_idle": "J",
+             "idle_watts": "W"}
     present = {k for r in rows for k in r}
     return {k: v for k, v in units.items() if k in present}
 

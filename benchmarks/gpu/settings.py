@@ -15,6 +15,10 @@ SUMMARY = "gpu_suite"
 BUNDLE = "gpu_suite_records.json"
 LOG = "gpu_suite_log.txt"
 PARTS = "gpu_suite_parts"  # folder under --out: one JSON per experiment, written as its rows finish
+# folder under --out for what the workers share (datasets) and their temporary files (tempfile's
+# folder in every worker: DDP's dataset copy, checkpoint writes): removed at the end of a run;
+# a run killed outright leaves it there, with the rest of --out, and nothing in the system's temp dir
+CACHE = "gpu_suite_cache"
 BUNDLE_VERSION = 1
 DEFAULT_BUDGET_S = 540.0
 # experiment -> (the lesson that reads it with gl.reference.show, seconds of a 540 s plan)
@@ -29,18 +33,38 @@ EXPERIMENTS = {
     "carbon": ("06", 14),
     "compression": ("07", 18),
     "data_pipeline": ("08", 28),
-    "capstone": ("09", 29),
+    "capstone": ("09", 48),  # the ladder, one repeat at least (see below)
     "language_model": ("10", 38),
     "language_model-compile": ("10", 35),  # own worker and share (a cold compile takes 20-40 s),
     # its rows recorded in language_model's record (MERGED_INTO)
+    "language_model-recipes": ("10", 24),  # lesson 10's naive-to-green ladder, recorded in language_model
     "language_model_serving": ("11", 20),
     "operations": ("12", 10),  # idle power and checkpoint writes: a few short windows
     "sharing_a_cluster": ("13", 9),  # start-up, a 3 s idle-power window and a simulation
     "beyond_the_data_centre": ("14", 12),
 }
-LESSONS_SECONDS = 115   # every instructor lesson, quick mode, one subprocess each
+LESSONS_SECONDS = 70    # every instructor lesson, quick mode, one subprocess each, LESSON_JOBS at a time
+LESSON_JOBS = 5         # lessons at a time on the GPU machine (16 cores), each with 16 // 5 = 3 CPU threads
+# Where the two ladders' time comes from (the plan was full at 540 s). The capstone's ladder is
+# nine gl.train runs of full-mode recipes: the naive row alone is 2 passes of 60,000 images in
+# batches of 4 from a DataLoader, 30,000 steps; it took 1.9 ms a step on a 1-thread CPU here (a
+# busy one) and is estimated (not measured) at about as long on a GPU, where so small a step is
+# bound by its launches and the loader: 30 s or more; the eight other rows (batch 256 or larger)
+# an estimated 1-3 s each: about 50 s for one repeat. So capstone goes from 29 to 48 s (its old
+# two runs are the ladder's two ends; 2 s of the 50 went to installing the carried wheels, in
+# OVERHEAD_SECONDS). Lesson 10's ladder is five or six train_lm runs of at most 1,000 steps of a
+# 4-layer model with d_model 128, an estimated few ms a step: about 20 s a repeat, plus a worker's
+# start: 24 s. The 45 s come from the lesson phase, which checks the lessons and measures
+# nothing: 5 lessons at a time for 70 s hold 350 lesson-seconds, as 3 at a time for 115 s held
+# 345, and the GPU machine's 16 cores give each of 5 lessons 3 threads (quick-mode lessons are
+# small and mostly launch-bound on a GPU). Neither ladder fits a second repeat in these shares
+# at these estimates: their notes then say "one repeat: no verdict"; time saved by earlier
+# experiments flows to later ones (half of it to each, see Suite._run), so a second repeat runs
+# where there is time.
 PYTEST_SECONDS = 18
-OVERHEAD_SECONDS = 9    # start-up, NVML reads, the counter-period poll, writing files
+OVERHEAD_SECONDS = 11   # start-up, NVML reads, the counter-period poll, writing files, and installing
+# the carried wheels (benchmarks/gpu_wheels.py; 1.5 s on this busy CPU for the 46 MiB of them that
+# install on its Python 3.11, 2 s allowed)
 WATCHDOG_GRACE_S = 10.0  # an experiment may overrun its share by this much before it is killed
 WATCHDOG_KILL_GRACE_S = 3.0  # SIGTERM to a process group, then SIGKILL to the whole group this much later
 MIN_WINDOW_S = 3.0
@@ -57,7 +81,7 @@ ENERGY_TARGETS = {"bf16_energy_saving_pct", "counter_vs_power_pct"}  # judged on
 
 
 # a stage with its own worker and time share whose rows go into another experiment's record
-MERGED_INTO = {"language_model-compile": "language_model"}
+MERGED_INTO = {"language_model-compile": "language_model", "language_model-recipes": "language_model"}
 
 
 def experiment_names() -> tuple:
@@ -104,8 +128,10 @@ class Sizes:
     monitor_run_s: float = 1.5
     ddp_per_worker_batch: int = 1024
     ddp_epochs: int = 8
-    capstone_scale: float = 1.0
+    capstone_data: tuple | None = None  # (train, test) images; None: the recipes' own (full mode)
     capstone_target: float | None = None  # None: the recipes' own target
+    ladder_repeats: int = 3             # paired repeats of each ladder at most (fewer as time allows)
+    ladder_floor_s: float = 3.0         # time kept for each ladder run still to come (until measured)
     lm: dict = field(default_factory=lambda: {"d_model": 1024, "n_layers": 8, "n_heads": 16, "max_seq_len": 512})
     lm_batch: int = 32                  # windows of max_seq_len bytes per step
     lesson_cap_s: float = 60.0
@@ -140,6 +166,7 @@ DRY_SIZES = Sizes(
     arch_candidates=(("cnn", {"depth": 2, "width": 4}), ("cnn", {"depth": 2, "width": 8, "separable": True})),
     infer_batch=32, loader_batch=32, loader_workers=(0, 1), idle_s=0.2, steady_load_s=0.3,
     poll_s=0.2, power_interval_s=0.01, matmul_n=64, monitor_pairs=1, monitor_run_s=0.1,
-    ddp_per_worker_batch=32, ddp_epochs=1, capstone_scale=0.01, capstone_target=0.3,
+    ddp_per_worker_batch=32, ddp_epochs=1, capstone_data=(512, 128), capstone_target=0.3,
+    ladder_repeats=2, ladder_floor_s=0.5,
     lm={"d_model": 32, "n_layers": 2, "n_heads": 2, "max_seq_len": 32}, lm_batch=4,
     lesson_cap_s=240.0, dry=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +22,10 @@ def worker_main(args) -> int:
 
     die_with_parent()  # the orchestrator's death ends this worker (and, through it, torchrun's)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # unwinds: run_ddp then ends its torchrun group
+    if args.cache:  # temporary files (DDP's dataset copy, torchrun's logs, checkpoints) under --out
+        tmp = Path(args.cache) / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        tempfile.tempdir = os.environ["TMPDIR"] = str(tmp)  # this process's and its children's
     failed = 0
     idle_w = getattr(args, "idle_w", None)  # measurement_core's idle power, for energy above idle
     for name, cap_s in zip(args.worker, args.cap_s):

@@ -13,7 +13,8 @@ from benchmarks.gpu.experiments.lesson06_carbon import exp_carbon
 from benchmarks.gpu.experiments.lesson07_compression import exp_compression
 from benchmarks.gpu.experiments.lesson08_data_pipeline import exp_data_pipeline
 from benchmarks.gpu.experiments.lesson09_capstone import exp_capstone
-from benchmarks.gpu.experiments.lesson10_language_model import exp_language_model, exp_language_model_compile
+from benchmarks.gpu.experiments.lesson10_language_model import (
+    exp_language_model, exp_language_model_compile, exp_language_model_recipes)
 from benchmarks.gpu.experiments.lesson11_language_model_serving import exp_language_model_serving
 from benchmarks.gpu.experiments.lesson12_operations import exp_operations
 from benchmarks.gpu.experiments.lesson13_sharing_a_cluster import exp_sharing_a_cluster
@@ -33,6 +34,7 @@ RUNNERS = {
     "capstone": exp_capstone,
     "language_model": exp_language_model,
     "language_model-compile": exp_language_model_compile,
+    "language_model-recipes": exp_language_model_recipes,
     "language_model_serving": exp_language_model_serving,
     "operations": exp_operations,
     "sharing_a_cluster": exp_sharing_a_cluster,

@@ -44,6 +44,10 @@ def exp_ddp_scaling(ctx: Context) -> None:
                  "train_seconds": res.train_seconds, "window_ok": res.train_seconds >= ctx.min_window_s,
                  "samples_per_second": res.samples_per_second, "wall_seconds": res.wall_seconds,
                  "train_joules_gpu": gpu_j if ctx.energy_ok else None,
+                 # gross-minus-idle; the idle power is one GPU's, so only for one worker
+                 "train_joules_gpu_above_idle": ctx.above_idle(gpu_j if ctx.energy_ok else None,
+                                                               res.train_seconds) if n == 1 else None,
+                 "idle_watts": ctx.idle_w,
                  "train_joules_all_components": res.train_joules,
                  "final_accuracy": res.final_accuracy, "energy_complete": res.energy_complete})
     if gpus < 2:
@@ -53,4 +57,7 @@ def exp_ddp_scaling(ctx: Context) -> None:
              f"{n_train} training images, batch {z.ddp_per_worker_batch} per worker; the step count comes "
              "from a calibrated single-process step time (calibrated_step_ms) so the training window "
              "lasts at least the shortest window (window_ok says whether it did). train_joules_all_components also counts the CPU (a model estimate unless RAPL "
-             "is readable); train_joules_gpu is the GPU's NVML figure.")
+             "is readable); train_joules_gpu is the GPU's NVML figure, gross (idle included); "
+             "train_joules_gpu_above_idle is gross-minus-idle: measurement_core's idle power (idle_watts) "
+             "times train_seconds subtracted (one worker only, the idle power being one GPU's; None where "
+             "it is unknown).")

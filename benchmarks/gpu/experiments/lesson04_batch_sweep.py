@@ -42,10 +42,14 @@ def exp_batch_sweep(ctx: Context) -> None:
                  "status": res.status, "steps": res.steps, "samples": res.samples,
                  "seconds": res.seconds, "window_ok": res.seconds >= ctx.min_window_s,
                  "train_seconds": res.train_seconds, "samples_per_second": res.samples_per_second,
-                 "joules": dev_j, "final_accuracy": res.final_accuracy,
+                 "joules": dev_j, "joules_above_idle": ctx.above_idle(dev_j, res.seconds),
+                 "final_accuracy": res.final_accuracy,
                  "reached_target": res.seconds_to_target is not None,
                  "seconds_to_target": res.seconds_to_target,
                  "joules_to_target": res.joules_to_target if ctx.energy_ok else None,
+                 "joules_to_target_above_idle": ctx.above_idle(res.joules_to_target if ctx.energy_ok else None,
+                                                               res.seconds_to_target),
+                 "idle_watts": ctx.idle_w,
                  "evaluations": len(res.history),
                  "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"})
     ctx.note(f"Lesson 04's reference CNN ({_model_text(_cnn_fn(ctx, lesson=True))}) with gl.train on "
@@ -54,4 +58,7 @@ def exp_batch_sweep(ctx: Context) -> None:
              f"run's length is calibrated to at least {ctx.min_window_s:.2g} s and does not stop at the "
              "target, so its energy window is long enough; time and energy to target are read at the "
              "first evaluation that reached it (evaluations run inside the window, as in the lesson; "
-             "joules_to_target then has the counter's resolution, one update period).")
+             "joules_to_target then has the counter's resolution, one update period). joules are gross "
+             "device energy (idle included); joules_above_idle and joules_to_target_above_idle are "
+             "gross-minus-idle: measurement_core's idle power (idle_watts) times the seconds subtracted; "
+             "None where that idle power is unknown.")

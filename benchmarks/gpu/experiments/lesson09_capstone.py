@@ -1,78 +1,55 @@
-"""Lesson 09's experiment: the capstone's naive and green recipes to the same target."""
+"""Lesson 09's experiment: the capstone's ladder from the naive recipe to the green one, one
+change per row (``greenlab.course.recipes.one_change_at_a_time``), to the same target."""
 
 from __future__ import annotations
 
-import threading
-
-from benchmarks.gpu.context import Context, _cnn_fn, _device_joules
-from benchmarks.gpu.records import _ratio
+from benchmarks.gpu.context import Context
+from benchmarks.gpu.ladders import repeats_note, run_ladder
 
 
 def exp_capstone(ctx: Context) -> None:
-    """Lesson 09: the capstone's naive and green recipes (greenlab/course/recipes.py), to the same target."""
-    from dataclasses import replace
+    """Lesson 09: every row of the capstone's ladder (naive first, green last) trained with
+    gl.train in paired repeats as the time share allows, each run bounded by its share."""
+    import dataclasses
 
     from greenlab.course import recipes
     from greenlab.training.loop import train
 
     z = ctx.sizes
-    torch = ctx.torch
-    plan = []
-    for recipe in (recipes.naive_recipe, recipes.green_recipe):
-        model_fn, cfg, spec = recipe(device=ctx.device)
-        if z.capstone_scale != 1.0:
-            spec = {**spec, "n_train": max(64, int(spec["n_train"] * z.capstone_scale)),
-                    "n_test": max(64, int(spec["n_test"] * z.capstone_scale))}
-            cfg = replace(cfg, max_steps=z.max_steps, **_eval_every_steps(cfg, 2))
-            model_fn = _cnn_fn(ctx, lesson=True)
-        if z.capstone_target is not None:
-            cfg = replace(cfg, target_accuracy=z.capstone_target)
-        plan.append((model_fn, cfg, spec))
-    rows = []
-    for i, (model_fn, cfg, spec) in enumerate(plan):
-        share = ctx.left() / (len(plan) - i) - 1
-        if share < 3:
-            ctx.ran_out = True
-            break
-        ds = ctx.dataset(spec["name"], spec["n_train"], spec["n_test"])
-        stop = threading.Event()
-        timer = threading.Timer(share, stop.set)
-        timer.start()
-        torch.manual_seed(cfg.seed)
-        try:
-            res = train(model_fn(), ds, cfg, stop_event=stop, device=ctx.device, log=False, save=False,
-                        sources=ctx.device_sources)
-        finally:
-            timer.cancel()
-        rows.append(ctx.row({
-            "label": cfg.label, "status": res.status, "precision": cfg.precision, "batch_size": cfg.batch_size,
-            "loader": cfg.loader, "epochs_max": cfg.epochs, "target_accuracy": cfg.target_accuracy,
-            "stop_at_target": cfg.stop_at_target, "seconds": res.seconds,
-            "window_ok": res.seconds >= ctx.min_window_s, "joules": _device_joules(res, ctx),
-            "final_accuracy": res.final_accuracy, "reached_target": res.seconds_to_target is not None,
-            "seconds_to_target": res.seconds_to_target,
-            "joules_to_target": res.joules_to_target if ctx.energy_ok else None,
-            "to_target_window_ok": (res.seconds_to_target or 0) >= ctx.min_window_s
-            if res.seconds_to_target is not None else None,
-            "dataset_source": ds.source, "time_share_s": share,
-            "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"}))
-    if len(rows) == 2:
-        for key in ("joules_to_target", "seconds_to_target", "joules"):
-            rows[1][f"{key}_ratio_green_over_naive"] = _ratio(rows[1].get(key), rows[0].get(key))
-        ctx._save("running")
-    ctx.note("Recipes from greenlab/course/recipes.py (naive_recipe, green_recipe) trained with gl.train: the "
-             "naive one runs its fixed epochs and records when it passed the target; the green one "
-             "stops there. A run stopped by its time share has status 'stopped'. One repeat each. "
-             "to_target_window_ok says whether the time to target was at least the shortest window.")
+    n_train, n_test = z.capstone_data or (None, None)
+    quick = bool(z.dry)
+    naive = recipes.naive_recipe(device=ctx.device, n_train=n_train, n_test=n_test, quick=quick)
+    green = recipes.green_recipe(device=ctx.device, n_train=n_train, n_test=n_test, quick=quick)
+    ladder = recipes.one_change_at_a_time(naive, green)
+    if z.capstone_target is not None:
+        ladder = {n: r._replace(config=dataclasses.replace(r.config, target_accuracy=z.capstone_target))
+                  for n, r in ladder.items()}
+    spec = naive.data_spec
+    ds = ctx.dataset(spec["name"], spec["n_train"], spec["n_test"])
 
+    def train_one(recipe, seed, stop):
+        cfg = dataclasses.replace(recipe.config, seed=seed)
+        return train(recipe.model_fn(), ds, cfg, stop_event=stop, device=ctx.device, log=False, save=False,
+                     sources=ctx.device_sources)
 
-def _eval_every_steps(cfg, steps: int) -> dict:
-    """TrainConfig changes for an evaluation every ``steps`` optimizer steps (clearing a
-    samples-based schedule where the config has one)."""
-    from dataclasses import fields
-
-    names = {f.name for f in fields(cfg)}
-    change = {"eval_every": steps}
-    if "eval_every_samples" in names:
-        change["eval_every_samples"] = None
-    return change
+    rows = run_ladder(ctx, ladder, train_one, final="final_accuracy")
+    target = next(iter(ladder.values())).config.target_accuracy
+    for row in rows:
+        row.update({"target_accuracy": target, "dataset_source": ds.source})
+        cfg = ladder[row["change"]].config
+        row.update({"precision": cfg.precision, "batch_size": cfg.batch_size, "loader": cfg.loader,
+                    "stop_at_target": cfg.stop_at_target, "epochs_max": cfg.epochs})
+    ctx._save("running")
+    ctx.note(f"The capstone's ladder from greenlab/course/recipes.py: naive_recipe to green_recipe "
+             f"({'quick mode' if quick else 'full mode'}, {ds.describe()}), one change per row "
+             "(one_change_at_a_time); every row trained with gl.train at its recipe's own learning rate "
+             "(no rate search here: the lesson's tuning bill is not in these figures), the rows paired "
+             "by repeat (repeat r: every row seed r, the order rotated each repeat; the first repeat "
+             "runs the naive row last). Each run is bounded by its time share; one cut short has status "
+             "'stopped' and its joules and seconds are then lower bounds, left out of the ratios (its "
+             "to-target figures stay where it reached the target first). *_over_naive: the row's paired "
+             "geometric-mean ratio to the naive row (the green row's is green/naive); final_accuracy "
+             "is the test split's, scored once at each run's end; the target is on the validation "
+             "split. joules are gross device energy (idle included); joules_above_idle and "
+             "joules_to_target_above_idle are gross-minus-idle: measurement_core's idle power times the "
+             "seconds subtracted, None where that idle power is unknown. " + repeats_note(rows))

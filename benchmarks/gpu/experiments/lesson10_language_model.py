@@ -189,3 +189,51 @@ def _lm_compile_row(ctx: Context, lm, corpus, precision: str, eager: dict, repea
     if ctx.device == "cuda":
         torch.cuda.empty_cache()
     return row
+
+
+def exp_language_model_recipes(ctx: Context) -> None:
+    """Lesson 10: the ladder from the naive language-model recipe to the green one
+    (``greenlab.course.recipes.naive_lm_recipe`` / ``green_lm_recipe``, one change per row), each
+    row trained with ``gl.lm.train_lm`` to the recipes' validation loss, in paired repeats as the
+    time share allows, each run bounded by its share (in its own worker; recorded in
+    ``language_model``'s record, labelled "recipe ladder: ...")."""
+    import dataclasses
+
+    from benchmarks.gpu.ladders import repeats_note, run_ladder
+    from greenlab.course import recipes
+    from greenlab.techniques.lm import model as lm
+
+    quick = bool(ctx.sizes.dry)
+    naive = recipes.naive_lm_recipe(quick=quick)
+    green = recipes.green_lm_recipe(device=ctx.device, quick=quick, fused=ctx.device == "cuda")
+    ladder = recipes.one_change_at_a_time(naive, green)
+    corpus = lm.load_corpus(**naive.data_spec)
+
+    def train_one(recipe, seed, stop):
+        cfg = dataclasses.replace(recipe.config, seed=seed)
+        return lm.train_lm(recipe.model_fn(), corpus, cfg, device=ctx.device, sources=ctx.device_sources,
+                           stop_event=stop)
+
+    rows = run_ladder(ctx, ladder, train_one, final="final_val_loss", prefix="recipe ladder: ")
+    size = naive.config
+    for row in rows:
+        cfg = ladder[row["change"]].config
+        row.update({"target_val_loss": size.target_loss, "precision": cfg.precision, "fused_adamw": cfg.fused,
+                    "lr_schedule": cfg.lr_schedule, "eval_every": cfg.eval_every, "steps_max": cfg.steps})
+    ctx._save("running")
+    ctx.note(f"Recipe ladder: naive_lm_recipe to green_lm_recipe from greenlab/course/recipes.py "
+             f"({'quick mode' if quick else 'full mode'}: {naive.model_name}, {size.batch_size} windows of "
+             f"{size.seq_len} bytes per step, {size.steps} steps at most, target validation loss "
+             f"{size.target_loss} nats/byte) on {corpus.describe()}, one change per row "
+             "(one_change_at_a_time), each row trained with gl.lm.train_lm at its recipe's own rate (no "
+             "rate search here), paired by repeat (repeat r: seed r, the order rotated each repeat; the "
+             "first repeat runs the naive row last). The green recipe as run here takes bf16 where the "
+             "device runs it natively and the fused AdamW kernel on CUDA: choices, not decided by a "
+             "measurement in this run (lesson 10 decides both from its own). Each run is bounded by its "
+             "time share; one cut short has status 'stopped' and its joules and seconds are lower bounds, "
+             "left out of the ratios. final_val_loss: each run's final model on the recipes' fixed "
+             "validation batches, after its energy window. joules are gross device energy (idle included, "
+             "evaluation passes inside the window); joules_above_idle and joules_to_target_above_idle are "
+             "gross-minus-idle: measurement_core's idle power times the seconds subtracted, None where "
+             "that idle power is unknown. *_over_naive: the row's paired ratio to the naive row (the "
+             "green row's is green/naive). " + repeats_note(rows))

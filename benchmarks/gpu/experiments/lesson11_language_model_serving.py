@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from types import SimpleNamespace
 
-from benchmarks.gpu.context import Context, _repeats, throughput_row
+from benchmarks.gpu.context import Config, Context, _repeats, interleaved_rows
 
 
 def exp_language_model_serving(ctx: Context) -> None:
@@ -35,9 +35,8 @@ def exp_language_model_serving(ctx: Context) -> None:
     else:
         configs.append((int8_label, int8, True, z.lm_batch))
     repeats = _repeats(ctx, len(configs), ctx.min_window_s * z.window_margin)
+    runs = []
     for label, net, cache, batch in configs:
-        if not ctx.enough_for(ctx.min_window_s * 1.5 + 2):
-            break
         prompts = torch.randint(0, 256, (batch, prompt_len), generator=torch.Generator().manual_seed(0))
 
         def run(n, net=net, prompts=prompts, cache=cache):
@@ -45,13 +44,18 @@ def exp_language_model_serving(ctx: Context) -> None:
                 lm_serve.generate(net, prompts, new_tokens, kv_cache=cache)
 
         loop = SimpleNamespace(run=run, samples_per_step=batch * new_tokens)
-        row = throughput_row(ctx, label, loop, {"kv_cache": cache, "batch": batch, "prompt_len": prompt_len,
-                                                "new_tokens": new_tokens,
-                                                "weights": "int8" if net is int8 else "fp32"}, repeats)
+        runs.append(Config(label, loop, {"kv_cache": cache, "batch": batch, "prompt_len": prompt_len,
+                                         "new_tokens": new_tokens, "weights": "int8" if net is int8 else "fp32"}))
+    for row in interleaved_rows(ctx, runs, repeats):  # A B C A B C: drift falls on all alike
         row["tokens_per_second"] = row.get("samples_per_second")
         row["joules_per_generated_token"] = row.get("joules_per_sample")
         ctx.row(row)
+    del runs
     ctx._save("running")
     ctx.note(f"greenlab.techniques.lm.model.TinyGPT {z.lm}, greedy generation of {new_tokens} bytes after a {prompt_len}-byte "
-             "prompt (greenlab.techniques.lm.serving.generate); a token is a byte. Per configuration: warm-up, a "
-             f"synchronised calibration, then {repeats} window(s) of at least {ctx.min_window_s:.2g} s.")
+             "prompt (greenlab.techniques.lm.serving.generate); a token is a byte. Per configuration: warm-up and a "
+             f"synchronised calibration, one after another; then {repeats} window(s) each of at least "
+             f"{ctx.min_window_s:.2g} s, interleaved across the configurations (A B C A B C), so drift in "
+             "clocks and temperature falls on all of them alike; medians with min/max. joules are gross "
+             "device energy (idle included); joules_above_idle_per_sample subtracts measurement_core's idle "
+             "power over each window.")

@@ -43,5 +43,6 @@ def exp_operations(ctx: Context) -> None:
                      "window_seconds": m.seconds})
     ctx.note("Idle: greenlab.energy.measure_idle over the device's sources while the process sleeps. Checkpoint "
              "writes: gl.preemption.checkpoint_write_cost (save_checkpoint: atomic, fsync'd, checksummed) of the "
-             "reference CNN and its SGD momentum, copied from the GPU to the host on each write; joules are the "
-             "GPU's (it idles during the write), cpu_joules the host's.")
+             "reference CNN and its SGD momentum, copied from the GPU to the host on each write, into a temporary "
+             f"folder under --out ({Path(tempfile.gettempdir()).name}/ in the suite's cache, on --out's file "
+             "system); joules are the GPU's (it idles during the write), cpu_joules the host's.")

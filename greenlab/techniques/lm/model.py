@@ -314,7 +314,7 @@ class LMRun(MeasuredFlags):
     ``joules_to_target``/``seconds_to_target``: at the first evaluation with val_loss <= target.
     ``optimizer_state_bytes``: counted from the optimizer's state tensors after the last step.
     ``steps``/``tokens``: what ran (fewer than asked when the run stopped at its target, status
-    "target-reached"); ``steps_to_target``: the step of that first crossing; ``final_val_loss``:
+    "target-reached", or at a ``stop_event``, status "stopped"); ``steps_to_target``: the step of that first crossing; ``final_val_loss``:
     the final model scored on ``config.score_batches`` fixed validation batches (None unless set).
     The attribute names match ``greenlab.training.loop.RunResult`` where they mean the same, so a
     ``greenlab.experiments.Comparison`` can hold these runs (accuracy fields are None)."""
@@ -470,11 +470,13 @@ def train_step(model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tensor, pr
 
 
 def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, device=None,
-             sources=None) -> LMRun:
+             sources=None, stop_event=None) -> LMRun:
     """Train ``model`` on ``corpus`` for ``config.steps`` AdamW steps inside one energy window.
 
     The batches come from a generator seeded with ``config.seed`` (same seed, same batches), and
-    the evaluation windows are fixed, so runs differ only in what the config changes. Ctrl-C
+    the evaluation windows are fixed, so runs differ only in what the config changes.
+    ``stop_event`` (a threading.Event): once set, the run ends before its next step, status
+    "stopped" (as ``gl.train``'s). Ctrl-C
     closes the window and raises ``gl.Interrupted`` (one line in a notebook set up by
     ``gl.setup()``); the partial run, status "interrupted", is in ``gl.last_interrupted()``."""
     from greenlab.base.version import __version__
@@ -486,6 +488,8 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     cfg = config if config is not None else LMConfig()
     validation.instance("config", cfg, LMConfig, "a greenlab.techniques.lm.model.LMConfig")
     _check_model_and_corpus(model, corpus)
+    if stop_event is not None and not callable(getattr(stop_event, "is_set", None)):
+        raise validation.ArgumentTypeError(f"stop_event must be a threading.Event or None, got {stop_event!r}")
     if cfg.seq_len > getattr(model, "max_seq_len", cfg.seq_len):
         raise ValueError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {model.max_seq_len}")
     dev = validation.device("device", device) if device is not None else torch.device(gl_config.device())
@@ -498,12 +502,15 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     history, target, step = [], None, 0
     window = measure(cfg.label or "train_lm", sources=sources)
     bar = progress.bar(cfg.steps, cfg.label or "train_lm")
-    interrupted = False
+    interrupted = stopped = False
     with window, contextlib.closing(bar):
         meter = _Meter(sources)
         start = time.perf_counter()
         try:
             for step in range(1, cfg.steps + 1):
+                if stop_event is not None and stop_event.is_set():
+                    stopped, step = True, step - 1  # the steps that ran
+                    break
                 lr = optimizer.param_groups[0]["lr"]  # the rate this step uses
                 x, y = batch(corpus.train, cfg.seq_len, cfg.batch_size, g, dev)
                 loss = train_step(model, optimizer, x, y, cfg.precision)
@@ -531,7 +538,7 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     if cfg.score_batches is not None and not interrupted:  # after the window: one yardstick for every run
         final = evaluate(model, corpus, cfg.seq_len, cfg.score_batches, cfg.batch_size, precision="fp32")
     status = ("interrupted" if interrupted else
-              "target-reached" if target and cfg.stop_at_target else "completed")
+              "target-reached" if target and cfg.stop_at_target else "stopped" if stopped else "completed")
     run = LMRun(label=cfg.label, config=dataclasses.asdict(cfg), steps=step,
                 tokens=step * cfg.tokens_per_step, seconds=result.seconds, joules=result.joules,
                 val_loss=history[-1]["val_loss"] if history else math.nan, history=history,
