@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from gpu_suite_pending import NOT_RECORDED_YET
 from minimal_env import HIDDEN, ROOT, hidden_env
 
 sys.path.insert(0, str(ROOT))
@@ -183,8 +184,8 @@ def test_unpack_refuses_the_dry_run_and_writes_it_only_when_allowed(dry_run, tmp
     runs = reference.validate_folder(into)
     assert {r.experiment for r in runs} == set(dry_run.records)
     for names in reference.lesson_experiments(ROOT / "lessons").values():
-        for name in names:  # what each lesson reads is there
-            assert reference.load(name, folder=into), name
+        for name in names:  # what each lesson reads is there, unless the suite does not record it yet
+            assert bool(reference.load(name, folder=into)) != (name in NOT_RECORDED_YET), name
 
 
 def test_the_summary_table_is_printed_last(dry_run):

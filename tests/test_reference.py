@@ -9,6 +9,7 @@ import pytest
 
 import greenlab as gl
 from greenlab.course import reference
+from gpu_suite_pending import NOT_RECORDED_YET
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -211,12 +212,18 @@ def test_every_lesson_reads_a_run_the_gpu_suite_records_under_the_same_name():
     assert numbers[:12] == [f"{i:02d}" for i in range(12)] and len(set(numbers)) == len(numbers), numbers
     assert all(read.values()), read  # every lesson reads at least one recorded run
     suite = gpu_suite.experiment_names()
-    missing = {lesson: [n for n in names if n not in suite] for lesson, names in read.items()}
+    missing = {lesson: [n for n in names if n not in suite and n not in NOT_RECORDED_YET]
+               for lesson, names in read.items()}
     assert not any(missing.values()), f"the GPU suite records none of {missing}"
     read_anywhere = {n for names in read.values() for n in names}
-    assert set(suite) == read_anywhere, f"suite experiments no lesson reads: {set(suite) - read_anywhere}"
+    for name in NOT_RECORDED_YET:  # a pending name is read by a lesson and not recorded yet
+        assert name in read_anywhere, f"no lesson reads {name}: remove it from NOT_RECORDED_YET"
+        assert name not in suite, f"the GPU suite records {name} now: remove it from NOT_RECORDED_YET"
+    assert set(suite) == read_anywhere - set(NOT_RECORDED_YET), \
+        f"suite experiments no lesson reads: {set(suite) - read_anywhere}"
+    lesson_of = {**NOT_RECORDED_YET, **{n: gpu_suite.EXPERIMENTS[n][0] for n in suite}}
     for lesson, names in read.items():  # the suite names the lesson each experiment is for
-        assert all(gpu_suite.EXPERIMENTS[n][0] == lesson[:2] for n in names), (lesson, names)
+        assert all(lesson_of[n] == lesson[:2] for n in names), (lesson, names)
 
 
 def test_recorded_reads_the_newest_figure_or_says_none(tmp_path):

@@ -41,7 +41,7 @@ from greenlab.course.checks.core import (
 from greenlab.course.checks.data_pipeline import early_stopping, most_uncertain, prefetch_loader  # lesson 08
 from greenlab.course.checks.federated import fedavg_aggregate, round_bytes  # lesson 14
 from greenlab.course.checks.knowledge import quiz_answer  # every lesson's knowledge check, graded
-from greenlab.course.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 10, 11
+from greenlab.course.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 11, 15
 from greenlab.course.checks.lm_serving import (
     int8_per_channel,
     kv_cache_bytes,
@@ -53,7 +53,7 @@ from greenlab.course.checks.lm_training import (
     causal_attention,
     checkpoint_blocks,
     zero1_step,
-)
+)  # lessons 10 (attention, checkpointing) and 15 (activation memory, ZeRO-1)
 from greenlab.course.checks.measuring import (
     counter_joules,
     energy_window,

@@ -1,3 +1,3 @@
-"""Lessons 10-11 (part of layer 6, techniques): a small language model, compile, serving, LoRA,
+"""Lessons 10, 11 and 15 (part of layer 6, techniques): a small language model, compile, serving, LoRA,
 sharding.
 """
