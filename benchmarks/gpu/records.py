@@ -52,7 +52,8 @@ def _units_for(rows) -> dict:
              "compile_joules_gpu_only": "J", "joules_per_token": "J", "tokens_per_second": "1/s",
              "window_end_sm_clock_mhz": "MHz", "window_end_temperature_c": "C",
              "joules_above_idle": "J", "joules_to_target_above_idle": "J", "train_joules_gpu_above_idle": "J",
-             "idle_watts": "W"}
+             "idle_watts": "W", "weight_bytes": "B", "grad_bytes": "B", "optimizer_bytes": "B",
+             "saved_activation_bytes": "B", "step_peak_bytes": "B"}
     present = {k for r in rows for k in r}
     return {k: v for k, v in units.items() if k in present}
 

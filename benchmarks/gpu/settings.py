@@ -32,8 +32,8 @@ EXPERIMENTS = {
     "architecture_search": ("05", 16),
     "carbon": ("06", 14),
     "compression": ("07", 18),
-    "data_pipeline": ("08", 28),
-    "capstone": ("09", 48),  # the ladder, one repeat at least (see below)
+    "data_pipeline": ("08", 26),  # 2 s went to lesson 15
+    "capstone": ("09", 46),  # the ladder, one repeat at least (see below; 2 s went to lesson 15)
     "language_model": ("10", 38),
     "language_model-compile": ("10", 35),  # own worker and share (a cold compile takes 20-40 s),
     # its rows recorded in language_model's record (MERGED_INTO)
@@ -42,6 +42,7 @@ EXPERIMENTS = {
     "operations": ("12", 10),  # idle power and checkpoint writes: a few short windows
     "sharing_a_cluster": ("13", 9),  # start-up, a 3 s idle-power window and a simulation
     "beyond_the_data_centre": ("14", 12),
+    "fitting_in_memory": ("15", 4),  # five one-step rows of bytes, no energy window
 }
 LESSONS_SECONDS = 70    # every instructor lesson, quick mode, one subprocess each, LESSON_JOBS at a time
 LESSON_JOBS = 5         # lessons at a time on the GPU machine (16 cores), each with 16 // 5 = 3 CPU threads

@@ -19,6 +19,7 @@ from benchmarks.gpu.experiments.lesson11_language_model_serving import exp_langu
 from benchmarks.gpu.experiments.lesson12_operations import exp_operations
 from benchmarks.gpu.experiments.lesson13_sharing_a_cluster import exp_sharing_a_cluster
 from benchmarks.gpu.experiments.lesson14_beyond_the_data_centre import exp_beyond_the_data_centre
+from benchmarks.gpu.experiments.lesson15_fitting_in_memory import exp_fitting_in_memory
 
 RUNNERS = {
     "measurement_core": exp_measurement_core,
@@ -39,4 +40,5 @@ RUNNERS = {
     "operations": exp_operations,
     "sharing_a_cluster": exp_sharing_a_cluster,
     "beyond_the_data_centre": exp_beyond_the_data_centre,
+    "fitting_in_memory": exp_fitting_in_memory,
 }
