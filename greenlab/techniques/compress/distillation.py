@@ -15,7 +15,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.base import validation
-from greenlab.techniques.compress._shared import _measure, _model_device, _parent_of
 
 
 def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
@@ -84,7 +83,9 @@ def distill(teacher: nn.Module, student: nn.Module, data, config=None, temperatu
     loader = DeviceLoader(data.train_x, data.train_y, opts["batch_size"], shuffle=True,
                           device=dev, seed=opts["seed"])
     history, step, samples = [], 0, 0
-    window = _measure("distill")
+    from greenlab.energy import measure  # late: the energy package is not needed to import this one
+
+    window = measure("distill")
     with window:
         for _epoch in range(opts["epochs"]):
             for xb, yb in loader:
@@ -155,3 +156,16 @@ def _accuracy(model: nn.Module, data, device, batch_size: int = 512) -> float | 
     from greenlab.training.accuracy import accuracy
 
     return accuracy(model, x, y, batch_size=batch_size, device=device)
+
+
+def _parent_of(model: nn.Module, dotted: str):
+    *path, attr = dotted.split(".")
+    parent = model
+    for part in path:
+        parent = getattr(parent, part)
+    return parent, attr
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")

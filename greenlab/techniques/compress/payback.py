@@ -16,7 +16,6 @@ import torch.nn as nn
 
 from greenlab.base import validation
 from greenlab.energy.flags import MeasuredFlags, PooledFlags
-from greenlab.techniques.compress._shared import _measure, _sync
 
 
 @dataclass
@@ -79,13 +78,13 @@ def _timed_window(model, x, repeats: int, max_repeats: int):
     """One energy window over ``repeats`` forward passes (per-pass times kept), doubling the
     passes and measuring again while the library flags the window as too short, up to
     ``max_repeats``. Returns (Measurement, per-pass seconds, passes, still_short)."""
-    from greenlab.energy import ShortWindowWarning
+    from greenlab.energy import ShortWindowWarning, measure
 
     while True:
         times = []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ShortWindowWarning)
-            window = _measure("inference")
+            window = measure("inference")
             with window:
                 for _ in range(repeats):
                     t0 = time.perf_counter()
@@ -426,3 +425,8 @@ def _evaluating(variants: dict, x: torch.Tensor, warmup: int):
     finally:
         for name, m in variants.items():
             m.train(modes[name])
+
+
+def _sync(x: torch.Tensor) -> None:
+    if x.is_cuda:
+        torch.cuda.synchronize(x.device)
