@@ -16,6 +16,7 @@ def exp_fitting_in_memory(ctx: Context) -> None:
 
     from greenlab.techniques.batching import measure_step_peak_bytes
     from greenlab.techniques.lm import model as lm
+    from greenlab.techniques.lm.sharding_run import held_bytes
     from greenlab.training.memory import saved_for_backward
     from greenlab.training.optimizers import state_bytes
 
@@ -47,7 +48,7 @@ def exp_fitting_in_memory(ctx: Context) -> None:
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=False)  # the gradients stay allocated, as in training
-            return float(loss)
+            return float(loss.detach())
 
         loss, peak = measure_step_peak_bytes(step)
         params = sum(p.numel() for p in model.parameters())
@@ -55,9 +56,8 @@ def exp_fitting_in_memory(ctx: Context) -> None:
         ctx.row({"label": label, "batch_windows": batch, "seq_len": seq, "checkpointing": checkpoint,
                  "precision": "bf16 autocast" if dtype is not None else "fp32",
                  "params": params,
-                 "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
-                 "grad_bytes": sum(p.grad.numel() * p.grad.element_size() for p in model.parameters()
-                                   if p.grad is not None),
+                 "weight_bytes": held_bytes(model.parameters()),
+                 "grad_bytes": held_bytes(p.grad for p in model.parameters()),
                  "optimizer_bytes": state_bytes(optimizer), "saved_activation_bytes": saved,
                  "step_peak_bytes": peak, "first_loss": loss, "seconds": time.perf_counter() - t0,
                  "energy_source": "not measured (bytes only)"})
