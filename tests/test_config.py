@@ -60,6 +60,21 @@ def test_device_order_is_cuda_then_mps_then_cpu(monkeypatch):
     assert config.setup(device="cpu", verbose=False).device == "cpu"
 
 
+def test_synchronize_waits_on_a_gpu_and_does_nothing_on_a_cpu(monkeypatch):
+    from greenlab.session.devices import synchronize
+
+    waited = []
+    monkeypatch.setattr(torch.accelerator, "synchronize", lambda dev: waited.append(dev))
+    synchronize("cpu")
+    synchronize(torch.zeros(1).device)
+    assert waited == [], "a CPU has nothing queued to wait for"
+    synchronize("cuda:1")
+    synchronize(torch.device("mps"))
+    assert waited == [torch.device("cuda:1"), torch.device("mps")], "the device asked for, not the current one"
+    with pytest.raises(RuntimeError):
+        synchronize("no such device")
+
+
 def test_mps_missing_from_the_build_means_cpu(monkeypatch):
     def broken():
         raise AttributeError("no mps backend in this build")

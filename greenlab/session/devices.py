@@ -82,3 +82,14 @@ def device_name(dev: str) -> str:
     if dev == "mps":
         return "Apple GPU"
     return ""
+
+
+def synchronize(device) -> None:
+    """Wait until the work queued on ``device`` has finished, so a clock read after it counts that
+    work: ``torch.accelerator.synchronize`` on a GPU (CUDA, Apple MPS, ...); nothing on a CPU, whose
+    operations are done when they return. ``device``: a ``torch.device``, or a name such as "cuda:1"."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cpu":
+        torch.accelerator.synchronize(dev)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from greenlab.base import validation
 from greenlab.training.precision import PRECISIONS, dtype as precision_dtype  # noqa: F401  batching.PRECISIONS as before
+from greenlab.session.devices import synchronize
 
 # --- largest batch that fits -------------------------------------------------------------
 
@@ -836,11 +837,11 @@ class _RealStep:
 
     def __call__(self, batch_size: int) -> int:
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+            synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             base = torch.cuda.memory_allocated(self.device)
             self._step(batch_size)
-            torch.cuda.synchronize(self.device)
+            synchronize(self.device)
             peak = torch.cuda.max_memory_allocated(self.device)
             return max(peak, base)
         _, peak = measure_step_peak_bytes(lambda: self._step(batch_size))

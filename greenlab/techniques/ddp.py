@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from greenlab.base.processes import kill_group
+from greenlab.session.devices import synchronize
 
 BACKENDS = ("gloo", "nccl")
 DEVICES = ("cpu", "cuda")
@@ -699,8 +700,7 @@ def _train_one(config: dict, ds, device, rank: int, local_rank: int, group=None)
                 break
         if config["max_steps"] is not None and steps >= config["max_steps"]:
             break
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     dist.barrier(group=group)
     train_seconds = time.perf_counter() - t0
     train_energy = window.stop().to_dict() if window is not None else None

@@ -35,6 +35,7 @@ from greenlab.training.checkpoint import (
     save_checkpoint,
 )
 from greenlab.base.storage import atomic_write_bytes, clean_stale_tmp  # noqa: F401
+from greenlab.session.devices import synchronize
 
 
 # --- profiling ------------------------------------------------------------------------------
@@ -101,7 +102,7 @@ def profile_steps(model, data, config=None, steps: int = 5, warmup: int = 2, dev
                 xb, yb = next(batches)
             with record_function("greenlab.step"):
                 step(xb, yb)
-        _sync(dev)
+        synchronize(dev)
     rows = _operator_rows(prof.key_averages(), sort_by)
     return ProfileReport(rows=rows, steps=steps, device=str(dev), sort_by=sort_by, profiler=prof)
 
@@ -149,7 +150,7 @@ def time_split(model, data, config=None, steps: int = 20, warmup: int = 2, devic
     step, batches, dev = _stepper(model, data, config, device)
     for _ in range(warmup):
         step(*next(batches))
-    _sync(dev)
+    synchronize(dev)
     gpu = _GpuUtilization(dev)
     data_times, step_times, utils = [], [], []
     for _ in range(steps):
@@ -157,7 +158,7 @@ def time_split(model, data, config=None, steps: int = 20, warmup: int = 2, devic
         xb, yb = next(batches)
         t1 = time.perf_counter()
         step(xb, yb)
-        _sync(dev)
+        synchronize(dev)
         t2 = time.perf_counter()
         data_times.append(t1 - t0)
         step_times.append(t2 - t1)
@@ -271,11 +272,6 @@ def _samples_and_sources(samples, sources):
 def _check_count(label, value, minimum) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{label} must be an integer >= {minimum}, got {value!r}")
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 
 def _stepper(model, data, config, device):

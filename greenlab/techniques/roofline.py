@@ -27,6 +27,8 @@ import torch
 from torch.utils._pytree import tree_leaves
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from greenlab.session.devices import synchronize
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -248,7 +250,7 @@ def plot(roofline: Roofline, points=(), ax=None, dtypes=None):
 def _best_seconds(fn, dev, min_seconds, rounds) -> float:
     """Seconds per call: the fastest of ``rounds`` windows of repeated calls, each >= min_seconds."""
     fn()  # warm-up: one-off costs
-    _sync(dev)
+    synchronize(dev)
     best = float("inf")
     for _ in range(rounds):
         calls, start = 0, time.perf_counter()
@@ -256,8 +258,8 @@ def _best_seconds(fn, dev, min_seconds, rounds) -> float:
             fn()
             calls += 1
             if dev.type != "cpu" and calls % 8 == 0:
-                _sync(dev)
-        _sync(dev)
+                synchronize(dev)
+        synchronize(dev)
         best = min(best, (time.perf_counter() - start) / calls)
     return best
 
@@ -299,13 +301,6 @@ def _tensor_bytes(tree) -> int:
             seen.add(id(t))
             total += min(t.numel() * t.element_size(), t.untyped_storage().nbytes())
     return total
-
-
-def _sync(dev) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    elif dev.type == "mps":
-        torch.mps.synchronize()
 
 
 def _machine_name(dev) -> str:

@@ -7,6 +7,9 @@ import os
 
 import torch
 
+from greenlab.session.devices import synchronize
+
+
 class PeakMemory:
     """Memory the run added: CUDA peak allocated above the start of the run (model and data are
     already resident then, so they are not counted), or (CPU) the growth of the process's
@@ -16,7 +19,7 @@ class PeakMemory:
         self.dev = dev
         self.peak_rss = None
         if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
+            synchronize(dev)
             self.base = int(torch.cuda.memory_allocated(dev))
             torch.cuda.reset_peak_memory_stats(dev)
             self.kind = "cuda max_memory_allocated above the start of the run (model and data resident)"

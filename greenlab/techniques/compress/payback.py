@@ -16,6 +16,7 @@ import torch.nn as nn
 
 from greenlab.base import validation
 from greenlab.energy.flags import MeasuredFlags, PooledFlags
+from greenlab.session.devices import synchronize
 
 
 @dataclass
@@ -89,7 +90,7 @@ def _timed_window(model, x, repeats: int, max_repeats: int):
                 for _ in range(repeats):
                     t0 = time.perf_counter()
                     model(x)
-                    _sync(x)
+                    synchronize(x.device)
                     times.append(time.perf_counter() - t0)
         short = any(issubclass(w.category, ShortWindowWarning) for w in caught)
         for w in caught:  # pass on everything but the short-window warnings this loop handles
@@ -164,7 +165,7 @@ def compare_inference_speed(variants: dict, x: torch.Tensor, rounds: int = 25, w
             for name, m in variants.items():
                 t0 = time.perf_counter()
                 m(x)
-                _sync(x)
+                synchronize(x.device)
                 times[name].append(time.perf_counter() - t0)
     base = times[baseline]
     round_ratios = {name: [t / b for t, b in zip(ts, base)] for name, ts in times.items()}
@@ -425,8 +426,3 @@ def _evaluating(variants: dict, x: torch.Tensor, warmup: int):
     finally:
         for name, m in variants.items():
             m.train(modes[name])
-
-
-def _sync(x: torch.Tensor) -> None:
-    if x.is_cuda:
-        torch.cuda.synchronize(x.device)

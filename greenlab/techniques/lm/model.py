@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from greenlab.base import progress, validation
 from greenlab.energy.flags import MeasuredFlags
+from greenlab.session.devices import synchronize
 
 VOCAB = 256  # bytes
 CORPORA = ("pydoc-topics", "stdlib-source")
@@ -522,8 +523,7 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
                 if step % cfg.eval_every == 0 or step == cfg.steps:
                     val = evaluate(model, corpus, cfg.seq_len, cfg.eval_batches, cfg.batch_size,
                                    precision=cfg.precision)
-                    if dev.type == "cuda":
-                        torch.cuda.synchronize(dev)
+                    synchronize(dev)
                     row = {"step": step, "tokens": step * cfg.tokens_per_step, "lr": lr,
                            "seconds": time.perf_counter() - start, "joules": meter.joules(), "val_loss": val}
                     history.append(row)
