@@ -6,11 +6,12 @@ import torch
 from greenlab.session import config, threads
 
 
-def test_spinning_small_machines_get_one_thread_whatever_the_load():
+def test_small_machines_get_one_thread_whatever_the_load_and_the_wait_policy():
     for cores, busy in ((1, 0.0), (2, 0.0), (2, 1.0), (2, None), (2.5, 0.0)):
-        choice = threads.choose({}, cores, busy)
-        assert choice.threads == 1, (cores, busy)
-        assert "one thread keeps runs repeatable" in choice.reason
+        for environ in ({}, {"OMP_WAIT_POLICY": "PASSIVE"}):
+            choice = threads.choose(environ, cores, busy)
+            assert choice.threads == 1, (cores, busy, environ)
+            assert "one thread costs the least energy here" in choice.reason
 
 
 def test_larger_machines_leave_the_busy_cores_to_other_programs():
@@ -103,9 +104,12 @@ def test_passive_waiting_uses_every_core_without_watching_the_load(monkeypatch, 
     passive = {"OMP_WAIT_POLICY": "passive"}
     assert threads.passive_waiting(passive) and not threads.passive_waiting({"OMP_WAIT_POLICY": "ACTIVE"})
     assert not threads.passive_waiting({})
-    for cores, busy in ((2, 1.0), (2, None), (8, 3.0), (1, 0.0)):
+    for cores, busy in ((3, 2.0), (8, 3.0), (8, None)):
         choice = threads.choose(passive, cores, busy)
         assert choice.threads == int(cores) and "OMP_WAIT_POLICY=PASSIVE" in choice.reason
+    for cores, busy in ((2, 1.0), (2, None), (1, 0.0)):  # 1 thread: the least energy on 2 cores either way
+        for environ in (passive, {}):
+            assert threads.choose(environ, cores, busy).threads == 1
     assert threads.choose({**passive, "GREENLAB_THREADS": "1"}, 8, 0.0).threads == 1
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     monkeypatch.setattr(threads, "usable_cores", lambda: 4.0)

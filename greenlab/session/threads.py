@@ -7,20 +7,26 @@ deterministic run then varies several-fold in time and energy. The choice here:
 
 - ``GREENLAB_THREADS=N`` (or ``gl.setup(threads=N)``) wins; ``GREENLAB_THREADS=auto`` (or
   unset) decides as below;
-- with ``OMP_WAIT_POLICY=PASSIVE`` in the environment (``make lab``, ``greenlab lab`` and
-  ``make test`` set it), one thread per core this process may use: a thread that has to wait
-  sleeps instead of spinning, so it leaves its core to the thread that has the work;
-- otherwise (threads spin while they wait), on a machine with 2 cores or fewer: 1 thread,
-  whatever the load at start-up (a neighbour that starts later cannot be seen in advance);
-- on a larger one, the cores this process may use (CPU affinity and container quota, physical
-  cores only) less the cores other programs keep busy when ``setup()`` runs (read from
-  ``/proc/stat``, or the load average where there is none), a core more than half in use
-  counting as taken; at least 1.
+- on a machine with 2 cores or fewer: 1 thread, whatever the load at start-up (a neighbour that
+  starts later cannot be seen in advance) and whatever the wait policy;
+- on a larger one, with ``OMP_WAIT_POLICY=PASSIVE`` in the environment (``make lab``, ``greenlab
+  lab`` and ``make test`` set it), one thread per core this process may use: a thread that has to
+  wait sleeps instead of spinning, so it leaves its core to the thread that has the work;
+- on a larger one with spinning threads, the cores this process may use (CPU affinity and
+  container quota, physical cores only) less the cores other programs keep busy when ``setup()``
+  runs (read from ``/proc/stat``, or the load average where there is none), a core more than half
+  in use counting as taken; at least 1.
 
-Measured with ``benchmarks/threads.py`` (lesson 10's baseline, 5 runs per choice) on a 2-core
-machine shared with many other jobs (load average 11-18): two spinning threads ran over 100 s
-every time, against 15-37 s for one thread and 7-23 s for two passive ones (one run in five of
-each went over 100 s at the busiest moment).
+Measured with ``benchmarks/threads.py`` (lesson 10's baseline, fresh processes taking turns) on a
+2-core AMD EPYC, 2026-12-01/02. Quiet, 3 runs per choice: 1 thread 2.07 s and 29.7 J (estimate),
+2 passive threads 2.22 s and 39.3 J, 2 spinning threads 1.47 s and 35.1 J. Beside one busy
+program, 5 runs: 1 thread 2.40 s and 34 J, 2 passive 2.89 s and 41 J, 2 spinning 6.21 s and 106 J.
+On 2 cores one thread costs the least energy quiet and beside a neighbour, and is the fastest
+beside one; two spinning threads are faster only on an idle machine, and several-fold slower and
+uneven as soon as another program runs. On a machine shared with many other jobs (load average
+11-18), two spinning threads ran over 100 s every time, against 15-37 s for one thread and 7-23 s
+for two passive ones (one run in five of each went over 100 s at the busiest moment): there, more
+threads buy a larger share of an oversubscribed machine; ``GREENLAB_THREADS=2`` asks for that.
 
 ``OMP_WAIT_POLICY`` is read by OpenMP once, when PyTorch loads it, before any greenlab code
 runs, so it can only come from the environment the process (the notebook kernel) starts with.
@@ -63,13 +69,13 @@ def choose(environ, cores: float, busy_cores: float | None, requested=None) -> T
     if isinstance(cores, bool) or not isinstance(cores, (int, float)) or not cores > 0:
         raise ValueError(f"cores must be a positive number of CPUs, got {cores!r}")
     usable = max(1, int(math.floor(cores + 1e-9)))
+    if usable <= SMALL_MACHINE_CORES:
+        return ThreadChoice(1, f"{usable} core(s): one thread costs the least energy here and keeps runs "
+                               "repeatable when another program is busy (GREENLAB_THREADS=N to change)")
     if passive_waiting(environ):
-        return ThreadChoice(usable, f"{usable} core(s), OpenMP waiting passively "
+        return ThreadChoice(usable, f"{usable} cores, OpenMP waiting passively "
                                     "(OMP_WAIT_POLICY=PASSIVE): a thread that loses its core to "
                                     "another program sleeps instead of spinning")
-    if usable <= SMALL_MACHINE_CORES:
-        return ThreadChoice(1, f"{usable} core(s): one thread keeps runs repeatable when another "
-                               "program is busy (GREENLAB_THREADS=N to change)")
     if busy_cores is None or not math.isfinite(busy_cores) or busy_cores < 0:
         return ThreadChoice(usable - 1, f"{usable} cores, the load of other programs unknown: one "
                                         "left for them (GREENLAB_THREADS=N to change)")
