@@ -186,6 +186,19 @@ def test_preemption_costs_pair_each_kill_with_the_next_lives_start_up():
     assert costs == [pytest.approx((0.8, 4.0)), pytest.approx((0.6, 3.0))]
 
 
+def test_a_write_whose_report_the_kill_took_is_counted_but_not_timed():
+    from types import SimpleNamespace
+
+    from greenlab.techniques.preemption import PreemptibleRun
+
+    run = PreemptibleRun(checkpoint_every=10, steps=400, lives=[], seconds=5.0,
+                         measurement=SimpleNamespace(joules=1.0, estimated=True), checkpoints=40,
+                         checkpoint_seconds=0.39, unreported_writes=1)
+    assert run.seconds_per_checkpoint == pytest.approx(0.01), "39 timed writes share 0.39 s"
+    assert PreemptibleRun(checkpoint_every=10, steps=10, lives=[], seconds=1.0, measurement=None,
+                          checkpoints=1, checkpoint_seconds=0.0, unreported_writes=1).seconds_per_checkpoint is None
+
+
 def test_a_killed_life_is_settled_by_the_checkpoint_the_next_life_found():
     from greenlab.techniques.preemption import Life
 

@@ -162,7 +162,10 @@ class Life:
 @dataclass
 class PreemptibleRun:
     """A job run to the end through pre-emptions: its lives, wall seconds, the energy measured
-    over all of them (this process and its children), checkpoint writes and their seconds."""
+    over all of them (this process and its children), checkpoint writes and their seconds.
+    ``checkpoints`` counts every write; ``unreported_writes`` of them were made by a life killed
+    before it could report them (found from where the next life resumed), so their seconds are
+    not in ``checkpoint_seconds``."""
 
     checkpoint_every: int | None
     steps: int
@@ -173,6 +176,7 @@ class PreemptibleRun:
     checkpoint_seconds: float
     final_accuracy: float | None = None
     notes: list = field(default_factory=list)
+    unreported_writes: int = 0
 
     @property
     def joules(self) -> float:
@@ -197,7 +201,8 @@ class PreemptibleRun:
 
     @property
     def seconds_per_checkpoint(self) -> float | None:
-        return self.checkpoint_seconds / self.checkpoints if self.checkpoints else None
+        timed = self.checkpoints - self.unreported_writes
+        return self.checkpoint_seconds / timed if timed > 0 else None
 
     def restart_seconds(self, step_s: float) -> list:
         """Start-up of each life after the first that reached a step: start to the end of its
@@ -262,7 +267,7 @@ class Launcher:
                "checkpoint": str(self.folder / f"preemptible_every_{checkpoint_every or 'never'}.pt"),
                "progress": str(self.folder / "progress.bin")}
         Path(job["checkpoint"]).unlink(missing_ok=True)
-        lives, checkpoints, write_s, accuracy = [], 0, 0.0, None
+        lives, checkpoints, unreported, write_s, accuracy = [], 0, 0, 0.0, None
         with measure(f"pre-emptible, checkpoint every {checkpoint_every or 'never'}") as window:
             t0 = time.monotonic()
             for life in range(len(kills) + 1):
@@ -296,7 +301,10 @@ class Launcher:
                                   checkpointed=int(progress["checkpointed"]) if killed else int(progress["reached"]),
                                   killed=killed, first_step_s=(first - started) if first > 0 else None))
                 if len(lives) > 1 and lives[-2].killed:
+                    reported = lives[-2].checkpointed
                     lives[-2].settle(lives[-1].resumed_at)
+                    # a write the kill kept from its report still happened (its seconds are unknown)
+                    unreported += max(0, lives[-2].checkpointed - reported) // (checkpoint_every or 1)
                 checkpoints += int(progress["writes"])
                 write_s += progress["write_seconds"]
                 if not killed:
@@ -305,8 +313,8 @@ class Launcher:
             seconds = time.monotonic() - t0
         Path(job["checkpoint"]).unlink(missing_ok=True)
         return PreemptibleRun(checkpoint_every=checkpoint_every, steps=config.max_steps, lives=lives,
-                              seconds=seconds, measurement=window.result, checkpoints=checkpoints,
-                              checkpoint_seconds=write_s, final_accuracy=accuracy)
+                              seconds=seconds, measurement=window.result, checkpoints=checkpoints + unreported,
+                              checkpoint_seconds=write_s, final_accuracy=accuracy, unreported_writes=unreported)
 
     def close(self) -> None:
         """End the launcher process (and any training process it still runs)."""
