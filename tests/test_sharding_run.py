@@ -154,7 +154,8 @@ def test_bad_timeout(timeout_s):
 def test_timeout_kills_every_worker_and_says_so():
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(ddp.DDPError, match="killed after its timeout of 0.5 s"):
-        sharding_run.run_ddp_vs_fsdp(timeout_s=0.5)
+        # the most steps the run takes: it cannot finish in 0.5 s even if this process stalls meanwhile
+        sharding_run.run_ddp_vs_fsdp(timeout_s=0.5, steps=1000)
     left = {p.pid for p in psutil.Process().children(recursive=True)} - before
     assert not left, f"processes left running: {left}"
 
