@@ -282,9 +282,9 @@ def test_calibration_warms_up_then_syncs_around_every_timing_and_sizes_the_windo
         time.sleep(0.01 * n)
 
     steps, per_step = ctx.calibrate(run)
-    assert per_step == pytest.approx(0.01, rel=0.5)
+    assert per_step >= 0.0099  # a sleep is never shorter; a busy machine may make it longer
     # enough steps for the shortest window with its margin, from the measured step time
-    assert steps * 0.01 >= ctx.min_window_s and steps == math.ceil(0.25 * 1.2 / per_step)
+    assert steps * per_step >= ctx.min_window_s and steps == math.ceil(0.25 * 1.2 / per_step)
     runs = [i for i, e in enumerate(events) if e != "sync"]
     assert all(events[i - 1] == "sync" and events[i + 1] == "sync" for i in runs)
     timed = [e[1] for e in events if e != "sync"]
@@ -703,9 +703,8 @@ def test_a_ladder_run_cut_by_its_share_says_stopped_and_leaves_the_ratios(tmp_pa
             return SimpleNamespace(**{**vars(_fake_run(ctx, seconds=2.0, to_target=(None, None))), "status": "stopped"})
         return _fake_run(ctx, joules=10.0, seconds=0.1)
 
-    t0 = time.monotonic()
+    # the share ends the long row (train_one's wait fails if it never does); no second repeat starts
     rows = run_ladder(ctx, _ladder(), train_one, final="final_accuracy")
-    assert time.monotonic() - t0 < 4.5  # the share bounds the run, and no second repeat starts
     naive, green = rows[0], rows[-1]
     assert naive["status"] == "stopped" and naive["repeats"] == 1
     assert green["status"] == "ok" and green["repeats"] == 1
