@@ -162,7 +162,8 @@ def test_equivalents_reject_negative():
 
 @pytest.mark.parametrize(
     "grams, text",
-    [(0.0, "0 g"), (12.3, "12.3 g"), (999.0, "999 g"), (4560.0, "4.56 kg"), (7.8e6, "7.8 t"), (2.5e9, "2,500 t")],
+    [(0.0, "0 g"), (12.3, "12.3 g"), (999.0, "999 g"), (4560.0, "4.56 kg"), (7.8e6, "7.8 t"), (2.5e9, "2,500 t"),
+     (0.5, "500 mg"), (2e-5, "0.02 mg"), (999.7, "1 kg"), (0.9996, "1 g")],  # never an exponent ('2e-05 g')
 )
 def test_format_mass(grams, text):
     assert carbon.format_mass(grams) == text

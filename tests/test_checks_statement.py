@@ -54,3 +54,29 @@ def test_placeholders_and_non_text():
     assert checks.stakeholder_statement(42).status == checks.FAILED
     with pytest.raises(TypeError):
         statement_elements(42)
+
+
+@pytest.mark.parametrize("joules", [2e-5, 0.04, 999.7, 12_345.0, 4.2e6])
+@pytest.mark.parametrize("measured", [False, True])
+def test_a_statement_written_with_the_library_s_phrases_passes_at_any_size(joules, measured):
+    # the worked statements use format_energy, format_mass and how_measured: whatever the run's size
+    # and meter, what they write must be a figure the checker reads and a provenance it recognises
+    from greenlab.base.units import format_energy
+    from greenlab.energy import ComponentEnergy, Measurement
+    from greenlab.impact import carbon, report
+
+    part = ComponentEnergy(component="gpu:0" if measured else "cpu", source="nvml-counter" if measured else "estimate",
+                           joules=joules, seconds=1.0, watts=joules, estimated=not measured,
+                           rel_uncertainty=0.05 if measured else 1.0)
+    run = Measurement(label="run", seconds=1.0, components={part.component: part})
+    grams = carbon.co2e_g(joules, "GBR")
+    text = (f"Training used {format_energy(joules)}, {report.how_measured(run)}, for 71% test accuracy; "
+            f"on the British grid that is {carbon.format_mass(grams)} CO2e. We recommend night hours "
+            "when the job can wait.")
+    result = checks.stakeholder_statement(text)
+    assert result.passed, (text, result.text())
+
+
+def test_millijoules_are_flagged_but_megajoules_are_a_unit_a_reader_knows():
+    assert any("hard for a reader" in d for d in checks.stakeholder_statement(GOOD.replace("12 J", "12 mJ")).details)
+    assert checks.stakeholder_statement(GOOD.replace("12 J", "1.2 MJ")).passed

@@ -113,6 +113,18 @@ def test_unit_conversions_round_trip(x):
     assert units.kg_to_g(units.g_to_kg(x)) == pytest.approx(x, rel=1e-12, abs=1e-300)
 
 
+_SCALES = {"MJ": 1e6, "kJ": 1e3, "J": 1.0, "mJ": 1e-3, "µJ": 1e-6, "t": 1e6, "kg": 1e3, "g": 1.0, "mg": 1e-3}
+
+
+@FAST
+@given(st.floats(min_value=1e-9, max_value=1e13))
+def test_readable_figures_never_use_an_exponent_and_read_back_within_rounding(x):
+    for text in (units.format_energy(x), units.format_energy(x, small_units=True), carbon.format_mass(x)):
+        number, unit = text.split(" ")
+        assert "e" not in number, text
+        assert float(number.replace(",", "")) * _SCALES[unit] == pytest.approx(x, rel=0.0051), text
+
+
 @FAST
 @given(st.floats(min_value=1e-6, max_value=10), st.integers(1, 4096), st.integers(1, 4096))
 def test_linear_scaling_lr_is_proportional(lr, base, batch):

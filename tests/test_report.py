@@ -2,6 +2,7 @@
 
 import math
 import os
+import re
 
 import pytest
 
@@ -88,7 +89,7 @@ def test_statement_content_and_units_for_a_measured_window():
     grid = carbon.intensity("FRA")
     assert text.startswith("## Energy and carbon statement: fine-tune")
     assert "1x test GPU" in text
-    assert "3600 s (1 h)" in text
+    assert "3,600 s (1 h)" in text
     assert "1 kWh (3.6 MJ)" in text
     assert "measured" in text and "`nvml-counter`" in text
     assert f"{grid.g_per_kwh:g} gCO2e/kWh" in text and str(grid.year) in text and grid.source in text
@@ -184,3 +185,24 @@ def test_co2e_grams_checker_matches_carbon_arithmetic():
     no_pue = checks.co2e_grams(lambda kwh, g, pue: kwh * g)
     assert no_pue.status == "failed" and "PUE" in no_pue.text()
     assert checks.co2e_grams(lambda kwh, g, pue: None).status == "not attempted"
+
+
+def test_a_small_run_s_statement_writes_plain_numbers():
+    # a 0.2 s quick-mode window: '.3g' wrote its kWh and hours as 5.56e-08 and 5.56e-05
+    m = _measurement([_component("cpu", 0.2, "estimate", True, 1.0, "TDP x utilisation")], seconds=0.2)
+    text = report.carbon_statement(m, region="GBR").markdown
+    assert re.search(r"\de[+-]?\d", text) is None, text
+    assert "0.0000000556 kWh" in text and "(0.0000556 h)" in text
+
+
+def test_how_measured_says_what_the_components_say():
+    est = _measurement([_component("cpu", 10.0, "estimate", True, 1.0, "TDP x utilisation")])
+    assert report.how_measured(est) == "estimated from a CPU power model (uncertain by about ±100%)"
+    gpu = _measurement([_component("gpu:0", 100.0, "nvml-counter", False, 0.05)])
+    assert report.how_measured(gpu) == "measured by the hardware's energy counters (±5%)"
+    both = _measurement([_component("cpu", 30.0, "estimate", True, 1.0), _component("gpu:0", 40.0, "nvml-counter", False, 0.05)])
+    text = report.how_measured(both)
+    assert text.startswith("partly measured") and "CPU power model" in text and "±43%" in text  # sqrt(30²+2²)/70
+    lost = Measurement(label="w", seconds=10.0, components=gpu.components, problems=["gpu:0: read failed"])
+    assert report.how_measured(lost).endswith("since part of the energy could not be measured")
+    assert report.how_measured(_run()).startswith("estimated from a CPU power model")

@@ -36,3 +36,37 @@ def test_format_energy_picks_a_readable_unit():
     assert format_energy(3600) == "3.6 kJ"
     assert format_energy(1.2e6) == "1.2 MJ"
     assert format_energy(0.0123) == "0.0123 J"
+
+
+@pytest.mark.parametrize("joules, text", [
+    (0, "0 J"), (999.7, "1 kJ"), (999.4, "999 J"), (999_999.9, "1 MJ"), (1.2e-5, "0.000012 J"),
+    (5e9, "5,000 MJ"), (-3600, "-3.6 kJ")])
+def test_format_energy_never_writes_an_exponent_and_rounds_before_it_picks_the_unit(joules, text):
+    # '.3g' wrote 999.7 J as '1e+03 J' and 1.2e-5 J as '1.2e-05 J', which a statement reader cannot read
+    assert units.format_energy(joules) == text
+
+
+def test_format_energy_small_units_for_tables():
+    assert units.format_energy(0.00213, small_units=True) == "2.13 mJ"
+    assert units.format_energy(0.000213, small_units=True) == "213 µJ"
+    assert units.format_energy(1.2e-5, small_units=True) == "12 µJ"
+    assert units.format_energy(0.0, small_units=True) == "0 J"
+    assert units.format_energy(4.1, small_units=True) == "4.1 J"
+
+
+@pytest.mark.parametrize("value, figures, text", [
+    (0.0000123456, 3, "0.0000123"), (3.6, 3, "3.6"), (12_345, 3, "12,300"), (1.0, 3, "1"),
+    (0.5, 1, "0.5"), (-0.00456, 2, "-0.0046"), (0.0, 3, "0")])
+def test_plain_number(value, figures, text):
+    assert units.plain_number(value, figures) == text
+
+
+def test_format_scaled_and_its_bad_input():
+    assert units.format_scaled(4560, ((1e3, "kg"), (1, "g"))) == "4.56 kg"
+    assert units.format_scaled(0.5, ((1e3, "kg"), (1, "g"))) == "0.5 g"
+    with pytest.raises(ValueError, match="units"):
+        units.format_scaled(1.0, ())
+    with pytest.raises(ValueError, match="figures"):
+        units.plain_number(1.0, 0)
+    with pytest.raises(ValueError, match="value"):
+        units.plain_number(float("nan"))

@@ -7,6 +7,9 @@ TypeError naming the argument.
 
 from __future__ import annotations
 
+import math
+
+from greenlab.base.validation import integer as _integer
 from greenlab.base.validation import number as _number
 
 JOULES_PER_WH = 3600.0
@@ -44,10 +47,50 @@ def kg_to_g(kilograms: float) -> float:
     return _number("kilograms", kilograms) * GRAMS_PER_KG
 
 
-def format_energy(joules: float) -> str:
-    """Energy for people: "512 J", "3.6 kJ", "1.2 MJ" (three significant figures)."""
+def format_energy(joules: float, small_units: bool = False) -> str:
+    """Energy for people: "512 J", "3.6 kJ", "1.2 MJ", "0.0123 J" (three significant figures,
+    never an exponent). ``small_units``: below 1 J write mJ and µJ ("2.13 mJ"), for tables read
+    by people who know them; a statement for a general reader keeps J."""
     joules = _number("joules", joules)
-    for scale, unit in ((1e6, "MJ"), (1e3, "kJ")):
-        if abs(joules) >= scale:
-            return f"{joules / scale:.3g} {unit}"
-    return f"{joules:.3g} J"
+    if joules == 0:
+        return "0 J"
+    ladder = _ENERGY_UNITS + (_SMALL_ENERGY_UNITS if small_units else ())
+    return format_scaled(joules, ladder)
+
+
+def format_scaled(value: float, units, figures: int = 3) -> str:
+    """``value`` in the largest of ``units`` ((scale, name) pairs, largest first) in which it
+    reads at least 1 once rounded, else in the last: ``format_scaled(4560, ((1e3, "kg"), (1, "g")))``
+    gives "4.56 kg", and 999.7 g gives "1 kg", not "1e+03 g"."""
+    value = _number("value", value)
+    units = tuple(units)
+    if not units:
+        raise ValueError("units must hold at least one (scale, name) pair, e.g. ((1e3, 'kJ'), (1, 'J'))")
+    for scale, name in units:
+        if abs(_round_figures(value / scale, figures)) >= 1:
+            return f"{plain_number(value / scale, figures)} {name}"
+    scale, name = units[-1]
+    return f"{plain_number(value / scale, figures)} {name}"
+
+
+def plain_number(value: float, figures: int = 3) -> str:
+    """``value`` rounded to ``figures`` significant figures and written out, never with an
+    exponent, thousands separated, trailing zeros dropped: "0.0000123", "3.6", "12,300"."""
+    value = _number("value", value)
+    figures = _integer("figures", figures, low=1, high=15)
+    rounded = _round_figures(value, figures)
+    if rounded == 0:
+        return "0"
+    decimals = max(0, figures - 1 - math.floor(math.log10(abs(rounded))))
+    text = f"{rounded:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+_ENERGY_UNITS = ((1e6, "MJ"), (1e3, "kJ"), (1.0, "J"))
+_SMALL_ENERGY_UNITS = ((1e-3, "mJ"), (1e-6, "µJ"))
+
+
+def _round_figures(value: float, figures: int) -> float:
+    return float(f"{value:.{figures - 1}e}")

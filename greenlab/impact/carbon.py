@@ -19,7 +19,7 @@ from pathlib import Path
 from greenlab.base import tables
 from greenlab.base.paths import tables_dir as data_dir  # noqa: F401  where the cited tables are (carbon.data_dir() as before)
 from greenlab.base.validation import ArgumentTypeError
-from greenlab.base.units import JOULES_PER_KWH
+from greenlab.base.units import JOULES_PER_KWH, format_scaled
 
 
 DEFAULT_PUE = 1.0
@@ -192,16 +192,12 @@ def equivalents(g_co2e: float) -> list[Equivalent]:
 
 
 def format_mass(grams: float) -> str:
-    """Readable mass: '12.3 g', '4.56 kg', '7.8 t' (three significant figures)."""
+    """Readable mass: '12.3 g', '4.56 kg', '7.8 t', '0.42 mg' (three significant figures, never
+    an exponent; below 1 g in milligrams)."""
     grams = _non_negative(grams, "grams")
-    if grams < 1_000:
-        return f"{grams:.3g} g"
-    if grams < 1_000_000:
-        return f"{grams / 1_000:.3g} kg"
-    tonnes = grams / 1_000_000
-    if tonnes < 1_000:
-        return f"{tonnes:.3g} t"
-    return f"{tonnes:,.0f} t"
+    if grams == 0:
+        return "0 g"
+    return format_scaled(grams, ((1e6, "t"), (1e3, "kg"), (1.0, "g"), (1e-3, "mg")))
 
 
 # --- helpers ------------------------------------------------------------------

@@ -19,6 +19,9 @@ a CPU estimate). Components are treated as independent, so absolute uncertaintie
 add in quadrature: u_E = sqrt(sum (r_i x E_i)^2). CO2e inherits u_E / E; an optional
 relative uncertainty of the grid intensity is added in quadrature too. PUE is taken
 as exact (it is stated, not measured here).
+
+``how_measured(run)`` says the same provenance and uncertainty in one phrase, for the
+statements learners write for a general reader.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from greenlab.impact import carbon
-from greenlab.base.units import JOULES_PER_KWH, format_energy
+from greenlab.base.units import JOULES_PER_KWH, format_energy, plain_number
 
 METRIC_COLUMNS = (
     ("label", "run", ""),
@@ -196,8 +199,7 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
     r_int = _fraction(intensity_rel_uncertainty, "intensity_rel_uncertainty")
     joules = info["joules"]
     kwh = joules / JOULES_PER_KWH
-    u_joules = math.sqrt(sum((c["rel_uncertainty"] * c["joules"]) ** 2 for c in info["components"]))
-    rel_energy = u_joules / joules if joules > 0 else 0.0
+    rel_energy = _relative_uncertainty(info)
     grams = carbon.co2e_g(joules, grid, pue_value)
     rel_co2e = math.sqrt(rel_energy ** 2 + r_int ** 2)
     estimated = any(c["estimated"] for c in info["components"])
@@ -215,14 +217,14 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
         f"## Energy and carbon statement: {name}",
         "",
         f"- **Hardware:** {hw}",
-        f"- **Duration:** {info['seconds']:.4g} s ({info['seconds'] / 3600:.3g} h)",
-        f"- **Energy ({word}):** {kwh:.3g} kWh ({format_energy(joules)}) +- {rel_energy:.0%}",
+        f"- **Duration:** {plain_number(info['seconds'], 4)} s ({plain_number(info['seconds'] / 3600)} h)",
+        f"- **Energy ({word}):** {plain_number(kwh)} kWh ({format_energy(joules)}) +- {rel_energy:.0%}",
         *comp_lines,
         f"- **Grid:** {grid.name} (`{grid.code}`), {grid.g_per_kwh:g} gCO2e/kWh, annual average for "
         f"{grid.year}; source: {grid.source}",
         f"- **PUE:** {pue_value:g} ({pue_source})",
         f"- **Emissions:** {carbon.format_mass(grams)} CO2e +- {rel_co2e:.0%} "
-        f"(= {kwh:.3g} kWh x {grid.g_per_kwh:g} g/kWh x PUE {pue_value:g})",
+        f"(= {plain_number(kwh)} kWh x {grid.g_per_kwh:g} g/kWh x PUE {pue_value:g})",
         "",
         "**Uncertainty.** Component uncertainties are combined in quadrature (treated as independent): "
         f"+-{rel_energy:.0%} on energy. "
@@ -246,6 +248,26 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
         "problems": list(info["problems"]),
     }
     return CarbonStatement(markdown="\n".join(lines) + "\n", values=values)
+
+
+def how_measured(run) -> str:
+    """How ``run``'s energy was obtained, in words for a general reader, with its uncertainty:
+    "estimated from a CPU power model (uncertain by about ±100%)" or "measured by the hardware's
+    energy counters (±5%)". ``run``: as for ``carbon_statement``. A figure that lost part of its
+    energy says it is a lower bound."""
+    info = _energy_info(run)
+    band = f"{_relative_uncertainty(info):.0%}"
+    estimated = [c for c in info["components"] if c["estimated"]]
+    if not estimated:
+        words = f"measured by the hardware's energy counters (±{band})"
+    elif len(estimated) == len(info["components"]):
+        words = f"estimated from a {_estimated_parts(estimated)} power model (uncertain by about ±{band})"
+    else:
+        words = (f"partly measured by the hardware's energy counters and partly estimated from a "
+                 f"{_estimated_parts(estimated)} power model (uncertain by about ±{band} in all)")
+    if info["problems"]:
+        words += ", and a lower bound, since part of the energy could not be measured"
+    return words
 
 
 def datasheet_efficiency(precision: str = "bf16") -> list[dict]:
@@ -347,6 +369,19 @@ def _energy_info(run) -> dict:
             "problems": _problems(run) or _problems(measurement)}
 
 
+def _relative_uncertainty(info: dict) -> float:
+    """The components' uncertainties combined in quadrature (treated as independent), relative."""
+    joules = info["joules"]
+    u_joules = math.sqrt(sum((c["rel_uncertainty"] * c["joules"]) ** 2 for c in info["components"]))
+    return u_joules / joules if joules > 0 else 0.0
+
+
+def _estimated_parts(components: list) -> str:
+    """'CPU', 'GPU' or 'CPU and GPU' for the estimated components (the part before any ':')."""
+    kinds = sorted({c["component"].split(":")[0].upper() for c in components})
+    return " and ".join(kinds)
+
+
 def _problems(run) -> list:
     """What a result's energy is missing: its ``problems`` (RunResult, Measurement or dict)."""
     problems = _get(run, "problems")
@@ -415,8 +450,6 @@ def recipe_statement(comparison, baseline: str, candidate: str, region: str = "W
     whether they are within ``tolerance`` (fraction), the search bill when ``tuning_joules``
     ({name: J}) is given, and a decision with its condition. ``names`` ({row: word}) renames
     rows for the reader. Claims a saving only when the verdict shows one."""
-    from greenlab.base.units import format_energy
-
     label = {baseline: baseline, candidate: candidate, **(names or {})}
 
     grid = carbon.intensity(region)
@@ -428,7 +461,8 @@ def recipe_statement(comparison, baseline: str, candidate: str, region: str = "W
                 f"({comparison.repeats} repeat(s)).")
 
     def amount(j):
-        return f"{format_energy(j)} ({j / 3600:.2g} Wh, {carbon.co2e_g(j, grid):.2g} g CO2e on the {grid.name} grid)"
+        return (f"{format_energy(j)} ({plain_number(j / 3600, 2)} Wh, {carbon.format_mass(carbon.co2e_g(j, grid))} CO2e "
+                f"on the {grid.name} grid)")
 
     how = ("estimated from a CPU power model (uncertain by about a factor of two either way)"
            if comparison.estimated else "measured by the hardware's energy counters")

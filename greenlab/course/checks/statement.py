@@ -2,7 +2,7 @@
 
 A statement for a non-technical reader passes when it holds all five, each found by a pattern:
 
-1. a figure with a unit the reader knows (J, kJ, Wh, kWh, g/kg/t CO2e), written plainly;
+1. a figure with a unit the reader knows (J, kJ, MJ, Wh, kWh, mg/g/kg/t CO2e), written plainly;
 2. whether that figure is measured or estimated, and from what (a meter, a counter, a power model);
 3. its uncertainty: a +/- band, an interval, or "no detectable difference";
 4. the accuracy it was bought at (a percentage beside the word accuracy);
@@ -20,12 +20,12 @@ from typing import Any
 from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, is_placeholder
 
 _NUMBER = r"(?<![\w.])\d[\d,]*(?:\.\d+)?"
-FIGURE = re.compile(_NUMBER + r"\s*(?:k?J|[kM]?Wh|(?:m|k)?g\s*CO2e?|t\s*CO2e?|tonnes?\s+CO2e?|"
+FIGURE = re.compile(_NUMBER + r"\s*(?:[kM]?J|[kM]?Wh|(?:m|k)?g\s*CO2e?|t\s*CO2e?|tonnes?\s+CO2e?|"
                     r"grams?\s+(?:of\s+)?CO2e?)\b", re.IGNORECASE)
-UNREADABLE = re.compile(r"\d(?:\.\d+)?e[+-]?\d+|\bmicro-?joules?\b|\bµJ\b|\bmJ\b", re.IGNORECASE)
+UNREADABLE = re.compile(r"\d(?:\.\d+)?[eE][+-]?\d+|\b[mM]icro-?joules?\b|\bµJ\b|\bmJ\b")  # mJ, not MJ
 PROVENANCE = re.compile(r"\b(?:measured|estimated|an estimate|estimates?)\b", re.IGNORECASE)
-SOURCE = re.compile(r"\b(?:meter|counter|RAPL|NVML|power model|model of|sensor|datasheet|published|"
-                    r"CPU time|from the|reading)\b", re.IGNORECASE)
+SOURCE = re.compile(r"\b(?:meters?|counters?|RAPL|NVML|power model|model of|sensors?|datasheet|published|"
+                    r"CPU time|from the|readings?)\b", re.IGNORECASE)
 UNCERTAINTY = re.compile(r"±|\+/-|\binterval\b|\buncertain|\bno detectable difference\b|\bbetween "
                          + _NUMBER + r".{0,20}\band\b|\bfactor of (?:two|2)\b|\bspread\b|\bCI\b", re.IGNORECASE)
 ACCURACY = re.compile(r"accura\w*\D{0,40}" + _NUMBER + r"\s*%|" + _NUMBER + r"\s*%[^.]{0,40}accura",

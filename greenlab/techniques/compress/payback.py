@@ -176,13 +176,10 @@ def compare_inference_speed(variants: dict, x: torch.Tensor, rounds: int = 25, w
 
 
 def joules_text(joules: float) -> str:
-    """Energy in words a reader takes in: "0.213 mJ", "4.1 J", "3.6 kJ" (three significant figures)."""
+    """Energy in words a reader takes in: "2.13 mJ", "4.1 J", "3.6 kJ" (three significant figures)."""
     from greenlab.base.units import format_energy
 
-    joules = validation.number("joules", joules)
-    if 0 < abs(joules) < 1:
-        return f"{joules * 1e3:.3g} mJ" if abs(joules) >= 1e-3 else f"{joules * 1e6:.3g} µJ"
-    return format_energy(joules)
+    return format_energy(joules, small_units=True)
 
 
 @dataclass
