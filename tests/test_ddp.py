@@ -12,6 +12,7 @@ from greenlab.techniques import ddp
 from greenlab.training import models
 from greenlab.impact import scaling
 from greenlab.training import data as gl_data
+from launches import live_processes_naming, record_launches
 
 TINY_DATA = {"name": "synthetic", "n_train": 256, "n_test": 64}
 TINY_MODEL = {"name": "mlp", "hidden": [16]}
@@ -160,17 +161,8 @@ def test_bad_worker_config_raises_with_worker_error_and_stderr_tail():
     assert "stderr" in text and "  | " in text
 
 
-def _ours(config_path: str) -> list:
-    """The live processes of one launch: torchrun and its workers name its config file."""
-    return [p for p in psutil.process_iter(["cmdline", "status"])
-            if p.info["status"] != psutil.STATUS_ZOMBIE
-            and any(config_path in part for part in (p.info["cmdline"] or []))]
-
-
 def test_timeout_kills_the_launch_and_leaves_no_workers(monkeypatch):
-    configs = []  # this launch's config path: other launches on a shared machine are not ours
-    launch = ddp.launch_command
-    monkeypatch.setattr(ddp, "launch_command", lambda path, n: configs.append(str(path)) or launch(path, n))
+    configs = record_launches(monkeypatch, ddp)
     # 100,000 epochs is hours of work: however long this process is stalled past the deadline (a
     # busy machine can stop it for seconds), the workers cannot finish before they are killed
     with pytest.raises(ddp.DDPError, match="timeout of 0.5 s"):
@@ -178,23 +170,21 @@ def test_timeout_kills_the_launch_and_leaves_no_workers(monkeypatch):
                     timeout_s=0.5, measure_energy=False)
     time.sleep(0.2)
     assert len(configs) == 1
-    assert _ours(configs[0]) == []
+    assert live_processes_naming(configs[0]) == []
 
 
 def test_a_timeout_that_finds_the_workers_training_kills_them_too(monkeypatch):
     """The deadline passes while both workers train (as when this process was stalled): torchrun
     starts its workers in sessions of their own, so killing its group alone would leave them."""
-    configs = []
-    launch = ddp.launch_command
-    monkeypatch.setattr(ddp, "launch_command", lambda path, n: configs.append(str(path)) or launch(path, n))
+    configs = record_launches(monkeypatch, ddp)
     real = ddp.subprocess.Popen.communicate
 
     def stalled_until_training(self, input=None, timeout=None):
         if timeout is not None:  # the launch's deadline: hold it until torchrun and 2 workers run
             end = time.monotonic() + 120
-            while len(_ours(configs[0])) < 3 and time.monotonic() < end:
+            while len(live_processes_naming(configs[0])) < 3 and time.monotonic() < end:
                 time.sleep(0.1)
-            assert len(_ours(configs[0])) == 3, "the workers never started"
+            assert len(live_processes_naming(configs[0])) == 3, "the workers never started"
         return real(self, input, timeout)
 
     monkeypatch.setattr(ddp.subprocess.Popen, "communicate", stalled_until_training)
@@ -202,7 +192,7 @@ def test_a_timeout_that_finds_the_workers_training_kills_them_too(monkeypatch):
         ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, epochs=100_000,
                     timeout_s=0.5, measure_energy=False)
     time.sleep(0.2)
-    assert _ours(configs[0]) == []
+    assert live_processes_naming(configs[0]) == []
 
 
 def _shutdown_crash(monkeypatch, lose_marker=None):

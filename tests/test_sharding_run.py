@@ -5,13 +5,14 @@ shards; the byte counts are compared with what the shapes say exactly."""
 
 import math
 import os
+import time
 
-import psutil
 import pytest
 import torch
 
 from greenlab.techniques import ddp
 from greenlab.techniques.lm import model as lm, sharding, sharding_run
+from launches import live_processes_naming, record_launches
 
 # d_model 15 and 33 positions: most first dimensions (15, 45, 60, 33) do not divide by 2
 SHAPE = {"d_model": 15, "n_layers": 2, "n_heads": 3, "max_seq_len": 33}
@@ -151,12 +152,14 @@ def test_bad_timeout(timeout_s):
         sharding_run.run_ddp_vs_fsdp(timeout_s=timeout_s)
 
 
-def test_timeout_kills_every_worker_and_says_so():
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
+def test_timeout_kills_every_worker_and_says_so(monkeypatch):
+    configs = record_launches(monkeypatch, ddp)
     with pytest.raises(ddp.DDPError, match="killed after its timeout of 0.5 s"):
         # the most steps the run takes: it cannot finish in 0.5 s even if this process stalls meanwhile
         sharding_run.run_ddp_vs_fsdp(timeout_s=0.5, steps=1000)
-    left = {p.pid for p in psutil.Process().children(recursive=True)} - before
+    time.sleep(0.2)
+    assert len(configs) == 1
+    left = live_processes_naming(configs[0])  # workers outlive torchrun as orphans, no child of ours
     assert not left, f"processes left running: {left}"
 
 
