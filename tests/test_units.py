@@ -56,7 +56,7 @@ def test_format_energy_small_units_for_tables():
 
 @pytest.mark.parametrize("value, figures, text", [
     (0.0000123456, 3, "0.0000123"), (3.6, 3, "3.6"), (12_345, 3, "12,300"), (1.0, 3, "1"),
-    (0.5, 1, "0.5"), (-0.00456, 2, "-0.0046"), (0.0, 3, "0")])
+    (0.5, 1, "0.5"), (-0.00456, 2, "-0.0046"), (0.0, 3, "0"), (float("nan"), 3, "nan"), (float("-inf"), 3, "-inf")])
 def test_plain_number(value, figures, text):
     assert units.plain_number(value, figures) == text
 
@@ -68,5 +68,5 @@ def test_format_scaled_and_its_bad_input():
         units.format_scaled(1.0, ())
     with pytest.raises(ValueError, match="figures"):
         units.plain_number(1.0, 0)
-    with pytest.raises(ValueError, match="value"):
-        units.plain_number(float("nan"))
+    with pytest.raises(TypeError, match="value"):
+        units.plain_number("12")

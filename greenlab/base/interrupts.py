@@ -3,6 +3,7 @@ result it leaves (``gl.Interrupted``, ``gl.last_interrupted()``). Low in the hou
 ``gl.setup`` can teach IPython to show it as one line without importing the training loop."""
 
 from __future__ import annotations
+from greenlab.base.units import plain_number
 
 
 class Interrupted(KeyboardInterrupt):
@@ -45,6 +46,6 @@ def interrupted_run(who: str, result, total_steps: int, where: str = "gl.last_in
     label = f" {result.label!r}" if result.label else ""
     est = " (estimate)" if result.estimated else ""
     line = (f"{who}: interrupted{label} at step {result.steps} of {total_steps}, after "
-            f"{result.seconds:.3g} s and {result.joules:.4g} J{est}; the partial run is in {where}; "
+            f"{plain_number(result.seconds)} s and {plain_number(result.joules, 4)} J{est}; the partial run is in {where}; "
             "a variable this cell assigns keeps its previous value")
     return remember_interrupted(line, result)

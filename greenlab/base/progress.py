@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from greenlab.base.units import plain_number
 
 
 def enabled() -> bool:
@@ -80,7 +81,7 @@ class Steps:
         """End the open line with ``note`` (default: the seconds it took)."""
         if not self._open:
             return
-        note = note or f"{time.perf_counter() - self._t0:.3g} s"
+        note = note or f"{plain_number(time.perf_counter() - self._t0)} s"
         self._write(f" {note}\n")
         self._open = False
 

@@ -75,7 +75,10 @@ def format_scaled(value: float, units, figures: int = 3) -> str:
 
 def plain_number(value: float, figures: int = 3) -> str:
     """``value`` rounded to ``figures`` significant figures and written out, never with an
-    exponent, thousands separated, trailing zeros dropped: "0.0000123", "3.6", "12,300"."""
+    exponent, thousands separated, trailing zeros dropped: "0.0000123", "3.6", "12,300". A value
+    that is not finite reads as Python writes it ("nan", "inf"): a summary shows it, never fails."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     value = _number("value", value)
     figures = _integer("figures", figures, low=1, high=15)
     rounded = _round_figures(value, figures)

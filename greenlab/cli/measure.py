@@ -21,7 +21,7 @@ import sys
 import threading
 import warnings
 
-from greenlab.base.units import joules_to_kwh
+from greenlab.base.units import joules_to_kwh, plain_number
 
 USAGE = ("usage: greenlab measure [--region R] [--pue P] [--json] [--attribution process|machine] "
          "-- COMMAND [ARGS...]")
@@ -167,11 +167,11 @@ def _table(cmd, code, result, region, pue, co2e, carbon_problem) -> str:
             lines.append(f"    note: {c.note}")
         if c.model:
             lines.append(f"    model: {c.model}")
-    lines.append(f"  total      {result.joules:.4g} J = {joules_to_kwh(result.joules):.3g} kWh"
+    lines.append(f"  total      {plain_number(result.joules, 4)} J = {plain_number(joules_to_kwh(result.joules))} kWh"
                  f"{' (includes estimates)' if result.estimated else ''}")
     if co2e is not None:
         pue_text = "default" if pue is None else f"{pue:g}"
-        lines.append(f"  CO2e       {co2e:.3g} g (region {region}, PUE {pue_text})")
+        lines.append(f"  CO2e       {plain_number(co2e)} g (region {region}, PUE {pue_text})")
     else:
         lines.append(f"  CO2e       {carbon_problem}")
     lines.append(f"  counted    {_whose(result.components.values())}")

@@ -8,7 +8,7 @@ import argparse
 import shlex
 
 from greenlab.energy.measure import component_text
-from greenlab.base.units import format_energy
+from greenlab.base.units import format_energy, plain_number
 
 USAGE = "%%energy [--region CODE] [--pue P] [--label TEXT] [--attribution process|machine]"
 METER_USAGE = "%energy_meter on|off [--region CODE] [--pue P]"
@@ -21,8 +21,8 @@ def readout(result, region: str = "WORLD", pue: float | None = None) -> str:
     """The ``%%energy`` report for a Measurement: several lines, like ``%%time``."""
     _check_result(result)
     co2e = _co2e_text(result.joules, region, pue)
-    lines = [f"energy: {format_energy(result.joules)} in {result.seconds:.3g} s "
-             f"(mean {result.watts:.3g} W); {co2e}"]
+    lines = [f"energy: {format_energy(result.joules)} in {plain_number(result.seconds)} s "
+             f"(mean {plain_number(result.watts)} W); {co2e}"]
     for c in result.components.values():
         kind = "a model" if c.estimated else "measured"
         whose = f", {_WHOSE[c.attribution]}" if c.attribution in _WHOSE else ""
@@ -38,8 +38,8 @@ def readout(result, region: str = "WORLD", pue: float | None = None) -> str:
 def one_line(result, region: str = "WORLD", pue: float | None = None) -> str:
     """The per-cell meter line for a Measurement."""
     _check_result(result)
-    line = (f"[energy] {format_energy(result.joules)} in {result.seconds:.3g} s "
-            f"(mean {result.watts:.3g} W), {_co2e_text(result.joules, region, pue)}; "
+    line = (f"[energy] {format_energy(result.joules)} in {plain_number(result.seconds)} s "
+            f"(mean {plain_number(result.watts)} W), {_co2e_text(result.joules, region, pue)}; "
             f"{component_text(result.components.values()) or 'no components'}")
     if result.problems:
         line += f"; INCOMPLETE: {'; '.join(result.problems)}"

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Callable, NamedTuple
+from greenlab.base.units import plain_number
 
 # The reference CNN the lessons and reference runs compare precisions on (gl.models.build options).
 REFERENCE_CNN = {"depth": 3, "width": 64, "kernel_size": 3, "norm": "batch"}
@@ -345,12 +346,12 @@ class LrTuning:
 
     def table(self) -> str:
         lines = [f"{self.label}: {len(self.rows)} learning rates, at most {self.samples_per_candidate} samples "
-                 f"each (validation accuracy), {self.joules:.4g} J in all{' (estimate)' if self.estimated else ''}"]
+                 f"each (validation accuracy), {plain_number(self.joules, 4)} J in all{' (estimate)' if self.estimated else ''}"]
         for r in self.rows:
             acc = "-" if r["val_accuracy"] is None else f"{r['val_accuracy']:.1%}"
             mark = "  <- chosen" if r["lr"] == self.best_lr else ""
             reach = "" if r.get("samples_to_target") is None else f", target after {r['samples_to_target']} samples"
-            lines.append(f"  lr {r['lr']:<8g} {acc:>7}  {r['joules']:8.3g} J  {r['status']}{reach}{mark}")
+            lines.append(f"  lr {r['lr']:<8g} {acc:>7}  {plain_number(r['joules']):>8} J  {r['status']}{reach}{mark}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -399,7 +400,7 @@ def tune_lr(model_fn, data, config, candidates=LR_CANDIDATES, samples: int = QUI
         rows.append({"lr": float(lr), "val_accuracy": res.val_accuracy if ok else None,
                      "joules": res.joules, "seconds": res.seconds, "status": res.status,
                      "samples_to_target": _samples_to_target(res) if ok and early else None})
-        lines.done(f"validation {res.val_accuracy:.1%}, {res.seconds:.3g} s" if ok else res.status)
+        lines.done(f"validation {res.val_accuracy:.1%}, {plain_number(res.seconds)} s" if ok else res.status)
     scored = [r for r in rows if r["val_accuracy"] is not None]
     if not scored:
         raise ValueError(f"every learning rate in {candidates} diverged; try smaller ones")

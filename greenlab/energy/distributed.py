@@ -44,6 +44,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from greenlab.base.units import plain_number
 from greenlab.energy.measure import ComponentEnergy, EnergyWindow, IdlePower, Measurement
 
 NODE_ID_ENV = "GREENLAB_NODE_ID"
@@ -194,9 +195,9 @@ class DistributedMeasurement(Measurement):
         """One line per node: its ranks and the joules counted there, per kind."""
         lines = []
         for name, node in self.nodes.items():
-            parts = ", ".join(f"{k} {j:.4g} J" for k, j in node["joules_by_kind"].items())
+            parts = ", ".join(f"{k} {plain_number(j, 4)} J" for k, j in node["joules_by_kind"].items())
             ranks = ", ".join(str(r) for r in node["ranks"])
-            lines.append(f"{name}: ranks {ranks}; {node['joules']:.4g} J [{parts or 'nothing'}]")
+            lines.append(f"{name}: ranks {ranks}; {plain_number(node['joules'], 4)} J [{parts or 'nothing'}]")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:

@@ -27,6 +27,7 @@ import time
 import warnings
 from dataclasses import dataclass, field, replace
 
+from greenlab.base.units import plain_number
 from greenlab.energy.sources import EnergySource, discover
 
 
@@ -136,10 +137,10 @@ class Measurement:
     def summary(self) -> str:
         """One readable line: time, energy, power, where each figure comes from, and what is
         missing ("incomplete: ...") when something could not be measured."""
-        parts = [f"{self.label}: {self.seconds:.3g} s, {self.joules:.4g} J ({self.watts:.3g} W)"]
+        parts = [f"{self.label}: {plain_number(self.seconds)} s, {plain_number(self.joules, 4)} J ({plain_number(self.watts)} W)"]
         if self.idle_watts is not None:
-            parts.append(f"{self.joules_above_idle:.4g} J above idle "
-                         f"({self.idle_watts:.3g} W idle)")
+            parts.append(f"{plain_number(self.joules_above_idle, 4)} J above idle "
+                         f"({plain_number(self.idle_watts)} W idle)")
         if self.problems:
             parts.append("incomplete: " + "; ".join(self.problems))
         parts.append(f"[{component_text(self.components.values()) or 'no components'}]")
@@ -182,7 +183,7 @@ def component_text(components) -> str:
             how += " (estimate)"
         elif c.source == "estimate" and c.attribution:
             how += f" ({c.attribution})"
-        out.append(f"{c.component} {c.joules:.4g} J {how} +-{c.rel_uncertainty:.0%}")
+        out.append(f"{c.component} {plain_number(c.joules, 4)} J {how} +-{c.rel_uncertainty:.0%}")
     return ", ".join(out)
 
 
@@ -368,7 +369,7 @@ class _Run:
                 continue
             joules = end_joules[s.component] - self.start_joules[s.component]
             if joules < 0:
-                self.problems.append(f"{s.component}: {s.name} went backwards ({joules:.4g} J; "
+                self.problems.append(f"{s.component}: {s.name} went backwards ({plain_number(joules, 4)} J; "
                                      "counter reset?); its energy is missing from this total")
                 continue
             components[s.component] = ComponentEnergy(
@@ -390,8 +391,8 @@ class _Run:
         above = result.joules_above_idle
         if above is not None and above < 0:
             self.problems.append(
-                f"above idle: negative ({above:.4g} J): the idle power given "
-                f"({idle_watts:.3g} W) is above this window's mean power ({result.watts:.3g} W), "
+                f"above idle: negative ({plain_number(above, 4)} J): the idle power given "
+                f"({plain_number(idle_watts)} W) is above this window's mean power ({plain_number(result.watts)} W), "
                 "so the idle figure does not fit this window (measure idle again, same sources)")
         if self.parent is not None:
             self.parent.children.append(result)

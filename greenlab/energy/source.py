@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from greenlab.base.units import plain_number
 
 
 class EnergySource:
@@ -95,8 +96,8 @@ class CounterSource(EnergySource):
             if self._raw is None:
                 self._total = raw
             elif raw < self._raw:
-                self.record_fault(f"{self.counter} went backwards ({self._raw:.6g} J -> "
-                                  f"{raw:.6g} J; driver reload or reset?): the energy "
+                self.record_fault(f"{self.counter} went backwards ({plain_number(self._raw, 6)} J -> "
+                                  f"{plain_number(raw, 6)} J; driver reload or reset?): the energy "
                                   "between those reads is missing")
             else:
                 self._total += raw - self._raw
@@ -142,7 +143,7 @@ class SampledPowerSource(EnergySource):
                 self._joules += 0.5 * (watts + w_prev) * max(0.0, now - t_prev)
             elif self._gap_from is not None:
                 self.record_fault(f"power readings failed ({self._gap_error}); "
-                                  f"{now - self._gap_from:.3g} s were not sampled and their "
+                                  f"{plain_number(now - self._gap_from)} s were not sampled and their "
                                   "energy is missing")
                 self._gap_from = None
             self._last = (now, watts)

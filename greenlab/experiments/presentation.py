@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from greenlab.base.units import format_energy
+from greenlab.base.units import format_energy, plain_number
 from greenlab.experiments.stats import MIN_REPEATS_FOR_INTERVAL
 
 CLIPPED_NOTE = ("* a low end shown as 0 is clipped: the interval (mean +- 95% half-width) reached "
@@ -107,7 +107,7 @@ def stakeholder_summary(cmp) -> str:
         sentences.append(f"Energy {goal}: {n} {format_energy(e_n)}, {base} {format_energy(e_b)} "
                          f"(means); {n} against {base}: {cmp.paired(n, base, e_metric).plain()}.")
         if t_n is not None and t_b is not None:
-            sentences.append(f"Time {goal}: {n} {t_n:.3g} s, {base} {t_b:.3g} s; "
+            sentences.append(f"Time {goal}: {n} {plain_number(t_n)} s, {base} {plain_number(t_b)} s; "
                              f"{n} against {base}: {cmp.paired(n, base, t_metric).plain()}.")
         a_n, a_b = cmp.stats[n]["final_accuracy"].mean, cmp.stats[base]["final_accuracy"].mean
         if not to_target and a_n is not None and a_b is not None and abs(a_n - a_b) >= 0.005:

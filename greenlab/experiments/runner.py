@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from greenlab.base import progress, validation
+from greenlab.base.units import plain_number
 from greenlab.experiments.comparison import Comparison
 
 # run statuses that mean "cut short by the user": such a run is kept but left out of every mean
@@ -149,7 +150,7 @@ def _train_kept(one, name, seed, keep):
 
 def _run_note(result) -> str:
     est = " (estimate)" if result.estimated else ""
-    return f"{result.seconds:.3g} s, {result.joules:.4g} J{est}"
+    return f"{plain_number(result.seconds)} s, {plain_number(result.joules, 4)} J{est}"
 
 
 def _interrupted(cmp, where):
@@ -162,7 +163,7 @@ def _interrupted(cmp, where):
     est = " (estimate)" if cmp.estimated else ""
     finished = sum(len(rs) for rs in cmp.runs.values())
     line = (f"greenlab.compare: interrupted during {where}, after {finished} finished run(s), "
-            f"{seconds:.3g} s and {joules:.4g} J{est} in all; the partial comparison (finished "
+            f"{plain_number(seconds)} s and {plain_number(joules, 4)} J{est} in all; the partial comparison (finished "
             "runs only in its means) is in gl.last_interrupted(); a variable this cell assigns "
             "keeps its previous value")
     return remember_interrupted(line, cmp)

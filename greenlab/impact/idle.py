@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from greenlab.base.units import JOULES_PER_KWH
+from greenlab.base.units import JOULES_PER_KWH, plain_number
 from greenlab.impact import carbon
 
 HOURS_PER_WEEK = 168.0
@@ -35,10 +35,10 @@ class IdleCost:
     def summary(self) -> str:
         money = []
         if self.electricity_cost is not None:
-            money.append(f"{self.electricity_cost:.3g} for electricity")
+            money.append(f"{plain_number(self.electricity_cost)} for electricity")
         if self.rent is not None:
-            money.append(f"{self.rent:.4g} in rent")
-        return (f"{self.hours:g} h idle at {self.watts:.3g} W: {self.kwh:.3g} kWh, "
+            money.append(f"{plain_number(self.rent, 4)} in rent")
+        return (f"{self.hours:g} h idle at {plain_number(self.watts)} W: {plain_number(self.kwh)} kWh, "
                 f"{carbon.format_mass(self.g_co2e)} CO2e ({self.region})"
                 + (f", {' and '.join(money)} (money units as given)" if money else ""))
 
@@ -73,10 +73,10 @@ class ScaleToZero:
     added_wait_s: float
 
     def summary(self) -> str:
-        return (f"{self.busy_hours:g} busy hours of {self.hours:g}: always on, {self.always_on_idle_kwh:.3g} kWh of "
-                f"idle; scaled to zero, {self.starts} cold starts cost {self.cold_start_kwh:.3g} kWh and add "
-                f"{self.added_wait_s / 60:.3g} min of waiting; saved {self.saved_kwh:.3g} kWh "
-                f"(break-even at {self.break_even_starts:.3g} starts)")
+        return (f"{self.busy_hours:g} busy hours of {self.hours:g}: always on, {plain_number(self.always_on_idle_kwh)} kWh of "
+                f"idle; scaled to zero, {self.starts} cold starts cost {plain_number(self.cold_start_kwh)} kWh and add "
+                f"{plain_number(self.added_wait_s / 60)} min of waiting; saved {plain_number(self.saved_kwh)} kWh "
+                f"(break-even at {plain_number(self.break_even_starts)} starts)")
 
 
 def scale_to_zero(busy_hours: float, idle_watts: float, starts: int, cold_start_s: float,

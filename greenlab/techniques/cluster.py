@@ -30,6 +30,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
+from greenlab.base.units import plain_number
 
 __all__ = ["Job", "Running", "ClusterState", "JobRecord", "ClusterResult", "PolicyError", "POLICIES",
            "synthetic_trace", "simulate", "fcfs", "priority", "fair_share", "easy_backfill",
@@ -267,7 +268,7 @@ class ClusterResult:
         return None if self.idle_watts is None else self.idle_gpu_s * self.idle_watts
 
     def summary(self) -> str:
-        energy = (f"{self.idle_joules / 3.6e6:.3g} kWh at {self.idle_watts:g} W per idle GPU "
+        energy = (f"{plain_number(self.idle_joules / 3.6e6)} kWh at {self.idle_watts:g} W per idle GPU "
                   f"({self.idle_watts_source or 'source not given'})" if self.idle_watts is not None
                   else "energy not given (no idle-power figure)")
         extra = f"; {len(self.unfinished)} jobs never started" if self.unfinished else ""

@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from greenlab.base.processes import kill_group
+from greenlab.base.units import plain_number
 from greenlab.session.devices import synchronize
 
 BACKENDS = ("gloo", "nccl")
@@ -183,14 +184,14 @@ class DDPResult:
             est = " (estimate)" if self.estimated else ""
             nodes = self.joules_by_node or {}
             where = f" over {self.nprocs} worker(s) on {len(nodes)} node(s)" if nodes else ""
-            energy = f"{self.train_joules:.4g} J training{where}{est}"
+            energy = f"{plain_number(self.train_joules, 4)} J training{where}{est}"
             if self.joules is not None:
-                energy += f", {self.joules:.4g} J whole launch"
+                energy += f", {plain_number(self.joules, 4)} J whole launch"
             if not self.energy_complete:
                 energy += " (INCOMPLETE: " + "; ".join(self.energy_problems) + ")"
         return (f"{self.label or 'ddp'}: {self.nprocs} worker(s) [{self.backend}/{self.device}], "
-                f"global batch {self.global_batch}, {self.steps} steps, {self.train_seconds:.3g} s "
-                f"training ({self.wall_seconds:.3g} s launch), {self.samples_per_second:.4g} samples/s, "
+                f"global batch {self.global_batch}, {self.steps} steps, {plain_number(self.train_seconds)} s "
+                f"training ({plain_number(self.wall_seconds)} s launch), {plain_number(self.samples_per_second, 4)} samples/s, "
                 f"accuracy {self.final_accuracy:.1%}, {energy}")
 
     def to_dict(self) -> dict:
@@ -552,10 +553,10 @@ def energy_breakdown(result: DDPResult) -> list:
     lines = []
     for name, node in (e.get("nodes") or {}).items():
         ranks = ", ".join(str(r) for r in node["ranks"])
-        lines.append(f"node {name}: worker(s) {ranks}; {node['joules']:.4g} J counted here")
+        lines.append(f"node {name}: worker(s) {ranks}; {plain_number(node['joules'], 4)} J counted here")
     for r in e.get("ranks") or []:
         own = ", ".join(f"{k}{' (' + c['part'] + ')' if c.get('part') == 'busy' else ''} "
-                        f"{c['joules']:.4g} J {c['source']}" for k, c in r["components"].items())
+                        f"{plain_number(c['joules'], 4)} J {c['source']}" for k, c in r["components"].items())
         state = "" if r["ok"] else f" FAILED: {r['error']}"
         lines.append(f"worker {r['rank']} on {r['node']} (pid {r['pid']}): {own or 'nothing'}{state}")
     return lines
@@ -781,7 +782,7 @@ def _interrupted_launch(nprocs: int, runs: int, seconds: float):
 
     what = f"{runs} runs" if runs > 1 else "the run"
     return Interrupted(f"greenlab.ddp: interrupted a {nprocs}-worker torchrun launch ({what}) after "
-                       f"{seconds:.3g} s; its workers are stopped and nothing was recorded", None)
+                       f"{plain_number(seconds)} s; its workers are stopped and nothing was recorded", None)
 
 
 def _run(command: list, env: dict, timeout_s: float) -> tuple:

@@ -32,6 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.base import validation
+from greenlab.base.units import plain_number
 from greenlab.impact import network as _network
 
 
@@ -310,8 +311,8 @@ class FederatedComparison:
             n = run.rounds_to_target
             if n is None:
                 return f"not reached in {len(run.rounds)} (best {run.best_val_accuracy:.1%})"
-            return (f"{n:>3} rounds  {run.compute_joules(n):8.3g} J compute + "
-                    f"{run.network_joules(n):8.3g} J network")
+            return (f"{n:>3} rounds  {plain_number(run.compute_joules(n)):>8} J compute + "
+                    f"{plain_number(run.network_joules(n)):>8} J network")
         lines = [f"{'seed':>4}  {'FedAvg':<44}  centralised"]
         for seed, fed, cen in zip(self.seeds, self.federated, self.centralised):
             lines.append(f"{seed:>4}  {cell(fed):<44}  {cell(cen)}")

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from greenlab.base.units import plain_number
 
 __all__ = ["MODES", "ParallelResult", "run", "staleness_histogram"]
 
@@ -79,7 +80,7 @@ class ParallelResult:
         acc = "-" if self.val_accuracy is None else f"{self.val_accuracy:.1%}"
         return (f"{self.mode}: {self.workers} workers, {got} the target ({acc} validation accuracy) after "
                 f"{self.samples} samples ({self.weight_updates} weight updates), staleness mean {self.mean_staleness:.2f} / max {self.max_staleness} "
-                f"versions; {self.seconds:.2f} s, {self.joules:.3g} J ({kind})")
+                f"versions; {self.seconds:.2f} s, {plain_number(self.joules)} J ({kind})")
 
 
 def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_size: int = 32, lr: float = 0.05,

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from greenlab.base import validation
+from greenlab.base.units import plain_number
 
 
 
@@ -90,9 +91,9 @@ class SpotComparison:
     assumptions: dict
 
     def summary(self) -> str:
-        return (f"on demand: {self.on_demand_hours:.3g} h, {self.on_demand_cost:.4g} money units, "
-                f"{self.on_demand_kwh:.3g} kWh; spot: {self.spot_hours:.3g} h, {self.spot_cost:.4g} money units, "
-                f"{self.spot_kwh:.3g} kWh (checkpoint every {self.interval_hours * 60:.3g} min of compute)")
+        return (f"on demand: {plain_number(self.on_demand_hours)} h, {plain_number(self.on_demand_cost, 4)} money units, "
+                f"{plain_number(self.on_demand_kwh)} kWh; spot: {plain_number(self.spot_hours)} h, {plain_number(self.spot_cost, 4)} money units, "
+                f"{plain_number(self.spot_kwh)} kWh (checkpoint every {plain_number(self.interval_hours * 60)} min of compute)")
 
 
 def spot_vs_on_demand(work_hours: float, on_demand_price_per_hour: float, spot_price_ratio: float,
@@ -224,7 +225,7 @@ class PreemptibleRun:
     def summary(self) -> str:
         every = "never" if self.checkpoint_every is None else f"every {self.checkpoint_every} steps"
         return (f"checkpoint {every}: {self.preemptions} pre-emption(s), {self.lost_steps} steps lost, "
-                f"{self.checkpoints} checkpoint(s) written, {self.seconds:.3g} s, {self.joules:.3g} J"
+                f"{self.checkpoints} checkpoint(s) written, {plain_number(self.seconds)} s, {plain_number(self.joules)} J"
                 f"{' (estimate)' if self.estimated else ''}")
 
 

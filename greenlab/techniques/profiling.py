@@ -35,6 +35,7 @@ from greenlab.training.checkpoint import (
     save_checkpoint,
 )
 from greenlab.base.storage import atomic_write_bytes, clean_stale_tmp  # noqa: F401
+from greenlab.base.units import plain_number
 from greenlab.session.devices import synchronize
 
 
@@ -130,8 +131,8 @@ class TimeSplit:
         return self.data_seconds / total if total > 0 else float("nan")
 
     def summary(self) -> str:
-        line = (f"{self.steps} steps on {self.device}: data {self.data_seconds:.3g} s, compute "
-                f"{self.compute_seconds:.3g} s ({self.data_fraction:.0%} of the time waiting for data)")
+        line = (f"{self.steps} steps on {self.device}: data {plain_number(self.data_seconds)} s, compute "
+                f"{plain_number(self.compute_seconds)} s ({self.data_fraction:.0%} of the time waiting for data)")
         if self.gpu_utilization_percent is not None:
             line += f", GPU utilisation {self.gpu_utilization_percent:.0f}% (NVML)"
         return line + (f"; {self.note}" if self.note else "")

@@ -27,6 +27,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from greenlab.base.units import plain_number
 from greenlab.session.devices import synchronize
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -70,9 +71,9 @@ class Roofline:
         return max(flops / self._peak(dtype), bytes_moved / self.bandwidth_bytes_per_s)
 
     def summary(self) -> str:
-        peaks = ", ".join(f"{d} {f / 1e9:.3g} GFLOP/s" for d, f in self.peak_flops.items())
+        peaks = ", ".join(f"{d} {plain_number(f / 1e9)} GFLOP/s" for d, f in self.peak_flops.items())
         return (f"roofline measured on {self.machine} ({self.device}): peak {peaks} ({self.matmul_n}x{self.matmul_n} "
-                f"matmul); bandwidth {self.bandwidth_bytes_per_s / 1e9:.3g} GB/s (copy of "
+                f"matmul); bandwidth {plain_number(self.bandwidth_bytes_per_s / 1e9)} GB/s (copy of "
                 f"{self.copy_bytes / 2**20:.0f} MiB); ridge point {self.ridge_point():.3g} FLOP/byte (fp32)")
 
     def _peak(self, dtype: str) -> float:
@@ -178,7 +179,7 @@ class Point:
         """One line: counts, intensity, bound, measured throughput against the roof."""
         return (f"{self.label}: {_si(self.flops, 'FLOP')}, {_si(self.bytes, 'B')} per call -> "
                 f"{self.intensity:.3g} FLOP/byte ({roofline.bound(self.intensity, dtype)}); measured "
-                f"{self.seconds * 1e3:.3g} ms, {self.flops_per_s / 1e9:.3g} GFLOP/s = "
+                f"{plain_number(self.seconds * 1e3)} ms, {plain_number(self.flops_per_s / 1e9)} GFLOP/s = "
                 f"{self.share_of_roof(roofline, dtype):.0%} of the roof's "
                 f"{roofline.attainable(self.intensity, dtype) / 1e9:.3g}")
 

@@ -27,8 +27,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from greenlab.training import models
 from greenlab.base import validation
+from greenlab.base.units import plain_number
+from greenlab.training import models
 
 DIRECTIONS = ("max", "min")
 DEFAULT_OBJECTIVES = (("accuracy", "max"), ("joules", "min"))
@@ -227,7 +228,7 @@ class SearchResult:
     def summary(self) -> str:
         est = " (includes estimated energy)" if self.estimated else ""
         return (f"{self.strategy}: {len(self.evaluations)} evaluations, {len(self.front())} on the "
-                f"Pareto front, search energy {self.joules:.4g} J{est}, {self.seconds:.3g} s")
+                f"Pareto front, search energy {plain_number(self.joules, 4)} J{est}, {plain_number(self.seconds)} s")
 
 
 def random_search(space: SearchSpace, evaluate, budget: int, seed: int = 0,

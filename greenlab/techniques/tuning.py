@@ -32,6 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
+from greenlab.base.units import plain_number
 
 __all__ = ["METHODS", "TrialRow", "SweepResult", "TuningComparison", "promote", "rungs", "rule_pruner",
            "sweep", "compare_sweeps", "shared_study", "SharedStudy"]
@@ -150,7 +151,7 @@ class SweepResult:
         kind = "estimate" if self.estimated else "measured"
         chosen = f"best lr {best.lr:.3g} at {best.val_accuracy:.1%} validation accuracy" if best else "no trial completed"
         return (f"{self.method}: {len(self.trials)} trials, {self.pruned} stopped early, {self.steps} training "
-                f"steps, {self.joules:.3g} J ({kind}), {self.seconds:.1f} s; {chosen}")
+                f"steps, {plain_number(self.joules)} J ({kind}), {self.seconds:.1f} s; {chosen}")
 
 
 def sweep(data, model_fn, config, n_trials: int = 8, max_steps: int = 90, min_steps: int = 10, eta: int = 3,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+from greenlab.base.units import plain_number
 from greenlab.energy.flags import MeasuredFlags
 from greenlab.training.provenance import provenance
 
@@ -72,10 +73,10 @@ class RunResult(MeasuredFlags):
         if self.val_accuracy is not None:
             acc += f" (validation {self.val_accuracy:.1%})"
         est = " (CPU energy is an estimate)" if self.estimated else ""
-        line = (f"{self.label or 'run'}: {self.status}, test accuracy {acc}, {self.seconds:.3g} s, "
-                f"{self.joules:.4g} J{est}, {self.samples_per_second:.4g} samples/s")
+        line = (f"{self.label or 'run'}: {self.status}, test accuracy {acc}, {plain_number(self.seconds)} s, "
+                f"{plain_number(self.joules, 4)} J{est}, {plain_number(self.samples_per_second, 4)} samples/s")
         if self.joules_to_target is not None:
-            line += f"; target in {self.seconds_to_target:.3g} s / {self.joules_to_target:.4g} J"
+            line += f"; target in {plain_number(self.seconds_to_target)} s / {plain_number(self.joules_to_target, 4)} J"
         elif self.config.get("target_accuracy") is not None:
             line += f"; target {self.config['target_accuracy']:.1%} NOT reached"
         if self.problems:

@@ -13,6 +13,7 @@ from greenlab.course.checks.core import (
     is_placeholder,
     number_or_none,
 )
+from greenlab.base.units import plain_number
 
 
 def capstone_submission(config: Any, result: Any = None, board: Any = None,
@@ -54,9 +55,9 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
                      "energy: add it with board.add_result(name, run).")
     entry = mine[-1]
     rank = next((e["rank"] for e in board.ranked() if e.get("id") == entry.get("id")), None)
-    return Check(name, PASSED, f"your recipe reached the target with {result.joules_to_target:.4g} J "
+    return Check(name, PASSED, f"your recipe reached the target with {plain_number(result.joules_to_target, 4)} J "
                  f"(rank {rank} of {len(board.entries())} on the leaderboard).",
-                 [f"time to target {result.seconds_to_target:.3g} s; CO2e of the whole run "
+                 [f"time to target {plain_number(result.seconds_to_target)} s; CO2e of the whole run "
                   f"{entry.get('co2e_g', float('nan')):.3g} g"
                   + (" (energy is an estimate)" if result.estimated else "")])
 

@@ -14,6 +14,7 @@ from greenlab.course.checks.core import (
     is_placeholder,
     number_or_none,
 )
+from greenlab.base.units import plain_number
 
 
 def joules_per_gflop(fn: Any) -> Check:
@@ -89,13 +90,13 @@ def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energ
     if lost:
         problems.append("the measurement is incomplete: " + "; ".join(lost))
     if seconds < min_seconds:
-        problems.append(f"the window lasted {seconds:.3g} s; make it last at least "
+        problems.append(f"the window lasted {plain_number(seconds)} s; make it last at least "
                         f"{min_seconds:g} s so the counters move many times.")
     if problems:
         return Check(name, FAILED, f"{len(problems)} problem(s) with this window.", problems)
     sources = ", ".join(f"{k} {c.source}{' (estimate)' if c.estimated else ''}"
                         for k, c in components.items())
-    return Check(name, PASSED, f"{joules:.4g} J over {seconds:.3g} s from {sources}.")
+    return Check(name, PASSED, f"{plain_number(joules, 4)} J over {plain_number(seconds)} s from {sources}.")
 
 
 def counter_joules(fn: Any) -> Check:

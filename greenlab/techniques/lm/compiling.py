@@ -38,6 +38,7 @@ from greenlab.techniques.lm.model import (
     make_optimizer,
     train_step,
 )
+from greenlab.base.units import plain_number
 
 
 @dataclasses.dataclass
@@ -110,11 +111,11 @@ class CompileMeasurement:
 
     def summary(self) -> str:
         est = " (estimate)" if self.estimated else ""
-        lines = [f"first compiled step: {self.first_step_seconds:.3g} s, {self.first_step_joules:.4g} J{est} "
+        lines = [f"first compiled step: {plain_number(self.first_step_seconds)} s, {plain_number(self.first_step_joules, 4)} J{est} "
                  f"({self.cache})",
-                 f"one step: eager {self.step_seconds('eager') * 1e3:.3g} ms, compiled "
-                 f"{self.step_seconds('compiled') * 1e3:.3g} ms; compile cost {self.compile_seconds:.3g} s, "
-                 f"{self.compile_joules:.4g} J{est}"]
+                 f"one step: eager {plain_number(self.step_seconds('eager') * 1e3)} ms, compiled "
+                 f"{plain_number(self.step_seconds('compiled') * 1e3)} ms; compile cost {plain_number(self.compile_seconds)} s, "
+                 f"{plain_number(self.compile_joules, 4)} J{est}"]
         for metric, word in (("seconds", "time"), ("joules", "energy")):
             steps = self.reported_break_even(metric)
             if steps is not None:
@@ -204,7 +205,7 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
     with _no_cuda_home_notice(), measure("first compiled step", sources=sources) as first:
         compiled_loss = variants["compiled"].run(1)
     cache = _cache_state(before, _cache_counters())
-    lines.done(f"{first.result.seconds:.3g} s ({cache})")
+    lines.done(f"{plain_number(first.result.seconds)} s ({cache})")
     if not math.isfinite(compiled_loss):
         raise RuntimeError(
             f"the compiled model computed a loss of {compiled_loss} on the first batch, where the eager model "

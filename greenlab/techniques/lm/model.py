@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.base import progress, validation
+from greenlab.base.units import plain_number
 from greenlab.energy.flags import MeasuredFlags
 from greenlab.session.devices import synchronize
 
@@ -209,7 +210,7 @@ class TinyGPT(nn.Module):
         params = 12 * n_layers * d_model**2 + (vocab + max_seq_len) * d_model
         if params > MAX_PARAMS:
             raise ValueError(f"d_model {d_model}, n_layers {n_layers}, max_seq_len {max_seq_len} and vocab "
-                             f"{vocab} make about {params:.3g} parameters, more than {MAX_PARAMS:.3g} "
+                             f"{vocab} make about {plain_number(params)} parameters, more than {MAX_PARAMS:.3g} "
                              "(8 GiB in fp32): choose smaller sizes")
         self.checkpoint = validation.flag("checkpoint", checkpoint)
         self.max_seq_len = max_seq_len
@@ -356,11 +357,11 @@ class LMRun(MeasuredFlags):
 
     def summary(self) -> str:
         est = " (estimate)" if self.estimated else ""
-        line = (f"{self.label or 'run'}: {self.steps} steps, {self.tokens:,} tokens, {self.seconds:.3g} s, "
-                f"{self.joules:.4g} J{est}, {self.joules_per_token * 1e6:.4g} uJ/token, "
+        line = (f"{self.label or 'run'}: {self.steps} steps, {self.tokens:,} tokens, {plain_number(self.seconds)} s, "
+                f"{plain_number(self.joules, 4)} J{est}, {self.joules_per_token * 1e6:.4g} uJ/token, "
                 f"val loss {self.val_loss:.3f}")
         if self.joules_to_target is not None:
-            line += f"; target loss in {self.seconds_to_target:.3g} s / {self.joules_to_target:.4g} J"
+            line += f"; target loss in {plain_number(self.seconds_to_target)} s / {plain_number(self.joules_to_target, 4)} J"
         return line
 
 
