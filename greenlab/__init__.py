@@ -29,6 +29,7 @@ from greenlab.impact.carbon import (
     intensity,
     regions,
 )
+from greenlab.base.units import format_energy, plain_number  # readable figures: '3.6 kJ', '1,080'
 from greenlab.impact import report, scheduling  # noqa: E402
 
 # --- harness (setup, data, models, training, experiments) ---
