@@ -46,6 +46,7 @@ def interrupted_run(who: str, result, total_steps: int, where: str = "gl.last_in
     label = f" {result.label!r}" if result.label else ""
     est = " (estimate)" if result.estimated else ""
     line = (f"{who}: interrupted{label} at step {result.steps} of {total_steps}, after "
-            f"{plain_number(result.seconds)} s and {plain_number(result.joules, 4)} J{est}; the partial run is in {where}; "
+            f"{plain_number(result.seconds)} s and {plain_number(result.joules, 4)} J{est}; "
+            f"the partial run is in {where}; "
             "a variable this cell assigns keeps its previous value")
     return remember_interrupted(line, result)

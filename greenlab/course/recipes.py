@@ -346,7 +346,8 @@ class LrTuning:
 
     def table(self) -> str:
         lines = [f"{self.label}: {len(self.rows)} learning rates, at most {self.samples_per_candidate} samples "
-                 f"each (validation accuracy), {plain_number(self.joules, 4)} J in all{' (estimate)' if self.estimated else ''}"]
+                 f"each (validation accuracy), {plain_number(self.joules, 4)} J in all"
+                 f"{' (estimate)' if self.estimated else ''}"]
         for r in self.rows:
             acc = "-" if r["val_accuracy"] is None else f"{r['val_accuracy']:.1%}"
             mark = "  <- chosen" if r["lr"] == self.best_lr else ""

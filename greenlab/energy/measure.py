@@ -137,7 +137,8 @@ class Measurement:
     def summary(self) -> str:
         """One readable line: time, energy, power, where each figure comes from, and what is
         missing ("incomplete: ...") when something could not be measured."""
-        parts = [f"{self.label}: {plain_number(self.seconds)} s, {plain_number(self.joules, 4)} J ({plain_number(self.watts)} W)"]
+        parts = [f"{self.label}: {plain_number(self.seconds)} s, {plain_number(self.joules, 4)} J "
+                 f"({plain_number(self.watts)} W)"]
         if self.idle_watts is not None:
             parts.append(f"{plain_number(self.joules_above_idle, 4)} J above idle "
                          f"({plain_number(self.idle_watts)} W idle)")

@@ -73,8 +73,9 @@ class ScaleToZero:
     added_wait_s: float
 
     def summary(self) -> str:
-        return (f"{self.busy_hours:g} busy hours of {self.hours:g}: always on, {plain_number(self.always_on_idle_kwh)} kWh of "
-                f"idle; scaled to zero, {self.starts} cold starts cost {plain_number(self.cold_start_kwh)} kWh and add "
+        return (f"{self.busy_hours:g} busy hours of {self.hours:g}: always on, "
+                f"{plain_number(self.always_on_idle_kwh)} kWh of idle; scaled to zero, {self.starts} cold starts "
+                f"cost {plain_number(self.cold_start_kwh)} kWh and add "
                 f"{plain_number(self.added_wait_s / 60)} min of waiting; saved {plain_number(self.saved_kwh)} kWh "
                 f"(break-even at {plain_number(self.break_even_starts)} starts)")
 

@@ -191,7 +191,8 @@ class DDPResult:
                 energy += " (INCOMPLETE: " + "; ".join(self.energy_problems) + ")"
         return (f"{self.label or 'ddp'}: {self.nprocs} worker(s) [{self.backend}/{self.device}], "
                 f"global batch {self.global_batch}, {self.steps} steps, {plain_number(self.train_seconds)} s "
-                f"training ({plain_number(self.wall_seconds)} s launch), {plain_number(self.samples_per_second, 4)} samples/s, "
+                f"training ({plain_number(self.wall_seconds)} s launch), "
+                f"{plain_number(self.samples_per_second, 4)} samples/s, "
                 f"accuracy {self.final_accuracy:.1%}, {energy}")
 
     def to_dict(self) -> dict:

@@ -92,8 +92,9 @@ class SpotComparison:
 
     def summary(self) -> str:
         return (f"on demand: {plain_number(self.on_demand_hours)} h, {plain_number(self.on_demand_cost, 4)} money units, "
-                f"{plain_number(self.on_demand_kwh)} kWh; spot: {plain_number(self.spot_hours)} h, {plain_number(self.spot_cost, 4)} money units, "
-                f"{plain_number(self.spot_kwh)} kWh (checkpoint every {plain_number(self.interval_hours * 60)} min of compute)")
+                f"{plain_number(self.on_demand_kwh)} kWh; spot: {plain_number(self.spot_hours)} h, "
+                f"{plain_number(self.spot_cost, 4)} money units, {plain_number(self.spot_kwh)} kWh "
+                f"(checkpoint every {plain_number(self.interval_hours * 60)} min of compute)")
 
 
 def spot_vs_on_demand(work_hours: float, on_demand_price_per_hour: float, spot_price_ratio: float,
@@ -225,7 +226,8 @@ class PreemptibleRun:
     def summary(self) -> str:
         every = "never" if self.checkpoint_every is None else f"every {self.checkpoint_every} steps"
         return (f"checkpoint {every}: {self.preemptions} pre-emption(s), {self.lost_steps} steps lost, "
-                f"{self.checkpoints} checkpoint(s) written, {plain_number(self.seconds)} s, {plain_number(self.joules)} J"
+                f"{self.checkpoints} checkpoint(s) written, {plain_number(self.seconds)} s, "
+                f"{plain_number(self.joules)} J"
                 f"{' (estimate)' if self.estimated else ''}")
 
 

@@ -111,11 +111,11 @@ class CompileMeasurement:
 
     def summary(self) -> str:
         est = " (estimate)" if self.estimated else ""
-        lines = [f"first compiled step: {plain_number(self.first_step_seconds)} s, {plain_number(self.first_step_joules, 4)} J{est} "
-                 f"({self.cache})",
+        lines = [f"first compiled step: {plain_number(self.first_step_seconds)} s, "
+                 f"{plain_number(self.first_step_joules, 4)} J{est} ({self.cache})",
                  f"one step: eager {plain_number(self.step_seconds('eager') * 1e3)} ms, compiled "
-                 f"{plain_number(self.step_seconds('compiled') * 1e3)} ms; compile cost {plain_number(self.compile_seconds)} s, "
-                 f"{plain_number(self.compile_joules, 4)} J{est}"]
+                 f"{plain_number(self.step_seconds('compiled') * 1e3)} ms; "
+                 f"compile cost {plain_number(self.compile_seconds)} s, {plain_number(self.compile_joules, 4)} J{est}"]
         for metric, word in (("seconds", "time"), ("joules", "energy")):
             steps = self.reported_break_even(metric)
             if steps is not None:

@@ -361,7 +361,8 @@ class LMRun(MeasuredFlags):
                 f"{plain_number(self.joules, 4)} J{est}, {self.joules_per_token * 1e6:.4g} uJ/token, "
                 f"val loss {self.val_loss:.3f}")
         if self.joules_to_target is not None:
-            line += f"; target loss in {plain_number(self.seconds_to_target)} s / {plain_number(self.joules_to_target, 4)} J"
+            line += (f"; target loss in {plain_number(self.seconds_to_target)} s / "
+                     f"{plain_number(self.joules_to_target, 4)} J")
         return line
 
 
