@@ -52,8 +52,6 @@ def format_energy(joules: float, small_units: bool = False) -> str:
     never an exponent). ``small_units``: below 1 J write mJ and µJ ("2.13 mJ"), for tables read
     by people who know them; a statement for a general reader keeps J."""
     joules = _number("joules", joules)
-    if joules == 0:
-        return "0 J"
     ladder = _ENERGY_UNITS + (_SMALL_ENERGY_UNITS if small_units else ())
     return format_scaled(joules, ladder)
 
@@ -61,11 +59,14 @@ def format_energy(joules: float, small_units: bool = False) -> str:
 def format_scaled(value: float, units, figures: int = 3) -> str:
     """``value`` in the largest of ``units`` ((scale, name) pairs, largest first) in which it
     reads at least 1 once rounded, else in the last: ``format_scaled(4560, ((1e3, "kg"), (1, "g")))``
-    gives "4.56 kg", and 999.7 g gives "1 kg", not "1e+03 g"."""
+    gives "4.56 kg", and 999.7 g gives "1 kg", not "1e+03 g". Zero reads in the unit of scale 1
+    when there is one ("0 J", not "0 µJ")."""
     value = _number("value", value)
     units = tuple(units)
     if not units:
         raise ValueError("units must hold at least one (scale, name) pair, e.g. ((1e3, 'kJ'), (1, 'J'))")
+    if value == 0:
+        return f"0 {next((name for scale, name in units if scale == 1), units[-1][1])}"
     for scale, name in units:
         if abs(_round_figures(value / scale, figures)) >= 1:
             return f"{plain_number(value / scale, figures)} {name}"

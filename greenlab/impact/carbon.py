@@ -195,8 +195,6 @@ def format_mass(grams: float) -> str:
     """Readable mass: '12.3 g', '4.56 kg', '7.8 t', '0.42 mg' (three significant figures, never
     an exponent; below 1 g in milligrams)."""
     grams = _non_negative(grams, "grams")
-    if grams == 0:
-        return "0 g"
     return format_scaled(grams, ((1e6, "t"), (1e3, "kg"), (1.0, "g"), (1e-3, "mg")))
 
 

@@ -462,7 +462,8 @@ def recipe_statement(comparison, baseline: str, candidate: str, region: str = "W
 
     def amount(j):
         grams = carbon.co2e_g(j, grid)
-        return f"{format_energy(j)} ({plain_number(j / 3600, 2)} Wh, {carbon.format_mass(grams)} CO2e on the {grid.name} grid)"
+        return (f"{format_energy(j)} ({plain_number(j / 3600, 2)} Wh, {carbon.format_mass(grams)} CO2e "
+                f"on the {grid.name} grid)")
 
     how = ("estimated from a CPU power model (uncertain by about a factor of two either way)"
            if comparison.estimated else "measured by the hardware's energy counters")
