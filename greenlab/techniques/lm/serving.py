@@ -223,8 +223,10 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
     quantization = optional.quiet_import("torchao.quantization")
     in_blocks = {id(m) for m in blocks.modules() if type(m) is nn.Linear}
     # set_inductor_config=False: eager serving; torchao would otherwise change torch.compile's
-    # global settings for the whole process
-    quantization.quantize_(model, quantization.Int8WeightOnlyConfig(set_inductor_config=False),
+    # global settings for the whole process. version=2 (torchao's Int8Tensor, the only layout from
+    # 0.18 on) named, so torchao 0.17, the release built for torch 2.11, stores the same bytes
+    # instead of its older default, whose zero point per row is an int64
+    quantization.quantize_(model, quantization.Int8WeightOnlyConfig(version=2, set_inductor_config=False),
                            filter_fn=lambda module, name: id(module) in in_blocks)
     return model
 
