@@ -120,7 +120,7 @@ def test_targets_and_verdicts_follow_the_rounds():
 
     def run(accs, joules, one_off=0):
         rounds = [federated.RoundRecord(i + 1, a, j, 1.0, 100, [j], [1.0]) for i, (a, j) in enumerate(zip(accs, joules))]
-        return federated.FederatedRun("x", rounds, 0.5, [10], 100, one_off, fig, True, {})
+        return federated.FederatedRun("x", rounds, 0.5, [10], 100, one_off, fig)
 
     r = run([0.2, 0.6, 0.7], [1.0, 2.0, 4.0])
     assert r.rounds_to_target == 2 and r.compute_joules_to_target == 3.0

@@ -81,3 +81,17 @@ def test_checked_outputs_write_plain_numbers(path):
                 continue
             text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
             assert re.search(r"\de[+-]\d+ *(?:[kM]?J|s|h|min|k?Wh|W|m?g|money)\b", text) is None, (copy.name, text)
+
+
+@pytest.mark.parametrize("path", INSTRUCTOR, ids=lambda p: p.stem)
+def test_lessons_say_how_energy_was_measured_through_the_library(path):
+    # a phrase written in a cell ('estimated from a CPU power model' if run.estimated else 'measured')
+    # is wrong where part of a figure was measured (a GPU's counter beside the CPU's estimate):
+    # gl.report.how_measured reads the result's own sources
+    for kind, src in _cells(path):
+        if kind != "code":
+            continue
+        for line in src.splitlines():
+            if line.lstrip().startswith("#"):
+                continue
+            assert not re.search(r"power model|energy counter|measured by the hardware", line), (path.name, line)

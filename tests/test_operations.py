@@ -152,6 +152,11 @@ def test_compare_reads_pairs_its_repeats(tmp_path):
     assert c.files == {"small files": 30, "tar shards": 4}
     assert all(len(v) == 3 for v in c.seconds.values()) and c.paired("joules").n == 3
     assert all(n >= 1 for n in c.passes.values())
+    # the flags come from the six windows themselves (each a layout's repeat)
+    assert [label for label, _ in c.measurements()] == ["small files repeat 1", "tar shards repeat 1",
+                                                         "tar shards repeat 2", "small files repeat 2",
+                                                         "small files repeat 3", "tar shards repeat 3"]
+    assert c.estimated == any(m.estimated for _, m in c.windows) and c.complete
 
 
 def test_checkpoint_write_cost_fills_its_window(tmp_path):

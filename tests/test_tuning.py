@@ -2,11 +2,14 @@
 pruner prunes the same trials as Optuna's SuccessiveHalvingPruner, and the full sweep and the
 pruned one see the same candidates."""
 
+import math
 import random
 import warnings
 
 import pytest
 
+from greenlab.energy import Measurement
+from greenlab.energy.provenance import how_measured
 from greenlab.techniques import tuning
 
 
@@ -66,6 +69,9 @@ def test_a_rule_pruner_with_promote_prunes_exactly_what_optunas_pruner_prunes(sm
     assert all(t.steps == 36 for t in full.trials) and asha.steps < full.steps
     assert all(t.steps in (4, 12, 36) for t in asha.trials)
     assert all(t.joules > 0 for t in asha.trials)
+    # each trial keeps its run's energy window, so the sweep says how its energy was obtained
+    assert all(math.isclose(t.energy.joules, t.joules) and t.energy.estimated == t.estimated for t in full.trials)
+    assert how_measured(full) == how_measured([t.energy for t in full.trials])
     # a rule that keeps everyone prunes nothing
     keep_all = tuning.sweep(ds, model_fn, cfg, method="rule", rule=lambda s, e: range(len(s)), **kw)
     assert keep_all.pruned == 0
@@ -99,3 +105,5 @@ def test_two_processes_share_one_study_through_a_journal_file(small, tmp_path):
     assert sorted(by_worker) == [0, 1] and all(len(v) == 2 for v in by_worker.values())
     assert sorted(t.number for t in shared.trials) == [0, 1, 2, 3]  # one numbering: one study
     assert len(set(shared.pids.values())) == 2 and set(shared.returncodes.values()) == {0}
+    # the workers' energy windows came back through the journal whole
+    assert all(isinstance(t.energy, Measurement) and math.isclose(t.energy.joules, t.joules) for t in shared.trials)

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from greenlab.base.units import plain_number
 from greenlab.energy.sources import EnergySource, discover
@@ -170,6 +170,18 @@ class Measurement:
             "problems": list(self.problems),
             "children": [c.to_dict() for c in self.children],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Measurement":
+        """The measurement ``to_dict`` wrote (as stored in the results log or passed between
+        processes); the derived figures (joules, watts, flags) are computed again from it."""
+        known = {f.name for f in fields(ComponentEnergy)}
+        return cls(label=data["label"], seconds=data["seconds"],
+                   components={k: ComponentEnergy(**{n: v for n, v in c.items() if n in known})
+                               for k, c in data["components"].items()},
+                   idle_watts=data.get("idle_watts"), warnings=list(data.get("warnings", [])),
+                   children=[cls.from_dict(c) for c in data.get("children", [])],
+                   problems=list(data.get("problems", [])))
 
     def __repr__(self) -> str:
         return f"<Measurement {self.summary()}>"

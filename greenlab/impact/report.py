@@ -20,8 +20,8 @@ add in quadrature: u_E = sqrt(sum (r_i x E_i)^2). CO2e inherits u_E / E; an opti
 relative uncertainty of the grid intensity is added in quadrature too. PUE is taken
 as exact (it is stated, not measured here).
 
-``how_measured(run)`` says the same provenance and uncertainty in one phrase, for the
-statements learners write for a general reader.
+``how_measured(result)`` (from ``greenlab.energy.provenance``) says the same provenance and
+uncertainty in one phrase, for the statements learners write for a general reader.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from greenlab.energy.provenance import how_measured  # noqa: F401  (gl.report.how_measured)
 from greenlab.impact import carbon
 from greenlab.base.units import JOULES_PER_KWH, format_energy, plain_number
 
@@ -250,26 +251,6 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
     return CarbonStatement(markdown="\n".join(lines) + "\n", values=values)
 
 
-def how_measured(run) -> str:
-    """How ``run``'s energy was obtained, in words for a general reader, with its uncertainty:
-    "estimated from a CPU power model (uncertain by about ±100%)" or "measured by the hardware's
-    energy counters (±5%)". ``run``: as for ``carbon_statement``. A figure that lost part of its
-    energy says it is a lower bound."""
-    info = _energy_info(run)
-    band = f"{_relative_uncertainty(info):.0%}"
-    estimated = [c for c in info["components"] if c["estimated"]]
-    if not estimated:
-        words = f"measured by the hardware's energy counters (±{band})"
-    elif len(estimated) == len(info["components"]):
-        words = f"estimated from a {_estimated_parts(estimated)} power model (uncertain by about ±{band})"
-    else:
-        words = (f"partly measured by the hardware's energy counters and partly estimated from a "
-                 f"{_estimated_parts(estimated)} power model (uncertain by about ±{band} in all)")
-    if info["problems"]:
-        words += ", and a lower bound, since part of the energy could not be measured"
-    return words
-
-
 def datasheet_efficiency(precision: str = "bf16") -> list[dict]:
     """Peak TFLOPS per TDP watt of each GPU in ``cited_tables/gpus.csv`` for ``precision``
     ("fp32", "tf32", "bf16", "fp16" or "int8"), highest first.
@@ -374,12 +355,6 @@ def _relative_uncertainty(info: dict) -> float:
     joules = info["joules"]
     u_joules = math.sqrt(sum((c["rel_uncertainty"] * c["joules"]) ** 2 for c in info["components"]))
     return u_joules / joules if joules > 0 else 0.0
-
-
-def _estimated_parts(components: list) -> str:
-    """'CPU', 'GPU' or 'CPU and GPU' for the estimated components (the part before any ':')."""
-    kinds = sorted({c["component"].split(":")[0].upper() for c in components})
-    return " and ".join(kinds)
 
 
 def _problems(run) -> list:

@@ -33,6 +33,8 @@ import torch.nn.functional as F
 
 from greenlab.base import validation
 from greenlab.base.units import plain_number
+from greenlab.energy.flags import PooledFlags
+from greenlab.energy.provenance import how_measured
 from greenlab.impact import network as _network
 
 
@@ -118,7 +120,8 @@ def raw_data_bytes(x: torch.Tensor, y: torch.Tensor | None = None) -> int:
 @dataclass
 class RoundRecord:
     """One round: the validation accuracy after it, the measured compute (joules, seconds) of
-    all clients' local training, each client's share, and the bytes sent."""
+    all clients' local training, each client's share, the bytes sent, and the round's energy
+    window (``energy``, a ``Measurement``: its sources, estimate flag and problems)."""
 
     round: int
     val_accuracy: float
@@ -128,12 +131,14 @@ class RoundRecord:
     client_joules: list
     client_seconds: list
     short_window: bool = False
+    energy: object = None
 
 
 @dataclass
-class FederatedRun:
+class FederatedRun(PooledFlags):
     """A run of the rounds loop. ``one_off_bytes``: bytes sent once before training (the
-    centralised arm's data upload). ``target``: the validation accuracy it trains towards."""
+    centralised arm's data upload). ``target``: the validation accuracy it trains towards.
+    ``estimated``, ``complete``, ``problems`` and ``sources`` come from the rounds' windows."""
 
     label: str
     rounds: list
@@ -142,10 +147,12 @@ class FederatedRun:
     bytes_per_round: int
     one_off_bytes: int
     network: _network.NetworkFigure
-    estimated: bool
-    sources: dict
     test_accuracy: float | None = None
     model: nn.Module | None = field(default=None, repr=False)
+
+    def measurements(self) -> list:
+        """(label, Measurement) of every round's energy window."""
+        return [(f"{self.label} round {r.round}", r.energy) for r in self.rounds if r.energy is not None]
 
     @property
     def rounds_to_target(self) -> int | None:
@@ -226,7 +233,7 @@ def run_federated(model_fn, data, splits, rounds: int, local_epochs: int = 1, ba
     counts = [int(s.numel()) for s in splits]
     x_all, y_all = data.train_x.cpu(), data.train_y.cpu()
     per_round_bytes = round_bytes(global_model.state_dict(), len(splits)) if exchange else 0
-    history, estimated, sources = [], False, {}
+    history = []
     for r in range(1, rounds + 1):
         states, seconds = [], []
         with warnings.catch_warnings(record=True) as caught:
@@ -245,18 +252,16 @@ def run_federated(model_fn, data, splits, rounds: int, local_epochs: int = 1, ba
             if not issubclass(w.category, ShortWindowWarning):
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         result = window.result
-        estimated, sources = estimated or result.estimated, result.sources
         global_model.load_state_dict(states[0] if len(states) == 1 else aggregate(states, counts))
         total_s = sum(seconds) or 1.0
         history.append(RoundRecord(round=r, val_accuracy=_accuracy(global_model, data.val_x, data.val_y),
                                    joules=result.joules, seconds=result.seconds, bytes_sent=per_round_bytes,
                                    client_joules=[result.joules * s / total_s for s in seconds],
-                                   client_seconds=seconds, short_window=short))
+                                   client_seconds=seconds, short_window=short, energy=result))
         if stop_at_target and target_accuracy is not None and history[-1].val_accuracy >= target_accuracy:
             break
     return FederatedRun(label=label, rounds=history, target=target_accuracy, client_samples=counts,
                         bytes_per_round=per_round_bytes, one_off_bytes=int(one_off_bytes), network=network,
-                        estimated=estimated, sources=sources,
                         test_accuracy=_accuracy(global_model, data.test_x, data.test_y), model=global_model)
 
 
@@ -302,6 +307,11 @@ class FederatedComparison:
         return sum(run.rounds_to_target is not None for run in runs)
 
     @property
+    def runs(self) -> dict:
+        """Arm -> its runs, one per repeat: "FedAvg" and "centralised"."""
+        return {"FedAvg": self.federated, "centralised": self.centralised}
+
+    @property
     def estimated(self) -> bool:
         return any(run.estimated for run in self.federated + self.centralised)
 
@@ -316,8 +326,7 @@ class FederatedComparison:
         lines = [f"{'seed':>4}  {'FedAvg':<44}  centralised"]
         for seed, fed, cen in zip(self.seeds, self.federated, self.centralised):
             lines.append(f"{seed:>4}  {cell(fed):<44}  {cell(cen)}")
-        kind = "a CPU estimate" if self.estimated else "measured"
-        lines.append(f"(compute {kind}; network = bytes counted x {self.federated[0].network.kwh_per_gb:g} kWh/GB, "
+        lines.append(f"(compute: {how_measured(self, short=True)}; network = bytes counted x {self.federated[0].network.kwh_per_gb:g} kWh/GB, "
                      f"published {self.federated[0].network.year})")
         return "\n".join(lines)
 

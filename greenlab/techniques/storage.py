@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from greenlab.base import validation
+from greenlab.energy.flags import PooledFlags
 
 # Bytes per parameter of a checkpoint that can resume mixed-precision AdamW training: fp32 master
 # weights (4), Adam's first and second moments in fp32 (4 + 4), and the bf16 working copy (2);
@@ -133,10 +134,11 @@ def read_shards(paths, sample_shape) -> tuple:
 
 
 @dataclass
-class ReadComparison:
+class ReadComparison(PooledFlags):
     """Per-repeat seconds and joules of reading the whole dataset once from each layout (a
     window's figure divided by its ``passes[layout]`` reads; repeat r of both layouts is one
-    pair), the files' counts and sizes, and the energy flag."""
+    pair), the files' counts and sizes, and every window's ``Measurement`` (``windows``), from
+    which ``estimated``, ``complete``, ``problems`` and ``sources`` are read."""
 
     samples: int
     passes: dict
@@ -144,7 +146,10 @@ class ReadComparison:
     joules: dict
     files: dict
     bytes_on_disk: dict
-    estimated: bool
+    windows: list  # (label, Measurement), one per window, in the order they ran
+
+    def measurements(self) -> list:
+        return list(self.windows)
 
     def paired(self, metric: str = "seconds"):
         """The shards against the small files, paired by repeat (``gl.experiments.paired``)."""
@@ -183,7 +188,7 @@ def compare_reads(x: torch.Tensor, y: torch.Tensor, folder, repeats: int = 3, pa
         per_window[name] = max(passes, math.ceil(min_window_s / max(once, 1e-6)))
     seconds = {name: [] for name in readers}
     joules = {name: [] for name in readers}
-    estimated = False
+    windows = []
     for r in range(repeats):
         order = list(readers) if r % 2 == 0 else list(readers)[::-1]
         for name in order:
@@ -193,12 +198,12 @@ def compare_reads(x: torch.Tensor, y: torch.Tensor, folder, repeats: int = 3, pa
                     readers[name]()
                 seconds[name].append((time.perf_counter() - t0) / per_window[name])
             joules[name].append(window.result.joules / per_window[name])
-            estimated = estimated or bool(window.result.estimated)
+            windows.append((f"{name} repeat {r + 1}", window.result))
     sizes = {"small files": sum(p.stat().st_size for p in small.iterdir()),
              "tar shards": sum(p.stat().st_size for p in shards)}
     files = {"small files": len(y), "tar shards": len(shards)}
     return ReadComparison(samples=len(y), passes=per_window, seconds=seconds, joules=joules, files=files,
-                          bytes_on_disk=sizes, estimated=estimated)
+                          bytes_on_disk=sizes, windows=windows)
 
 
 def format_bytes(n: float) -> str:

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 from greenlab.base.units import plain_number
+from greenlab.energy.measure import Measurement
+from greenlab.energy.provenance import how_measured
 
 __all__ = ["METHODS", "TrialRow", "SweepResult", "TuningComparison", "promote", "rungs", "rule_pruner",
            "sweep", "compare_sweeps", "shared_study", "SharedStudy"]
@@ -95,7 +97,8 @@ def rule_pruner(rule: Callable[[list, int], Sequence[int]], min_steps: int, eta:
 @dataclass
 class TrialRow:
     """One candidate: its learning rate, how far it trained, its last validation accuracy, what it
-    cost (joules, seconds; ``estimated`` when the energy is a CPU estimate), and how it ended."""
+    cost (joules, seconds; ``estimated`` when the energy is a CPU estimate), how it ended, and its
+    run's energy window (``energy``, a ``Measurement``, as the trial's process recorded it)."""
 
     number: int
     lr: float
@@ -106,6 +109,7 @@ class TrialRow:
     state: str  # "complete" or "pruned"
     estimated: bool = True
     worker: int | None = None
+    energy: object = None
 
 
 @dataclass
@@ -132,6 +136,10 @@ class SweepResult:
     def estimated(self) -> bool:
         return any(t.estimated for t in self.trials)
 
+    def measurements(self) -> list:
+        """(label, Measurement) of every trial's run, for ``how_measured``."""
+        return [(f"trial {t.number}", t.energy) for t in self.trials if t.energy is not None]
+
     @property
     def best(self) -> TrialRow | None:
         """The completed trial with the best validation accuracy (pruned ones never win)."""
@@ -148,7 +156,7 @@ class SweepResult:
 
     def summary(self) -> str:
         best = self.best
-        kind = "estimate" if self.estimated else "measured"
+        kind = how_measured(self, short=True) if self.measurements() else ("estimate" if self.estimated else "measured")
         chosen = f"best lr {best.lr:.3g} at {best.val_accuracy:.1%} validation accuracy" if best else "no trial completed"
         return (f"{self.method}: {len(self.trials)} trials, {self.pruned} stopped early, {self.steps} training "
                 f"steps, {plain_number(self.joules)} J ({kind}), {self.seconds:.1f} s; {chosen}")
@@ -329,6 +337,8 @@ class _Objective:
         trial.set_user_attr("seconds", float(res.seconds))
         trial.set_user_attr("steps", int(res.steps))
         trial.set_user_attr("estimated", bool(res.estimated))
+        if res.energy is not None:
+            trial.set_user_attr("energy", res.energy.to_dict())
         trial.set_user_attr("val_accuracy", res.val_accuracy)
         if self.worker is not None:
             trial.set_user_attr("worker", int(self.worker))
@@ -369,7 +379,8 @@ def _rows(study) -> list:
         rows.append(TrialRow(t.number, float(t.params["lr"]), int(a.get("steps", 0)), a.get("val_accuracy"),
                              float(a.get("joules", 0.0)), float(a.get("seconds", 0.0)),
                              "complete" if t.state == optuna.trial.TrialState.COMPLETE else "pruned",
-                             bool(a.get("estimated", True)), a.get("worker")))
+                             bool(a.get("estimated", True)), a.get("worker"),
+                             Measurement.from_dict(a["energy"]) if a.get("energy") else None))
     return rows
 
 
