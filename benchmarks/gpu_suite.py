@@ -6,6 +6,7 @@
     python benchmarks/gpu_suite.py --out DIR --dry-run        # the CPU rehearsal (tiny sizes)
     python benchmarks/gpu_suite.py --unpack DIR/gpu_suite_records.json --into data/reference_runs
     python benchmarks/gpu_wheels.py                           # wheels for the GPU machine (needs pip's network)
+    python benchmarks/gpu_rehearsal.py                        # the dry run on the GPU machine's software stack
 
 Carried wheels: ``benchmarks/gpu_wheels.py``, run where pip reaches the package index, fills the
 git-ignored ``.cache/gpu-wheels/`` with the CPython 3.12 manylinux wheels the GPU machine lacks:

@@ -762,3 +762,21 @@ def test_the_wheel_folder_drops_the_optional_wheels_that_do_not_fit_the_carry_li
     assert gpu_wheels.drop_what_does_not_fit(tmp_path, tree=5.0, limit=6) == ["torchao-0.17.0-cp310-abi3-x.whl"]
     assert gpu_wheels._name(Path("typing_extensions-4.16.0-py3-none-any.whl")) in gpu_wheels.ON_THE_MACHINE
     assert gpu_wheels.tree_mib() < gpu_wheels.CARRY_LIMIT_MIB
+
+
+def test_the_rehearsal_names_every_failed_experiment_and_lesson_and_nothing_else(tmp_path):
+    from benchmarks import gpu_rehearsal
+
+    rows = [{"label": "carbon", "status": "ok"}, {"label": "ddp_scaling", "status": "not selected (--only)"},
+            {"label": "capstone", "status": "killed by the watchdog after 184 s"},
+            {"label": "lesson 03_gradient_accumulation", "status": "passed"},
+            {"label": "lesson 11_adapting_and_serving", "status": "failed: cell 22 (code cell 14) failed: AssertionError"},
+            {"label": "total", "seconds": 149.0}]  # a row without a status is no experiment
+    bundle = tmp_path / gs.BUNDLE
+    bundle.write_text(json.dumps({"records": [{"experiment": gs.SUMMARY, "results": rows}]}), encoding="utf-8")
+    assert gpu_rehearsal.failures(bundle) == [
+        "capstone: killed by the watchdog after 184 s",
+        "lesson 11_adapting_and_serving: failed: cell 22 (code cell 14) failed: AssertionError"]
+    assert gpu_rehearsal.failures(tmp_path / "missing.json")[0].startswith("no bundle at")
+    bundle.write_text(json.dumps({"records": []}), encoding="utf-8")
+    assert gpu_rehearsal.failures(bundle) == ["the bundle has no summary record"]
