@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.utils.data.distributed import DistributedSampler
 
+from greenlab.energy import ComponentEnergy, Measurement
 from greenlab.techniques import ddp
 from greenlab.training import models
 from greenlab.impact import scaling
@@ -310,7 +311,14 @@ def _fake(nprocs, seconds, joules, accuracy=0.9, global_batch=64):
         per_rank_steps=[10] * nprocs, per_rank_samples=[640] * nprocs, samples=640 * nprocs,
         train_seconds=seconds, samples_per_second=640 * nprocs / seconds, final_accuracy=accuracy,
         final_loss=0.5, loss_history=[0.5], dataset={}, model={}, wall_seconds=seconds + 5.0,
-        train_energy={"joules": joules, "estimated": True})
+        train_energy=_training_window(joules))
+
+
+def _training_window(joules):
+    """The training window's figures as the workers' reduction writes them: a CPU estimate."""
+    cpu = ComponentEnergy(component="cpu", source="estimate", joules=joules, seconds=1.0, watts=joules,
+                          estimated=True, rel_uncertainty=1.0)
+    return Measurement(label="train", seconds=1.0, components={"cpu": cpu}).to_dict()
 
 
 def test_scaling_report_speedup_efficiency_and_k():
@@ -341,7 +349,8 @@ def test_scaling_report_marks_incomplete_energy():
 
 def test_stakeholder_summary_uses_the_numbers():
     text = ddp.stakeholder_summary(_fake(1, 10.0, 200.0), _fake(2, 6.0, 240.0, accuracy=0.8))
-    assert "1.67x" in text and "83%" in text and "estimate" in text and "80.0%" in text
+    assert "1.67x" in text and "83%" in text and "80.0%" in text
+    assert "(1.20x; an estimate (CPU power model))" in text
 
 
 # --- `greenlab run --workers` --------------------------------------------------------------

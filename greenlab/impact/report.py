@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from greenlab.energy.provenance import how_measured  # noqa: F401  (gl.report.how_measured)
+from greenlab.energy.provenance import how_measured  # also gl.report.how_measured
 from greenlab.impact import carbon
 from greenlab.base.units import JOULES_PER_KWH, format_energy, plain_number
 
@@ -440,8 +440,7 @@ def recipe_statement(comparison, baseline: str, candidate: str, region: str = "W
         return (f"{format_energy(j)} ({plain_number(j / 3600, 2)} Wh, {carbon.format_mass(grams)} CO2e "
                 f"on the {grid.name} grid)")
 
-    how = ("estimated from a CPU power model (uncertain by about a factor of two either way)"
-           if comparison.estimated else "measured by the hardware's energy counters")
+    how = how_measured(comparison)
     parts = [f"To deliver a trained model, the {label[candidate]} recipe used {amount(mean[candidate])} and the "
              f"{label[baseline]} recipe {amount(mean[baseline])}, each the mean of {comparison.repeats} paired runs; "
              f"the energy is {how}."]

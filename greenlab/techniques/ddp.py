@@ -49,6 +49,7 @@ from pathlib import Path
 
 from greenlab.base.processes import kill_group
 from greenlab.base.units import plain_number
+from greenlab.energy.provenance import how_measured
 from greenlab.session.devices import synchronize
 
 BACKENDS = ("gloo", "nccl")
@@ -515,7 +516,7 @@ def stakeholder_summary(baseline: DDPResult, scaled: DDPResult) -> str:
             f"a speedup of {speedup:.2f}x, or {efficiency:.0%} of the ideal "
             f"{scaled.nprocs / baseline.nprocs:g}x. ")
     if baseline.train_joules is not None and scaled.train_joules is not None:
-        kind = "an estimate from a CPU power model" if scaled.estimated else "measured"
+        kind = how_measured(scaled.train_energy, short=True)
         ratio = scaled.train_joules / baseline.train_joules
         text += (f"The training energy, summed over every worker, was {baseline.train_joules:.0f} J "
                  f"and {scaled.train_joules:.0f} J ({ratio:.2f}x; {kind}). ")
