@@ -237,7 +237,8 @@ def test_panel_runs_records_and_exports(tiny_data, tmp_path):
     row = panel.wait(timeout=120)
     assert not panel.errors, panel.errors
     assert row["status"] == "completed" and row["batch_size"] == 64 and row["accum_steps"] == 2
-    assert row["steps"] == 2 and row["joules"] > 0  # 256 samples / (64 x 2) and "cpu: estimate" in row["energy_sources"]
+    assert row["steps"] == 2 and row["joules"] > 0  # 256 samples / (64 x 2)
+    assert row["energy_sources"] == "cpu: estimate, gpu:0: nvml-counter"  # each figure's source, as measured
     assert panel.run_results[0].config["batch_size"] == 64
     assert "completed" in panel.status.value and "<td>64</td>" in panel.table.value
     assert panel.plot.value[:4] == b"\x89PNG"
