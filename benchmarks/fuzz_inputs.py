@@ -179,14 +179,18 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
         eps.append(EntryPoint(name, call, base, bad, aliases or {}, paths))
 
     # training configuration: one entry point per group of fields (each a distinct check)
-    add("TrainConfig(sizes)", tc, {}, {k: integer(1, 2**40) for k in ("batch_size", "accum_steps", "eval_batch_size", "lr_step_size")})
-    add("TrainConfig(epochs/steps)", tc, {}, {"epochs": integer(1, 100_000), "max_steps": integer(1, 2**40, optional=True),
-                                             "eval_every": integer(1, 2**40, optional=True), "patience": integer(1, 2**40, optional=True),
-                                             "warmup_steps": integer(0, 2**40)})
-    add("TrainConfig(optimiser)", tc, {}, {"lr": number(0, 100, low_open=True), "momentum": number(0, 1, high_open=True),
-                                           "weight_decay": number(**frac01), "lr_gamma": number(0, 1, low_open=True),
-                                           "grad_clip": number(**pos, optional=True)})
-    add("TrainConfig(flags)", tc, {}, {k: flag() for k in ("stop_at_target", "eval_autocast", "channels_last", "compile", "pin_memory")})
+    add("TrainConfig(sizes)", tc, {},
+        {k: integer(1, 2**40) for k in ("batch_size", "accum_steps", "eval_batch_size", "lr_step_size")})
+    add("TrainConfig(epochs/steps)", tc, {},
+        {"epochs": integer(1, 100_000), "max_steps": integer(1, 2**40, optional=True),
+         "eval_every": integer(1, 2**40, optional=True), "patience": integer(1, 2**40, optional=True),
+         "warmup_steps": integer(0, 2**40)})
+    add("TrainConfig(optimiser)", tc, {},
+        {"lr": number(0, 100, low_open=True), "momentum": number(0, 1, high_open=True),
+         "weight_decay": number(**frac01), "lr_gamma": number(0, 1, low_open=True),
+         "grad_clip": number(**pos, optional=True)})
+    add("TrainConfig(flags)", tc, {},
+        {k: flag() for k in ("stop_at_target", "eval_autocast", "channels_last", "compile", "pin_memory")})
     add("TrainConfig(names)", tc, {}, {"precision": name_not_in(lambda s: s in ("fp32", "bf16", "fp16")),
                                        "optimizer": name_not_in(lambda s: s in ("sgd", "adam", "adamw")),
                                        "loader": name_not_in(lambda s: s in ("device", "dataloader")),
@@ -196,20 +200,24 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
                                              "prefetch_factor": integer(1, 2**40, optional=True)})
     add("train", train_call, {"model": mlp(), "data": ds, "config": cfg(batch_size=8)},
         {"model": not_a(), "data": not_a(), "config": not_a().filter(lambda v: v is not None),  # None: defaults
-         "callbacks": st.one_of(st.lists(st.one_of(st.integers(), st.text(max_size=2)), min_size=1, max_size=2), st.integers()),
+         "callbacks": st.one_of(st.lists(st.one_of(st.integers(), st.text(max_size=2)), min_size=1, max_size=2),
+                                st.integers()),
          "stop_event": st.one_of(st.integers(), st.text(max_size=2))})
     # carbon
     add("carbon.intensity", carbon.intensity, {"region": "WORLD"}, {"region": name_not_in(_region_ok)})
     add("carbon.co2e_g", carbon.co2e_g, {"joules": 1.0}, {"joules": number(**nonneg), "region": name_not_in(_region_ok),
                                                          "pue": number(1, optional=True)})
     add("carbon.compare_regions", carbon.compare_regions, {"joules": 1.0, "codes": ["FRA"]},
-        {"joules": number(**nonneg), "codes": st.one_of(st.text(max_size=3), st.integers(), st.just([]), st.lists(st.integers(), min_size=1, max_size=2)),
+        {"joules": number(**nonneg),
+         "codes": st.one_of(st.text(max_size=3), st.integers(), st.just([]),
+                            st.lists(st.integers(), min_size=1, max_size=2)),
          "pue": number(1, optional=True)})
     add("carbon.equivalents", carbon.equivalents, {"g_co2e": 1.0}, {"g_co2e": number(**nonneg)})
     add("carbon.format_mass", carbon.format_mass, {"grams": 1.0}, {"grams": number(**nonneg)})
     # units
     for fname, arg in (("joules_to_kwh", "joules"), ("kwh_to_joules", "kwh"), ("joules_to_wh", "joules"),
-                       ("wh_to_joules", "wh"), ("g_to_kg", "grams"), ("kg_to_g", "kilograms"), ("format_energy", "joules")):
+                       ("wh_to_joules", "wh"), ("g_to_kg", "grams"), ("kg_to_g", "kilograms"),
+                       ("format_energy", "joules")):
         add(f"units.{fname}", getattr(units, fname), {arg: 1.0}, {arg: number()})  # differences may be < 0
     # batching
     add("batching.linear_scaling_lr", batching.linear_scaling_lr, {"base_lr": 0.1, "base_batch": 32, "batch": 64},
@@ -221,14 +229,16 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
          "num_classes": integer(2, optional=True)})
     add("batching.constant", batching.constant, {"size": 8}, {"size": integer(1)})
     add("batching.stepwise", batching.stepwise, {"sizes": {0: 8}},
-        {"sizes": st.one_of(st.just({}), st.just({1: 8}), st.dictionaries(st.integers(max_value=-1), st.integers(), min_size=1, max_size=1),
+        {"sizes": st.one_of(st.just({}), st.just({1: 8}),
+                            st.dictionaries(st.integers(max_value=-1), st.integers(), min_size=1, max_size=1),
                             st.just({0: 0}), st.integers(), st.text(max_size=2))})
     add("batching.ramp", batching.ramp, {"start": 8, "end": 64, "epochs": 4},
         {"start": integer(1), "end": integer(1), "epochs": integer(1), "multiple_of": integer(1)})
     add("batching.on_plateau", batching.on_plateau, {"start": 8},
         {"start": integer(1), "factor": number(1, 1e6, low_open=True), "patience": integer(1), "max_size": integer(8),
          "min_delta": number(0, 1e6)})
-    add("batching.warmup", batching.warmup, {"warmup_steps": 10}, {"warmup_steps": integer(0), "start_factor": number(**frac01)})
+    add("batching.warmup", batching.warmup, {"warmup_steps": 10},
+        {"warmup_steps": integer(0), "start_factor": number(**frac01)})
     add("batching.goyal_warmup", batching.goyal_warmup, {"base_batch": 32, "batch": 64, "warmup_steps": 10},
         {"base_batch": integer(1), "batch": integer(1), "warmup_steps": integer(0)})
     add("batching.StepDecay", batching.StepDecay, {"milestone_steps": [10], "factor": 2.0},
@@ -247,9 +257,11 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
         paths=("path",))
     add("Leaderboard.add", board.add, {"name": "a", "joules": 1.0, "seconds": 1.0, "accuracy": 0.5, "co2e_g": 0.1},
         {"name": st.one_of(st.just(""), st.just("  "), st.integers(), st.none()), "joules": number(**nonneg),
-         "seconds": number(**nonneg), "accuracy": number(**frac01), "target_accuracy": number(0, 1, low_open=True, optional=True),
+         "seconds": number(**nonneg), "accuracy": number(**frac01),
+         "target_accuracy": number(0, 1, low_open=True, optional=True),
          "co2e_g": number(**nonneg, optional=True), "region": name_not_in(_region_ok),
-         "estimated": st.one_of(st.integers(), st.text(max_size=2)), "sources": st.one_of(st.integers(), st.text(max_size=2))})
+         "estimated": st.one_of(st.integers(), st.text(max_size=2)),
+         "sources": st.one_of(st.integers(), st.text(max_size=2))})
     add("Leaderboard.ranked", board.ranked, {}, {"metric": name_not_in(lambda s: s in leaderboard.METRICS)})
     add("Leaderboard.table", board.table, {}, {"metric": name_not_in(lambda s: s in leaderboard.METRICS),
                                               "limit": integer(0, optional=True)})
@@ -264,7 +276,8 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
          "model": st.one_of(st.integers(), st.just(torch.nn.Linear(3, 3))),
          "optimizer": st.one_of(st.integers(), st.just(torch.optim.SGD(torch.nn.Linear(3, 3).parameters(), lr=0.1)))},
         aliases={"path": ["checkpoint"]}, paths=("path",))
-    add("profiling.CheckpointCallback", profiling.CheckpointCallback, {"path": tmp / "cb.pt"}, {"every_steps": integer(1)})
+    add("profiling.CheckpointCallback", profiling.CheckpointCallback, {"path": tmp / "cb.pt"},
+        {"every_steps": integer(1)})
     # energy
     add("energy.measure_idle", measure_idle, {"seconds": 0.01}, {"seconds": number(0, 86_400, low_open=True)})
     add("energy.PowerMonitor", gl.PowerMonitor, {"sources": [SlopeSource()]},
@@ -274,25 +287,32 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
          "watts": st.one_of(st.just([1.0, math.nan]), st.just([1.0]), st.just([-1.0, 1.0]), st.integers())})
     # data and models
     add("data.generate", data.generate, {"n_train": 20, "n_test": 10},
-        {"name": name_not_in(lambda s: s.strip().lower() in ("synthetic", "fashion-mnist", "cifar10", "fashionmnist", "fmnist", "cifar-10", "fashion_mnist", "cifar_10")),
-         "n_train": integer(1, 10**6), "n_test": integer(1, 10**6), "seed": integer(0), "difficulty": number(0, 100)},  # 0: no pixel noise
+        {"name": name_not_in(lambda s: s.strip().lower() in ("synthetic", "fashion-mnist", "cifar10", "fashionmnist",
+                                                             "fmnist", "cifar-10", "fashion_mnist", "cifar_10")),
+         "n_train": integer(1, 10**6), "n_test": integer(1, 10**6), "seed": integer(0),
+         "difficulty": number(0, 100)},  # 0: no pixel noise
         aliases={"name": ["dataset"]})
     add("data.DeviceLoader", data.DeviceLoader, {"x": ds.train_x, "y": ds.train_y, "batch_size": 8},
         {"batch_size": integer(1), "x": not_a(), "y": st.just(ds.train_y[:3]), "shuffle": flag(), "seed": integer(0)})
     add("data.Augment", data.Augment, {}, {"flip": flag(), "crop_padding": integer(0, 64)})
     add("models.flops", models.flops, {"model": mlp(), "input_shape": (1, 4, 4)},
-        {"model": not_a(), "input_shape": st.one_of(st.just((0, 4)), st.integers(), st.text(max_size=2)), "batch_size": integer(1)})
+        {"model": not_a(), "input_shape": st.one_of(st.just((0, 4)), st.integers(), st.text(max_size=2)),
+         "batch_size": integer(1)})
     add("models.count_params", models.count_params, {"model": mlp()}, {"model": not_a(), "trainable_only": flag()})
     # cost-benefit, scheduling, report, experiments
     add("scaling.gpu", scaling.gpu, {"name": scaling.gpus()[0].name}, {"name": name_not_in(lambda s: False)})
     add("scaling.cost_benefit", scaling.cost_benefit,
         {"gpu_or_name": scaling.gpus()[0].name, "n_devices": 2, "single_device_hours": 1.0, "scaling_efficiency": 0.9},
-        {"n_devices": integer(1), "single_device_hours": number(**pos), "scaling_efficiency": number(0, 1, low_open=True),
-         "region": name_not_in(_region_ok), "pue": number(1, optional=True), "price_per_device_hour": number(**nonneg, optional=True)})
-    add("scaling.scaling_efficiency", scaling.scaling_efficiency, {"t1_seconds": 10.0, "tn_seconds": 6.0, "n_devices": 2},
+        {"n_devices": integer(1), "single_device_hours": number(**pos),
+         "scaling_efficiency": number(0, 1, low_open=True),
+         "region": name_not_in(_region_ok), "pue": number(1, optional=True),
+         "price_per_device_hour": number(**nonneg, optional=True)})
+    add("scaling.scaling_efficiency", scaling.scaling_efficiency,
+        {"t1_seconds": 10.0, "tn_seconds": 6.0, "n_devices": 2},
         {"t1_seconds": number(**pos), "tn_seconds": number(**pos), "n_devices": integer(1)})
     add("scheduling.from_values", scheduling.from_values, {"values": [1.0] * 24},
-        {"values": st.one_of(st.just([]), st.lists(st.sampled_from([math.nan, -1.0, math.inf]), min_size=1, max_size=3), st.integers(), st.text(max_size=3))})
+        {"values": st.one_of(st.just([]), st.lists(st.sampled_from([math.nan, -1.0, math.inf]), min_size=1, max_size=3),
+                             st.integers(), st.text(max_size=3))})
     add("scheduling.best_window", scheduling.best_window, {"profile": profile, "hours_needed": 3},
         {"hours_needed": integer(1, 24), "wrap": flag(), "now": integer(0, 23), "profile": not_a()})
     add("scheduling.window_means", scheduling.window_means, {"profile": profile, "hours_needed": 3},
@@ -302,11 +322,14 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
     add("report.datasheet_efficiency", report.datasheet_efficiency, {},
         {"precision": name_not_in(lambda s: s in ("fp32", "tf32", "bf16", "fp16", "int8"))})
     add("experiments.summarize", experiments.summarize, {"values": [1.0, 2.0]},
-        {"values": st.one_of(st.integers(), st.text(max_size=2), st.lists(st.sampled_from(["a", object(), True, 1j]), min_size=1, max_size=3))})
+        {"values": st.one_of(st.integers(), st.text(max_size=2),
+                             st.lists(st.sampled_from(["a", object(), True, 1j]), min_size=1, max_size=3))})
     # (None and non-finite values are documented as missing runs there, so they are not bad input)
-    add("experiments.paired", experiments.paired, {"variant_values": [1.0, 2.0], "baseline_values": [2.0, 3.0], "metric": "joules"},
+    add("experiments.paired", experiments.paired,
+        {"variant_values": [1.0, 2.0], "baseline_values": [2.0, 3.0], "metric": "joules"},
         {"variant_values": st.one_of(st.integers(), st.just([1.0]), st.just(["a", 1.0])),
-         "baseline_values": st.one_of(st.integers(), st.just([object(), 1.0])), "metric": st.one_of(st.integers(), st.none())})
+         "baseline_values": st.one_of(st.integers(), st.just([object(), 1.0])),
+         "metric": st.one_of(st.integers(), st.none())})
     add("experiments.equal_accuracy_saving", experiments.equal_accuracy_saving,
         {"candidate_joules": 1.0, "baseline_joules": 2.0, "candidate_accuracy": 0.9, "baseline_accuracy": 0.9},
         {"candidate_joules": number(**nonneg), "baseline_joules": number(**pos), "candidate_accuracy": number(**frac01),
@@ -315,31 +338,39 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
     # compression and search
     add("compress.prune_unstructured", compress.prune_unstructured, {"model": mlp(), "amount": 0.5},
         {"amount": number(0, 1, high_open=True), "model": not_a()})
-    add("compress.prune_channels", compress.prune_channels, {"model": models.build("cnn", in_channels=1, num_classes=3), "amount": 0.5},
+    add("compress.prune_channels", compress.prune_channels,
+        {"model": models.build("cnn", in_channels=1, num_classes=3), "amount": 0.5},
         {"amount": number(0, 1, high_open=True), "model": not_a()})
     add("compress.break_even_inferences", compress.break_even_inferences,
         {"compression_joules": 10.0, "joules_per_inference_before": 2.0, "joules_per_inference_after": 1.0},
-        {"compression_joules": number(**nonneg), "joules_per_inference_before": number(**pos), "joules_per_inference_after": number(**nonneg)})
+        {"compression_joules": number(**nonneg), "joules_per_inference_before": number(**pos),
+         "joules_per_inference_after": number(**nonneg)})
     add("compress.distillation_loss", compress.distillation_loss,
-        {"student_logits": torch.zeros(2, 3), "teacher_logits": torch.zeros(2, 3), "targets": torch.zeros(2, dtype=torch.long)},
+        {"student_logits": torch.zeros(2, 3), "teacher_logits": torch.zeros(2, 3),
+         "targets": torch.zeros(2, dtype=torch.long)},
         {"temperature": number(0, 100, low_open=True), "alpha": number(**frac01)})
     add("search.break_even", search.break_even, {"search_joules": 10.0, "saved_joules_per_use": 1.0},
         {"search_joules": number(**nonneg), "saved_joules_per_use": number()})  # <= 0: never repaid (inf)
     add("search.spearman", search.spearman, {"a": [1.0, 2.0, 3.0], "b": [1.0, 3.0, 2.0]},
-        {"a": st.one_of(st.integers(), st.just([1.0]), st.just([1.0, math.nan, 2.0])), "b": st.one_of(st.just([1.0, 2.0]), st.integers())})
-    add("search.SearchSpace", search.SearchSpace, {}, {"depth": st.one_of(st.just(()), st.just((0,)), st.integers()),
-                                                     "width": st.one_of(st.just(()), st.just((-1,)), st.text(max_size=2)),
-                                                     "num_classes": integer(2)})
+        {"a": st.one_of(st.integers(), st.just([1.0]), st.just([1.0, math.nan, 2.0])),
+         "b": st.one_of(st.just([1.0, 2.0]), st.integers())})
+    add("search.SearchSpace", search.SearchSpace, {},
+        {"depth": st.one_of(st.just(()), st.just((0,)), st.integers()),
+         "width": st.one_of(st.just(()), st.just((-1,)), st.text(max_size=2)),
+         "num_classes": integer(2)})
     add("search.pareto_front", search.pareto_front, {"points": [{"accuracy": 0.5, "joules": 1.0}]},
         {"points": st.one_of(st.integers(), st.just([{"accuracy": 0.5}]), st.just([1, 2])),
          "objectives": st.one_of(st.just((("accuracy", "up"),)), st.integers(), st.just(()))})
     add("config.setup", gl.setup, {"verbose": False, "device": "cpu"},
         {"seed": integer(0, 2**32 - 1), "quick": st.one_of(st.integers(), st.text(max_size=2)),
-         "device": name_not_in(lambda s: s in ("cpu", "cuda") or s.startswith("cuda:")).filter(lambda v: v is not None)})
-    add("config.budget", gl.budget, {"full": 10, "quick": 2}, {"full": st.one_of(st.just(math.nan), st.just(-1)), "quick": st.one_of(st.just(math.nan), st.just(-1))})
+         "device": name_not_in(lambda s: s in ("cpu", "cuda")
+                               or s.startswith("cuda:")).filter(lambda v: v is not None)})
+    add("config.budget", gl.budget, {"full": 10, "quick": 2},
+        {"full": st.one_of(st.just(math.nan), st.just(-1)), "quick": st.one_of(st.just(math.nan), st.just(-1))})
     eps += language_model_entry_points(tmp)
     eps += other_new_entry_points(tmp)
-    add("quiz.load", gl.quiz.__module__ and __import__("greenlab.course.quiz", fromlist=["load"]).load, {"lesson": "00"},
+    add("quiz.load", gl.quiz.__module__ and __import__("greenlab.course.quiz", fromlist=["load"]).load,
+        {"lesson": "00"},
         {"lesson": name_not_in(lambda s: s in __import__("greenlab.course.quiz", fromlist=["lessons"]).lessons())})
     return eps
 
@@ -441,7 +472,8 @@ def language_model_entry_points(tmp: Path) -> list[EntryPoint]:
         {"model": wrong_object(), "prompts": wrong_object(prompts.float()), "new_tokens": integer(1, 14),
          "kv_cache": flag()})
     add("lora.LoRALinear", lora.LoRALinear, {"base": torch.nn.Linear(4, 4)},
-        {"base": wrong_object(torch.nn.Conv2d(1, 1, 1), without=(torch.nn.Linear,)), "rank": integer(1, 4), "alpha": number(0, low_open=True)})
+        {"base": wrong_object(torch.nn.Conv2d(1, 1, 1), without=(torch.nn.Linear,)), "rank": integer(1, 4),
+         "alpha": number(0, low_open=True)})
     add("lora.add_lora", lambda **kw: lora.add_lora(**kw),
         {"model": lm.TinyGPT(d_model=8, n_layers=1, n_heads=2, max_seq_len=16)},
         {"model": wrong_object(torch.nn.Sequential()), "rank": integer(1, 2**31), "alpha": number(0, low_open=True)})
@@ -522,11 +554,13 @@ def other_new_entry_points(tmp: Path) -> list[EntryPoint]:
                                       st.just(object()))})
     add("energy.measure", lambda **kw: measure("fuzz", sync=False, **kw), {"sources": [SlopeSource()]},
         {"sources": wrong_object([SlopeSource, 1], "rapl", SlopeSource()),
-         "idle": wrong_object({"cpu": 1.0}, optional=True), "gpus": st.one_of(st.text(max_size=3), st.just([-1]), st.just(1.5)),
+         "idle": wrong_object({"cpu": 1.0}, optional=True),
+         "gpus": st.one_of(st.text(max_size=3), st.just([-1]), st.just(1.5)),
          "attribution": name_not_in(lambda s: s in ("process", "machine"))})
     add("energy.IdlePower", IdlePower, {"watts_by_component": {"cpu": 5.0}, "seconds": 1.0},
-        {"watts_by_component": st.one_of(wrong_object(without=(dict,)), st.just({"cpu": math.nan}), st.just({"cpu": -1.0}),
-                                         st.just({"cpu": "5"}), st.just({"": 1.0}), st.just({1: 1.0})),
+        {"watts_by_component": st.one_of(wrong_object(without=(dict,)), st.just({"cpu": math.nan}),
+                                         st.just({"cpu": -1.0}), st.just({"cpu": "5"}), st.just({"": 1.0}),
+                                         st.just({1: 1.0})),
          "seconds": number(0)})
     add("energy.PowerMonitor(sources)", gl_power_monitor, {"sources": [SlopeSource()]},
         {"sources": wrong_object([SlopeSource], "rapl", SlopeSource(), optional=True)})  # None: this machine's
@@ -569,7 +603,8 @@ def combos(tmp: Path) -> list[Combo]:
     big = lm.MAX_COUNT
     out = [
         Combo("lm.batch: seq_len x batch_size too large", lm.batch,
-              {"data": corpus.train, "seq_len": corpus.train.numel() - 1, "batch_size": big}, ("seq_len", "batch_size")),
+              {"data": corpus.train, "seq_len": corpus.train.numel() - 1, "batch_size": big},
+              ("seq_len", "batch_size")),
         Combo("lm.evaluate: batch_size x seq_len too large", lm.evaluate,
               {"model": model, "corpus": corpus, "seq_len": 16, "batch_size": big}, ("seq_len", "batch_size")),
         Combo("lm.evaluate: seq_len beyond the model's max_seq_len", lm.evaluate,
@@ -583,7 +618,8 @@ def combos(tmp: Path) -> list[Combo]:
         Combo("lm.load_corpus: max_bytes x val_fraction leaves no validation split", lm.load_corpus,
               {"max_bytes": 1024, "val_fraction": 1e-6}, ("val_fraction", "max_bytes")),
         Combo("lm.train_lm: seq_len beyond the model's max_seq_len", lm.train_lm,
-              {"model": model, "corpus": corpus, "config": lm.LMConfig(seq_len=64, steps=1), "sources": [SlopeSource()]},
+              {"model": model, "corpus": corpus, "config": lm.LMConfig(seq_len=64, steps=1),
+               "sources": [SlopeSource()]},
               ("seq_len",)),
         Combo("lm_serve.generate: prompt + new_tokens beyond max_seq_len", lm_serve.generate,
               {"model": model, "prompts": torch.zeros(1, 10, dtype=torch.long), "new_tokens": 10}, ("new_tokens",)),

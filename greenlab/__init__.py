@@ -43,11 +43,13 @@ from greenlab.experiments import Comparison, compare  # noqa: E402
 from greenlab.training.models import count_params, flops  # noqa: E402
 from greenlab.training import memory  # noqa: E402  gl.memory.saved_for_backward: what autograd keeps
 from greenlab.training.loop import RunResult, StopTraining, TrainConfig, train  # noqa: E402
-from greenlab.training.loop import Interrupted, last_interrupted  # noqa: E402  Ctrl-C: one line, the partial result kept
+# Ctrl-C: one line, the partial result kept
+from greenlab.training.loop import Interrupted, last_interrupted  # noqa: E402
 
 # --- lesson topics: compression, profiling and monitoring, leaderboard ---
 from greenlab.techniques import active, compress, prefetch, profiling, stopping  # noqa: E402
-from greenlab.techniques import accumulation, numerics, roofline  # noqa: E402  lessons 00-03: roofline, fp16, accumulation
+# lessons 00-03: roofline, fp16, accumulation
+from greenlab.techniques import accumulation, numerics, roofline  # noqa: E402
 from greenlab.techniques import edge, federated  # noqa: E402  lesson 14: FedAvg against centralised, edge inference
 from greenlab.impact import network  # noqa: E402  lesson 14: the energy of bytes sent, from a cited kWh/GB figure
 from greenlab.techniques import monitoring, preemption, storage  # noqa: E402  lesson 12: operating training
@@ -61,9 +63,11 @@ from greenlab.techniques.lm import (
 )  # noqa: E402  gl.lm: a small language model in joules per token
 from greenlab.base import optional
 from greenlab.training import optimizers  # noqa: E402  gl.optimizers: fp32 or 8-bit AdamW states, counted state bytes
-from greenlab.techniques.lm import sharding_run  # noqa: E402  gl.sharding_run: DDP against FSDP, measured in 2 processes
+# gl.sharding_run: DDP against FSDP, measured in 2 processes
+from greenlab.techniques.lm import sharding_run  # noqa: E402
 from greenlab.course.leaderboard import Leaderboard, LeaderboardError  # noqa: E402
-from greenlab.techniques import cluster, hogwild, tuning  # noqa: E402  lesson 13: scheduling, tuning, asynchronous training
+# lesson 13: scheduling, tuning, asynchronous training
+from greenlab.techniques import cluster, hogwild, tuning  # noqa: E402
 
 # --- widgets and quizzes ---
 from greenlab.widgets.quiz_display import quiz  # noqa: E402  gl.quiz(questions): knowledge checks graded in Python

@@ -61,7 +61,10 @@ def hidden_env(folder: Path, hidden=HIDDEN, required_by=None) -> dict:
     (``folder`` receives the sitecustomize.py); the repository root is on PYTHONPATH."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(hidden=tuple(hidden), required=dict(REQUIRED_BY if required_by is None else required_by)), encoding="utf-8")
+    (folder / "sitecustomize.py").write_text(
+        _SITECUSTOMIZE.format(hidden=tuple(hidden),
+                              required=dict(REQUIRED_BY if required_by is None else required_by)),
+        encoding="utf-8")
     env = dict(os.environ)
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([str(folder), str(ROOT)] + rest)

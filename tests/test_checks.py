@@ -109,7 +109,8 @@ def test_rendering_text_and_html():
     assert str(ok) == "\u2714 demo passed: fine."
     assert repr(bad) == "\u2718 demo failed: wrong <b>.\n    case 1"
     assert "#1a7f37" in ok._repr_html_()
-    assert "#cf222e" in bad._repr_html_() and "&lt;b&gt;" in bad._repr_html_() and "<li>case 1</li>" in bad._repr_html_()
+    assert ("#cf222e" in bad._repr_html_() and "&lt;b&gt;" in bad._repr_html_()
+            and "<li>case 1</li>" in bad._repr_html_())
     assert "#6e7781" in skip._repr_html_() and "not attempted" in skip._repr_html_()
     with pytest.raises(ValueError, match="status must be one of"):
         checks.Check("demo", "ok", "x")

@@ -55,7 +55,8 @@ def test_separable_conv_flops_depthwise_on_output_channels_gets_hint():
 
 
 def test_separable_conv_flops_missing_pointwise_gets_hint():
-    result = checks.separable_conv_flops(lambda ci, co, k, h, w: (right_flops(ci, co, k, h, w)[0], 2 * ci * k * k * h * w))
+    result = checks.separable_conv_flops(
+        lambda ci, co, k, h, w: (right_flops(ci, co, k, h, w)[0], 2 * ci * k * k * h * w))
     assert result.status == checks.FAILED
     assert any("both parts" in d for d in result.details)
 

@@ -32,7 +32,8 @@ def test_easy_backfilling_runs_a_short_job_in_the_gap_without_delaying_the_head(
 
 
 def test_priority_and_fair_share_choose_who_goes_first():
-    trace = [job("run", 0, 4, 100, user="x"), job("low", 1, 4, 10, user="x"), job("high", 2, 4, 10, user="y", priority=1)]
+    trace = [job("run", 0, 4, 100, user="x"), job("low", 1, 4, 10, user="x"),
+             job("high", 2, 4, 10, user="y", priority=1)]
     assert starts(cluster.simulate(trace, 4, cluster.priority))["high"] == 100
     assert starts(cluster.simulate(trace, 4, cluster.fcfs))["high"] == 110
     # fair share: user x has used 400 GPU-seconds, y none, so y's job goes first

@@ -14,8 +14,8 @@ def clean(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "_current", None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    for name in ("GREENLAB_QUICK", "CI", "GREENLAB_THREADS", "GREENLAB_RESULTS_DIR", "GREENLAB_DATA_DIR", "GREENLAB_LESSONS_DIR", "GREENLAB_CACHE_DIR",
-                 "GREENLAB_DOWNLOAD"):
+    for name in ("GREENLAB_QUICK", "CI", "GREENLAB_THREADS", "GREENLAB_RESULTS_DIR", "GREENLAB_DATA_DIR",
+                 "GREENLAB_LESSONS_DIR", "GREENLAB_CACHE_DIR", "GREENLAB_DOWNLOAD"):
         monkeypatch.delenv(name, raising=False)
 
 

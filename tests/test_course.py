@@ -71,7 +71,8 @@ def test_solution_block_without_learner_part_gets_default_stub_at_its_indentatio
 
 
 def test_several_solution_blocks_in_one_cell():
-    src = "# BEGIN SOLUTION\na = 1\n# LEARNER:\n# a = None\n# END SOLUTION\nb = 2\n# BEGIN SOLUTION\nc = 3\n# END SOLUTION"
+    src = ("# BEGIN SOLUTION\na = 1\n# LEARNER:\n# a = None\n# END SOLUTION\n"
+           "b = 2\n# BEGIN SOLUTION\nc = 3\n# END SOLUTION")
     assert course.strip_solutions(src) == f"a = None\nb = 2\n{course.DEFAULT_STUB}"
 
 
@@ -91,7 +92,8 @@ def test_broken_solution_markers_raise_clear_errors(src, message):
 
 
 def test_instructor_notes_stripped_from_markdown_and_unbalanced_notes_rejected():
-    text = "Intro.\n\n<!-- BEGIN INSTRUCTOR -->\nSecret tip.\n<!-- END INSTRUCTOR -->\n\nMore. <!-- BEGIN INSTRUCTOR -->inline<!-- END INSTRUCTOR -->end"
+    text = ("Intro.\n\n<!-- BEGIN INSTRUCTOR -->\nSecret tip.\n<!-- END INSTRUCTOR -->\n\n"
+            "More. <!-- BEGIN INSTRUCTOR -->inline<!-- END INSTRUCTOR -->end")
     assert course.strip_instructor_notes(text) == "Intro.\n\nMore. end"
     with pytest.raises(course.LessonError, match="unbalanced"):
         course.strip_instructor_notes("a <!-- BEGIN INSTRUCTOR --> b")

@@ -77,7 +77,8 @@ def test_a_break_even_or_saving_without_a_verdict_is_refused(cell):
     code('print(f"{cmp.verdict(\'b\')}; so b saves {saved:.3g} J per run")'),
     code('print(f"no detectable difference, so there is no break-even to report")'),
     code('print(f"int8 saves 3 of every 4 bytes of the weights: {ok}")'),  # counted, not measured
-    code('print(f"best window saved {gl.format_mass(g)} CO2")  # not a measured difference: arithmetic on the cited intensity table'),
+    code('print(f"best window saved {gl.format_mass(g)} CO2")  '
+         '# not a measured difference: arithmetic on the cited intensity table'),
     code('gl.profiling.save_checkpoint(model, path)\nprint("saved the checkpoint")'),
     md("A break-even exists only when the per-step saving is detectable."),
 ])

@@ -271,7 +271,8 @@ def test_this_machine_without_driver_has_no_gpu_components():
 def test_estimate_never_exceeds_p_max_in_any_interval():
     """Tick rounding can report more busy time than the CPUs had; every interval is capped."""
     state = {"t": 0.0, "user": 0.0, "idle": 0.0}
-    source = CpuEstimateSource(n_logical=2, n_physical=2, cpu_times=lambda: {"user": state["user"], "idle": state["idle"]},
+    source = CpuEstimateSource(n_logical=2, n_physical=2,
+                               cpu_times=lambda: {"user": state["user"], "idle": state["idle"]},
                                clock=lambda: state["t"])
     # a quiet first second leaves headroom in the running total ...
     state["t"] = 1.0

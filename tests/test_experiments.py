@@ -214,7 +214,8 @@ def test_run_main_stops_on_interrupt_and_prints_the_finished_runs(monkeypatch, c
 
     import importlib
 
-    gl_train = importlib.import_module("greenlab.training.loop")  # the module (greenlab.training.loop is also a function)
+    # the module (greenlab.training.loop is also a function)
+    gl_train = importlib.import_module("greenlab.training.loop")
     from greenlab.cli import run as run_command
 
     real_train, calls = gl_train.train, {"n": 0}

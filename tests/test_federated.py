@@ -119,7 +119,8 @@ def test_targets_and_verdicts_follow_the_rounds():
     fig = network.energy_per_byte()
 
     def run(accs, joules, one_off=0):
-        rounds = [federated.RoundRecord(i + 1, a, j, 1.0, 100, [j], [1.0]) for i, (a, j) in enumerate(zip(accs, joules))]
+        rounds = [federated.RoundRecord(i + 1, a, j, 1.0, 100, [j], [1.0])
+                  for i, (a, j) in enumerate(zip(accs, joules))]
         return federated.FederatedRun("x", rounds, 0.5, [10], 100, one_off, fig)
 
     r = run([0.2, 0.6, 0.7], [1.0, 2.0, 4.0])

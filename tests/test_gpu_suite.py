@@ -641,7 +641,8 @@ def test_a_dry_run_leaves_nothing_in_the_system_temp_dir(tmp_path):
                            "--wheels", str(tmp_path / "wheels")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = {r["label"]: r for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"][-1]["results"]}
+    summary = {r["label"]: r
+               for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"][-1]["results"]}
     assert summary["ddp_scaling"]["status"] == "ok" and summary["operations"]["status"] == "ok", summary
     wheels = summary["carried wheels"]
     assert wheels["outcome"] == "installed" and wheels["target"].startswith(str(out)), wheels
@@ -675,7 +676,8 @@ def test_a_ladder_runs_paired_rotated_repeats_with_the_naive_row_last_at_first(t
 
     def train_one(recipe, seed, stop):
         calls.append((recipe.config.label, seed))
-        return _fake_run(ctx, joules=joules[recipe.config.label], seconds=1.0, to_target=(0.5, joules[recipe.config.label] / 2))
+        return _fake_run(ctx, joules=joules[recipe.config.label], seconds=1.0,
+                         to_target=(0.5, joules[recipe.config.label] / 2))
 
     rows = run_ladder(ctx, _ladder(), train_one, final="final_accuracy")
     assert calls == [("+ a", 0), ("+ b", 0), ("naive", 0), ("+ b", 1), ("naive", 1), ("+ a", 1),
@@ -685,7 +687,8 @@ def test_a_ladder_runs_paired_rotated_repeats_with_the_naive_row_last_at_first(t
     green = rows[-1]
     assert green["repeats"] == 3 and green["status"] == "ok" and green["reached_target"] is True
     assert green["joules"] == 25.0 and green["joules_above_idle"] == pytest.approx(25.0 - 2.0 * 1.0)
-    assert green["joules_over_naive"] == pytest.approx(0.25) and green["joules_to_target_over_naive"] == pytest.approx(0.25)
+    assert (green["joules_over_naive"] == pytest.approx(0.25)
+            and green["joules_to_target_over_naive"] == pytest.approx(0.25))
     assert green["final_accuracy"] == 0.8
     assert "no verdict" not in green["verdict_joules_vs_naive"]  # a paired interval: three repeats
     assert green["verdict_joules_vs_previous_row"] != green["verdict_joules_vs_naive"]
@@ -770,7 +773,8 @@ def test_the_rehearsal_names_every_failed_experiment_and_lesson_and_nothing_else
     rows = [{"label": "carbon", "status": "ok"}, {"label": "ddp_scaling", "status": "not selected (--only)"},
             {"label": "capstone", "status": "killed by the watchdog after 184 s"},
             {"label": "lesson 03_gradient_accumulation", "status": "passed"},
-            {"label": "lesson 11_adapting_and_serving", "status": "failed: cell 22 (code cell 14) failed: AssertionError"},
+            {"label": "lesson 11_adapting_and_serving",
+             "status": "failed: cell 22 (code cell 14) failed: AssertionError"},
             {"label": "total", "seconds": 149.0}]  # a row without a status is no experiment
     bundle = tmp_path / gs.BUNDLE
     bundle.write_text(json.dumps({"records": [{"experiment": gs.SUMMARY, "results": rows}]}), encoding="utf-8")

@@ -46,7 +46,8 @@ def _run_module(*args):
 
 FIXTURE_CELLS = [
     {"cell_type": "markdown", "metadata": {}, "id": "a1",
-     "source": ["# 01 · Demo\n", "\n", "<!-- BEGIN INSTRUCTOR -->\n", "Say the answer is 50.\n", "<!-- END INSTRUCTOR -->"]},
+     "source": ["# 01 · Demo\n", "\n", "<!-- BEGIN INSTRUCTOR -->\n", "Say the answer is 50.\n",
+                "<!-- END INSTRUCTOR -->"]},
     {"cell_type": "code", "metadata": {}, "id": "b2", "execution_count": 3,
      "outputs": [{"output_type": "stream", "name": "stdout", "text": ["took 0.0123 s\n"]}],
      "source": ["import greenlab as gl\n", "print('took 0.0123 s')"]},
@@ -171,7 +172,8 @@ def test_learner_copy_runs_under_nbval_and_checked_outputs_are_compared(lessons)
     course.build(lessons)
     learner = lessons / "01_demo.ipynb"
     assert '"print(result.status)"' in learner.read_text() and '"7\\n"' in learner.read_text()
-    learner.write_text(learner.read_text().replace('"print(result.status)"', '"print(result.status)\\nassert not result.attempted"'))
+    learner.write_text(learner.read_text().replace('"print(result.status)"',
+                                                   '"print(result.status)\\nassert not result.attempted"'))
     # a copy whose stored checked output is wrong must fail: proof that nbval compares it
     (lessons / "wrong").mkdir()
     (lessons / "wrong" / "01_demo.ipynb").write_text(learner.read_text().replace('"7\\n"', '"8\\n"'))

@@ -90,7 +90,8 @@ def test_no_break_even_is_reported_without_a_detectable_saving():
 
 def test_cache_state_reads_the_counters():
     zero = {"fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0}
-    assert _cache_state(zero, {"fxgraph_cache_hit": 0, "fxgraph_cache_miss": 2}) == "compiled from scratch: 2 graph(s) built"
+    assert (_cache_state(zero, {"fxgraph_cache_hit": 0, "fxgraph_cache_miss": 2})
+            == "compiled from scratch: 2 graph(s) built")
     assert _cache_state(zero, {"fxgraph_cache_hit": 2, "fxgraph_cache_miss": 0}).startswith("loaded from")
     assert _cache_state(zero, zero) == "cache use unknown"
     assert _cache_state({}, {}) == "cache use unknown"

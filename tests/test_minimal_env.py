@@ -44,7 +44,8 @@ def test_the_hidden_packages_really_cannot_be_imported(tmp_path):
     code = ("import importlib.util, sys\n"
             f"names = {list(HIDDEN)!r}\n"
             "print([n for n in names if importlib.util.find_spec(n) is not None])\n"
-            "import greenlab, greenlab.training.loop, greenlab.energy, greenlab.course, greenlab.session.hardware, benchmarks.gpu_suite\n"
+            "import greenlab, greenlab.training.loop, greenlab.energy, greenlab.course, greenlab.session.hardware, "
+            "benchmarks.gpu_suite\n"
             "print(sorted(n for n in names if n in sys.modules))\n"
             # the parts that used psutil and tqdm work without them
             "import importlib, torch\n"

@@ -35,7 +35,8 @@ def _environment_requirements() -> dict[str, Requirement]:
 
 def test_environment_yml_asks_for_what_pyproject_asks_for():
     py, env = _pyproject_requirements(), _environment_requirements()
-    assert set(env) == set(py), f"only in environment.yml: {set(env) - set(py)}; only in pyproject: {set(py) - set(env)}"
+    assert set(env) == set(py), (f"only in environment.yml: {set(env) - set(py)}; "
+                                 f"only in pyproject: {set(py) - set(env)}")
     for name, req in py.items():
         assert env[name].specifier == req.specifier, f"{name}: {env[name].specifier} != {req.specifier}"
 

@@ -76,7 +76,8 @@ def test_validation_number_accepts_exactly_its_range(value):
 @FAST
 @given(st.builds(dict, lr=st.floats(min_value=1e-6, max_value=100), momentum=st.floats(min_value=0, max_value=0.99),
                  batch_size=st.integers(1, 4096), epochs=st.integers(1, 50), seed=st.integers(0, 2**63 - 1),
-                 stop_at_target=st.booleans(), target_accuracy=st.one_of(st.none(), st.floats(min_value=0.01, max_value=1)),
+                 stop_at_target=st.booleans(),
+                 target_accuracy=st.one_of(st.none(), st.floats(min_value=0.01, max_value=1)),
                  region=st.sampled_from(["WORLD", "FRA", "FR", "uk", "Poland"])))
 def test_valid_train_configs_are_kept_as_given(kw):
     cfg = TrainConfig(**kw)
@@ -88,7 +89,8 @@ def test_valid_train_configs_are_kept_as_given(kw):
 # --- good inputs: promises kept -------------------------------------------------------------
 
 @FAST
-@given(non_negative, non_negative, st.floats(min_value=1, max_value=3), st.sampled_from([r.code for r in carbon.regions()]))
+@given(non_negative, non_negative, st.floats(min_value=1, max_value=3),
+       st.sampled_from([r.code for r in carbon.regions()]))
 def test_co2e_is_linear_in_energy_and_pue(a, b, pue, region):
     together = carbon.co2e_g(a + b, region)
     assert together == pytest.approx(carbon.co2e_g(a, region) + carbon.co2e_g(b, region), rel=1e-9, abs=1e-12)
@@ -96,7 +98,8 @@ def test_co2e_is_linear_in_energy_and_pue(a, b, pue, region):
 
 
 def test_every_region_is_found_by_code_name_and_iso_alpha2():
-    table = tables.read_table(ROOT / "greenlab" / "cited_tables" / "iso3166_alpha2.csv", ("alpha2", "alpha3", "name", "source", "year"))
+    table = tables.read_table(ROOT / "greenlab" / "cited_tables" / "iso3166_alpha2.csv",
+                              ("alpha2", "alpha3", "name", "source", "year"))
     codes = {r.code for r in carbon.regions()}
     for row in table:
         assert row["alpha3"] in codes, row  # every two-letter code leads to a row of the table

@@ -200,7 +200,8 @@ def test_how_measured_says_what_the_components_say():
     assert report.how_measured(est) == "estimated from a CPU power model (uncertain by about ±100%)"
     gpu = _measurement([_component("gpu:0", 100.0, "nvml-counter", False, 0.05)])
     assert report.how_measured(gpu) == "measured by the hardware's energy counters (±5%)"
-    both = _measurement([_component("cpu", 30.0, "estimate", True, 1.0), _component("gpu:0", 40.0, "nvml-counter", False, 0.05)])
+    both = _measurement([_component("cpu", 30.0, "estimate", True, 1.0),
+                         _component("gpu:0", 40.0, "nvml-counter", False, 0.05)])
     text = report.how_measured(both)
     assert text.startswith("partly measured") and "CPU power model" in text and "±43%" in text  # sqrt(30²+2²)/70
     lost = Measurement(label="w", seconds=10.0, components=gpu.components, problems=["gpu:0: read failed"])

@@ -10,7 +10,8 @@ def test_matmul_intensity_is_flops_over_bytes():
     assert roofline.matmul_intensity(512, 512, 512) == pytest.approx(512 / 6)
     assert roofline.matmul_intensity(512, 512, 512, 2) == pytest.approx(2 * 512 / 6)
     # a batch of one against a weight matrix: about 0.5 FLOP per byte in fp32, memory-bound
-    assert roofline.matmul_intensity(1, 4096, 4096) == pytest.approx(2 * 4096 * 4096 / ((4096 + 4096 * 4096 + 4096) * 4))
+    assert roofline.matmul_intensity(1, 4096, 4096) == pytest.approx(
+        2 * 4096 * 4096 / ((4096 + 4096 * 4096 + 4096) * 4))
     with pytest.raises(ValueError, match="m must be"):
         roofline.matmul_intensity(0, 1, 1)
 

@@ -601,7 +601,8 @@ def judge(value, op: str, threshold: float) -> str:
 
 
 def _parse_args(argv):
-    p = argparse.ArgumentParser(prog="gpu_suite.py", description="Every GPU check, reference recording and lesson run, in one call.")
+    p = argparse.ArgumentParser(prog="gpu_suite.py",
+                                description="Every GPU check, reference recording and lesson run, in one call.")
     p.add_argument("--out", help="folder for gpu_suite_records.json and gpu_suite_log.txt (created)")
     p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
                    help=f"total wall-time budget in seconds (default {DEFAULT_BUDGET_S:g})")

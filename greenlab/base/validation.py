@@ -44,7 +44,8 @@ def _scalar(value):
     if isinstance(value, (bool, numbers.Number, str, bytes)) or value is None:
         return value
     try:
-        if callable(getattr(value, "item", None)) and int(getattr(value, "numel", lambda: getattr(value, "size", 0))()) == 1:
+        if (callable(getattr(value, "item", None))
+                and int(getattr(value, "numel", lambda: getattr(value, "size", 0))()) == 1):
             if getattr(value, "is_meta", False) or getattr(value, "requires_grad", False):
                 return value
             return value.item()

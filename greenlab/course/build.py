@@ -94,7 +94,8 @@ def code(text: str, check_output: bool = False, tags: Iterable[str] = ()) -> dic
     return {"cell_type": "code", "metadata": metadata, "source": source, "outputs": [], "execution_count": None}
 
 
-def notebook(cells: Iterable[dict[str, Any]], path: str | os.PathLike | None = None, stem: str | None = None) -> dict[str, Any]:
+def notebook(cells: Iterable[dict[str, Any]], path: str | os.PathLike | None = None,
+             stem: str | None = None) -> dict[str, Any]:
     """A normalised notebook (nbformat 4.5 dict) from cells made with :func:`md`/:func:`code`.
 
     With ``path`` it is also written there (cell ids use the file name); ``stem``
@@ -285,7 +286,8 @@ def check(folder: str | os.PathLike | None = None) -> list[str]:
     sources = {p.name for p in instructor_notebooks(root)}
     for path in sorted(root.glob("*.ipynb")) if root.is_dir() else []:
         if path.name not in sources:
-            problems.append(f"{_rel(path, root)}: learner notebook without an instructor copy in instructor/{path.name}")
+            problems.append(f"{_rel(path, root)}: learner notebook without an instructor copy in "
+                            f"instructor/{path.name}")
     return problems
 
 
@@ -454,7 +456,8 @@ def new_lesson(number: int | str, slug: str, title: str, folder: str | os.PathLi
         raise ValueError(f"lesson number must be a whole number 0-99, got {number!r}") from None
     if not _STEM_RE.match(stem):
         raise ValueError(
-            f"lesson number must be 0-99 and slug lower-case words joined by '_' (e.g. mixed_precision), got {number!r} {slug!r}"
+            f"lesson number must be 0-99 and slug lower-case words joined by '_' (e.g. mixed_precision), "
+            f"got {number!r} {slug!r}"
         )
     if not title.strip():
         raise ValueError("the lesson title must not be empty")
@@ -724,7 +727,8 @@ def _use_text_display(tree: ast.Module) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m greenlab.course build|check|new|run``; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m greenlab.course", description="Build and check the lesson notebooks.")
+    parser = argparse.ArgumentParser(prog="python -m greenlab.course",
+                                     description="Build and check the lesson notebooks.")
     parser.add_argument("--lessons", default=None, help="lessons folder (default: lessons/ beside the package)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="normalise instructor copies and write learner copies")
@@ -753,7 +757,8 @@ def main(argv: list[str] | None = None) -> int:
             claims = claim_problems(root)
             if problems:
                 print("\n".join(problems))
-                print(f"\n{len(problems)} problem(s). Run `python -m greenlab.course build` after editing lessons/instructor/.")
+                print(f"\n{len(problems)} problem(s). "
+                      "Run `python -m greenlab.course build` after editing lessons/instructor/.")
             if claims:
                 print("\n".join(claims))
                 print(f"\n{len(claims)} claim(s) the lessons must not make (validation figures called test "
@@ -903,7 +908,8 @@ def _dedent(text: str) -> str:
 
 def _check_stem(path: Path) -> str:
     if not _STEM_RE.match(path.stem):
-        raise LessonError(f"{path.name}: lesson files are named NN_slug.ipynb (two digits, lower-case words joined by '_')")
+        raise LessonError(f"{path.name}: lesson files are named NN_slug.ipynb "
+                          "(two digits, lower-case words joined by '_')")
     return path.stem
 
 

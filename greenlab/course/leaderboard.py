@@ -210,7 +210,8 @@ class Leaderboard:
             kinds.setdefault(measured_as(e), []).append(e)
         out = []
         for kind, entries in kinds.items():
-            reached = sorted((e for e in entries if e.get("target_reached")), key=lambda e: (_metric(e, metric), e["id"]))
+            reached = sorted((e for e in entries if e.get("target_reached")),
+                             key=lambda e: (_metric(e, metric), e["id"]))
             others = sorted((e for e in entries if not e.get("target_reached")),
                             key=lambda e: (-e["accuracy"], e["joules"], e["id"]))
             out += [{"rank": i + 1, "measured_as": kind, **e} for i, e in enumerate(reached + others)]

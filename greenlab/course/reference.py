@@ -48,7 +48,8 @@ OPTIONAL_FIELDS = {
     "notes": str,
 }
 ENERGY_SOURCES = ("nvml-counter", "nvml-power", "rapl", "estimate")
-_FILE_RE = re.compile(r"^(?P<gpu>[a-z0-9]+(?:-[a-z0-9]+)*)_(?P<date>\d{4}-\d{2}-\d{2})_(?P<experiment>[a-z0-9][a-z0-9_-]*)\.json$")
+_FILE_RE = re.compile(r"^(?P<gpu>[a-z0-9]+(?:-[a-z0-9]+)*)_(?P<date>\d{4}-\d{2}-\d{2})_"
+                      r"(?P<experiment>[a-z0-9][a-z0-9_-]*)\.json$")
 _EXPERIMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _READ_CALL_RE = re.compile(r"""reference\.(?:show|load|table)\(\s*["']([a-z0-9][a-z0-9_-]*)["']""")
 
@@ -290,7 +291,8 @@ def load_file(path: str | os.PathLike) -> ReferenceRun:
         raise ReferenceRunError(f"{where}: not valid JSON ({exc})") from None
     run = from_dict(data, where)
     if m["experiment"] != run.experiment:
-        raise ReferenceRunError(f"{where}: file name says experiment '{m['experiment']}' but the file says '{run.experiment}'")
+        raise ReferenceRunError(f"{where}: file name says experiment '{m['experiment']}' "
+                                f"but the file says '{run.experiment}'")
     if m["date"] != run.date:
         raise ReferenceRunError(f"{where}: file name says date {m['date']} but the file says {run.date}")
     if m["gpu"] != gpu_slug(run.gpu):
@@ -316,12 +318,14 @@ def from_dict(data: Any, where: str = "reference run") -> ReferenceRun:
         if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
             raise ReferenceRunError(f"{where}: field '{key}' must be a {kind.__name__}, got {data[key]!r}")
     if data["schema_version"] != SCHEMA_VERSION:
-        raise ReferenceRunError(f"{where}: schema_version {data['schema_version']} is not supported (expected {SCHEMA_VERSION})")
+        raise ReferenceRunError(f"{where}: schema_version {data['schema_version']} is not supported "
+                                f"(expected {SCHEMA_VERSION})")
     for key in ("gpu", "driver", "cuda", "torch", "command"):
         if not data[key].strip():
             raise ReferenceRunError(f"{where}: field '{key}' must not be empty")
     if not _EXPERIMENT_RE.match(data["experiment"]):
-        raise ReferenceRunError(f"{where}: experiment {data['experiment']!r} must use lower-case letters, digits, '_' and '-'")
+        raise ReferenceRunError(f"{where}: experiment {data['experiment']!r} "
+                                "must use lower-case letters, digits, '_' and '-'")
     try:
         _dt.date.fromisoformat(data["date"])
     except ValueError:
@@ -329,7 +333,8 @@ def from_dict(data: Any, where: str = "reference run") -> ReferenceRun:
     if data.get("gpu_count", 1) < 1:
         raise ReferenceRunError(f"{where}: gpu_count must be >= 1, got {data['gpu_count']}")
     if "energy_source" in data and data["energy_source"] not in ENERGY_SOURCES:
-        raise ReferenceRunError(f"{where}: energy_source must be one of {list(ENERGY_SOURCES)}, got {data['energy_source']!r}")
+        raise ReferenceRunError(f"{where}: energy_source must be one of {list(ENERGY_SOURCES)}, "
+                                f"got {data['energy_source']!r}")
     for col, unit in data.get("units", {}).items():
         if not isinstance(unit, str):
             raise ReferenceRunError(f"{where}: units['{col}'] must be a string such as 'J' or 's', got {unit!r}")

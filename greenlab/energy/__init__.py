@@ -21,6 +21,7 @@ from greenlab.energy.windows import measure
 
 __all__ = [
     "CollectiveWindow", "ComponentEnergy", "DistributedMeasurement", "EnergySource",
-    "EnergyWindow", "IdlePower", "Measurement", "PowerMonitor", "PowerSample", "ShortWindowWarning", "default_sources", "discover", "measure", "measure_idle",
+    "EnergyWindow", "IdlePower", "Measurement", "PowerMonitor", "PowerSample", "ShortWindowWarning",
+    "default_sources", "discover", "measure", "measure_idle",
     "trapezoid_joules",
 ]

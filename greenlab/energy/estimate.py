@@ -114,7 +114,8 @@ class CpuEstimateSource(EnergySource):
         model = (f"estimate ({attribution}): E = P_idle*dt + (P_max - P_idle)*busy_cpu_s/"
                  f"{self.n_logical:g} CPUs; busy time of {whose} ({self.busy_how}); "
                  f"P_max = {self.tdp_per_core_w:g} W/core x {self.n_physical:g} cores = "
-                 f"{self.max_watts:g} W (per-core TDP: {self.tdp_source}); P_idle = {idle_fraction:g} x P_max = {self.idle_watts:g} W "
+                 f"{self.max_watts:g} W (per-core TDP: {self.tdp_source}); "
+                 f"P_idle = {idle_fraction:g} x P_max = {self.idle_watts:g} W "
                  "(idle share ~0.21 in Cloud Carbon Footprint's SPECpower averages, 2021; "
                  f"assumed to apply here); CPUs: {self.sizing}; a model, uncertain by about a "
                  "factor of 2 (+-100 %) because per-core TDPs differ several-fold between CPUs")

@@ -6,17 +6,18 @@ lesson or summary writes "estimated from a CPU power model" by hand and gets it 
 machine where part of the figure was measured:
 
     >>> how_measured(run)
-    "partly measured by the hardware's energy counters (GPU) and partly estimated from a CPU power model (uncertain by about ±12% in all)"
+    "partly measured by the hardware's energy counters (GPU) and partly estimated from a CPU power
+    model (uncertain by about ±12% in all)"
     >>> how_measured(run, short=True)
     'GPU measured (energy counters), CPU an estimate (power model)'
 
 ``result`` can be anything the library returns with energy in it: a ``Measurement`` (or its
 dict from the results log), a result holding one as ``energy`` or ``measurement`` (a training
 run, a language-model run, a pre-empted job), a result pooled from several windows
-(``measurements()``), a comparison or sweep of runs (``runs``, by name or in a list), a list of any of these, or, as a last
-resort, a result that keeps only its ``sources``. The uncertainty is each window's components
-combined in quadrature (as ``carbon_statement`` combines them), the largest over the windows;
-a result that keeps only its sources says none.
+(``measurements()``), a comparison or sweep of runs (``runs``, by name or in a list), a list of
+any of these, or, as a last resort, a result that keeps only its ``sources``. The uncertainty is
+each window's components combined in quadrature (as ``carbon_statement`` combines them), the
+largest over the windows; a result that keeps only its sources says none.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def _windows(result) -> tuple[list, list]:
         parts = [{"component": _get(c, "component", name), "source": _get(c, "source", "unknown"),
                   "estimated": bool(_get(c, "estimated", True)), "joules": float(_get(c, "joules", 0.0)),
                   "rel": float(_get(c, "rel_uncertainty", 0.0) or 0.0)} for name, c in components.items()]
-        return ([{"parts": parts, "band": _band(parts)}] if parts else []), [str(p) for p in _get(result, "problems") or []]
+        return (([{"parts": parts, "band": _band(parts)}] if parts else []),
+                [str(p) for p in _get(result, "problems") or []])
     pooled = getattr(result, "measurements", None)
     if callable(pooled):
         return _windows([m for _, m in pooled()])

@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 from greenlab.energy import nvml as _nvml
-from greenlab.energy.source import CounterSource, EnergySource, SampledPowerSource  # noqa: F401  the base class, importable from here as before
+# the base class, importable from here as before
+from greenlab.energy.source import CounterSource, EnergySource, SampledPowerSource  # noqa: F401
 
 
 # NVML's reference states +-5 % accuracy for power readings on Fermi and Kepler; it gives no

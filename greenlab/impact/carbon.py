@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from greenlab.base import tables
-from greenlab.base.paths import tables_dir as data_dir  # noqa: F401  where the cited tables are (carbon.data_dir() as before)
+# where the cited tables are (carbon.data_dir() as before)
+from greenlab.base.paths import tables_dir as data_dir  # noqa: F401
 from greenlab.base.validation import ArgumentTypeError
 from greenlab.base.units import JOULES_PER_KWH, format_scaled
 

@@ -463,10 +463,12 @@ def recipe_statement(comparison, baseline: str, candidate: str, region: str = "W
         accuracy_note = f" (within {tolerance * 100:.0f} point)."
     else:
         accuracy_note = "."
-    parts.append(f"Test accuracy: {label[candidate]} {acc[candidate]:.1%}, {label[baseline]} {acc[baseline]:.1%}{accuracy_note}")
+    parts.append(f"Test accuracy: {label[candidate]} {acc[candidate]:.1%}, "
+                 f"{label[baseline]} {acc[baseline]:.1%}{accuracy_note}")
     if tuning_joules:
         parts.append("Choosing the learning rates cost " + ", ".join(
-            f"{format_energy(j)} for {label.get(n, n)}" for n, j in tuning_joules.items()) + ", paid once before training.")
+            f"{format_energy(j)} for {label.get(n, n)}" for n, j in tuning_joules.items())
+            + ", paid once before training.")
     if factor.detectable and factor.estimate > 1:
         condition = ("as long as its model meets the accuracy target" if same else
                      f"if {-gap * 100:.1f} points of test accuracy are an acceptable price")

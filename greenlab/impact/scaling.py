@@ -430,7 +430,8 @@ def recommend(answers: Mapping[str, str]) -> Recommendation:
         why = f"the checklist score {score} is 3 or more"
     elif score >= 0:
         decision = "try a small test first"
-        why = f"the checklist score {score} is between 0 and 2: measure scaling efficiency on 2 devices before committing"
+        why = (f"the checklist score {score} is between 0 and 2: "
+               "measure scaling efficiency on 2 devices before committing")
     else:
         decision = "stay on one device"
         why = f"the checklist score {score} is below 0"

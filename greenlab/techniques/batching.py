@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from greenlab.base import validation
-from greenlab.training.precision import PRECISIONS, dtype as precision_dtype  # noqa: F401  batching.PRECISIONS as before
+# batching.PRECISIONS as before
+from greenlab.training.precision import PRECISIONS, dtype as precision_dtype  # noqa: F401
 from greenlab.session.devices import synchronize
 
 # --- largest batch that fits -------------------------------------------------------------
@@ -626,7 +627,8 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
     validation.number("target_accuracy", target_accuracy, low=0, high=1, low_open=True)
     if train_fn is None:
         from greenlab.training.loop import train as train_fn
-    if getattr(base_config, "eval_every", None) is not None and getattr(base_config, "eval_every_samples", None) is None:
+    if (getattr(base_config, "eval_every", None) is not None
+            and getattr(base_config, "eval_every_samples", None) is None):
         base_config = dataclasses.replace(
             base_config, eval_every=None,
             eval_every_samples=base_config.eval_every * base_config.batch_size * base_config.accum_steps)

@@ -326,7 +326,8 @@ class FederatedComparison:
         lines = [f"{'seed':>4}  {'FedAvg':<44}  centralised"]
         for seed, fed, cen in zip(self.seeds, self.federated, self.centralised):
             lines.append(f"{seed:>4}  {cell(fed):<44}  {cell(cen)}")
-        lines.append(f"(compute: {how_measured(self, short=True)}; network = bytes counted x {self.federated[0].network.kwh_per_gb:g} kWh/GB, "
+        lines.append(f"(compute: {how_measured(self, short=True)}; "
+                     f"network = bytes counted x {self.federated[0].network.kwh_per_gb:g} kWh/GB, "
                      f"published {self.federated[0].network.year})")
         return "\n".join(lines)
 

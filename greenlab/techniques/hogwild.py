@@ -79,7 +79,8 @@ class ParallelResult:
         got = "reached" if self.reached else "did NOT reach"
         acc = "-" if self.val_accuracy is None else f"{self.val_accuracy:.1%}"
         return (f"{self.mode}: {self.workers} workers, {got} the target ({acc} validation accuracy) after "
-                f"{self.samples} samples ({self.weight_updates} weight updates), staleness mean {self.mean_staleness:.2f} / max {self.max_staleness} "
+                f"{self.samples} samples ({self.weight_updates} weight updates), "
+                f"staleness mean {self.mean_staleness:.2f} / max {self.max_staleness} "
                 f"versions; {self.seconds:.2f} s, {plain_number(self.joules)} J ({kind})")
 
 
@@ -147,7 +148,8 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
     chief = outputs[0]
     staleness = [s for r in sorted(outputs) for s in outputs[r]["staleness"]]
     m = window.result
-    return ParallelResult(mode, workers, batch_size, bool(chief["reached"]), [outputs[r]["updates"] for r in sorted(outputs)],
+    return ParallelResult(mode, workers, batch_size, bool(chief["reached"]),
+                          [outputs[r]["updates"] for r in sorted(outputs)],
                           staleness, chief["val_accuracy"], seconds, float(m.joules), bool(m.estimated),
                           chief.get("seconds_to_target"))
 

@@ -91,7 +91,8 @@ class SpotComparison:
     assumptions: dict
 
     def summary(self) -> str:
-        return (f"on demand: {plain_number(self.on_demand_hours)} h, {plain_number(self.on_demand_cost, 4)} money units, "
+        return (f"on demand: {plain_number(self.on_demand_hours)} h, "
+                f"{plain_number(self.on_demand_cost, 4)} money units, "
                 f"{plain_number(self.on_demand_kwh)} kWh; spot: {plain_number(self.spot_hours)} h, "
                 f"{plain_number(self.spot_cost, 4)} money units, {plain_number(self.spot_kwh)} kWh "
                 f"(checkpoint every {plain_number(self.interval_hours * 60)} min of compute)")

@@ -351,8 +351,8 @@ def train_evaluator(data, config, space: SearchSpace, train_kwargs=None):
     def evaluate(arch):
         res = train(space.build(arch), data, config, **kwargs)
         return {"accuracy": res.val_accuracy if res.val_accuracy is not None else 0.0,
-                "test_accuracy": res.final_accuracy, "joules": res.joules, "seconds": res.seconds, "estimated": bool(res.estimated),
-                "status": res.status}
+                "test_accuracy": res.final_accuracy, "joules": res.joules, "seconds": res.seconds,
+                "estimated": bool(res.estimated), "status": res.status}
 
     return evaluate
 
@@ -531,7 +531,8 @@ def _result(evals, objectives, strategy, seed, seconds) -> SearchResult:
 
 
 def _check_objectives(objectives) -> tuple:
-    objectives = tuple(tuple(validation.items("objectives entries", o)) for o in validation.items("objectives", objectives))
+    objectives = tuple(tuple(validation.items("objectives entries", o))
+                       for o in validation.items("objectives", objectives))
     if not objectives:
         raise ValueError("objectives must name at least one (key, 'max'|'min') pair")
     for o in objectives:

@@ -157,7 +157,8 @@ class SweepResult:
     def summary(self) -> str:
         best = self.best
         kind = how_measured(self, short=True) if self.measurements() else ("estimate" if self.estimated else "measured")
-        chosen = f"best lr {best.lr:.3g} at {best.val_accuracy:.1%} validation accuracy" if best else "no trial completed"
+        chosen = (f"best lr {best.lr:.3g} at {best.val_accuracy:.1%} validation accuracy" if best
+                  else "no trial completed")
         return (f"{self.method}: {len(self.trials)} trials, {self.pruned} stopped early, {self.steps} training "
                 f"steps, {plain_number(self.joules)} J ({kind}), {self.seconds:.1f} s; {chosen}")
 

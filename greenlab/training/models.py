@@ -77,7 +77,8 @@ class FlopCount:
 
     def to_dict(self) -> dict:
         return {"forward": self.forward, "train_step": self.train_step, "batch_size": self.batch_size,
-                "input_shape": list(self.input_shape), "counter": "torch.utils.flop_counter.FlopCounterMode, grouped convolution backward per group"}
+                "input_shape": list(self.input_shape),
+                "counter": "torch.utils.flop_counter.FlopCounterMode, grouped convolution backward per group"}
 
 
 def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> FlopCount:
@@ -95,7 +96,8 @@ def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> Fl
     validation.module("model", model)
     _check_int("batch_size", batch_size, minimum=1)
     if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):
-        raise validation.ArgumentTypeError(f"input_shape must be a tuple of sizes such as (1, 28, 28), got {input_shape!r}")
+        raise validation.ArgumentTypeError(
+            f"input_shape must be a tuple of sizes such as (1, 28, 28), got {input_shape!r}")
     input_shape = tuple(validation.integer("input_shape entries", s, low=1, high=2**31) for s in input_shape)
     shape = tuple(int(s) for s in input_shape)
     counted = max(batch_size, 2)

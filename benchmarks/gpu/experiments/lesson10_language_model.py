@@ -55,7 +55,8 @@ def exp_language_model(ctx: Context) -> None:
     for row in rows.values():
         row["speedup_vs_fp32"] = _ratio(row.get("tokens_per_second"), base.get("tokens_per_second"))
     ctx._save("running")
-    ctx.note(f"greenlab.techniques.lm.model.TinyGPT {z.lm} ({params:,} parameters) on {corpus.describe()}; {z.lm_batch} "
+    ctx.note(f"greenlab.techniques.lm.model.TinyGPT {z.lm} ({params:,} parameters) on {corpus.describe()}; "
+             f"{z.lm_batch} "
              f"random windows of {seq} bytes per step (a token is a byte); AdamW from gl.lm.make_optimizer "
              f"(fused on CUDA). {step_flops / seq / 1e6:.4g} MFLOP per token per training step "
              "(torch.utils.flop_counter, forward and backward); tflops_achieved uses it. Per configuration: "

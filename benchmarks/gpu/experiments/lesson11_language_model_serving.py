@@ -52,7 +52,8 @@ def exp_language_model_serving(ctx: Context) -> None:
         ctx.row(row)
     del runs
     ctx._save("running")
-    ctx.note(f"greenlab.techniques.lm.model.TinyGPT {z.lm}, greedy generation of {new_tokens} bytes after a {prompt_len}-byte "
+    ctx.note(f"greenlab.techniques.lm.model.TinyGPT {z.lm}, greedy generation of {new_tokens} bytes after a "
+             f"{prompt_len}-byte "
              "prompt (greenlab.techniques.lm.serving.generate); a token is a byte. Per configuration: warm-up and a "
              f"synchronised calibration, one after another; then {repeats} window(s) each of at least "
              f"{ctx.min_window_s:.2g} s, interleaved across the configurations (A B C A B C), so drift in "

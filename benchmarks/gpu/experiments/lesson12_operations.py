@@ -39,7 +39,8 @@ def exp_operations(ctx: Context) -> None:
             ctx.row({"label": "checkpoint write", "repeat": repeat, "writes": writes, "parameters": params,
                      "seconds_per_write": seconds,
                      "joules_per_write": joules / writes if joules is not None else None,
-                     "cpu_joules_per_write": cpu.joules / writes if (cpu is not None and ctx.component != "cpu") else None,
+                     "cpu_joules_per_write": (cpu.joules / writes if (cpu is not None and ctx.component != "cpu")
+                                              else None),
                      "window_seconds": m.seconds})
     ctx.note("Idle: greenlab.energy.measure_idle over the device's sources while the process sleeps. Checkpoint "
              "writes: gl.preemption.checkpoint_write_cost (save_checkpoint: atomic, fsync'd, checksummed) of the "

@@ -85,6 +85,7 @@ __all__ = [
     "regularized_evolution", "grad_norm_proxy",
     "causal_attention", "checkpoint_blocks", "zero1_step",
     "activation_bytes_per_layer", "lora_linear", "kv_decode_step", "int8_per_channel", "kv_cache_bytes",
-    "schedule_jobs", "easy_backfill", "promote", "early_stopping", "prefetch_loader", "one_cycle", "stakeholder_statement",
+    "schedule_jobs", "easy_backfill", "promote", "early_stopping", "prefetch_loader", "one_cycle",
+    "stakeholder_statement",
     "fedavg_aggregate", "round_bytes", "young_interval", "daly_interval", "idle_alert",
 ]

@@ -162,7 +162,8 @@ def batchnorm_fix(fn: Any) -> Check:
                           "put a torch.nn.GroupNorm(num_groups, channels) in its place."])
         if not isinstance(m, torch.nn.GroupNorm):
             return Check(label, FAILED, f"{name} is a {type(m).__name__}, expected a GroupNorm.",
-                         ["LayerNorm or InstanceNorm take other arguments; use torch.nn.GroupNorm(num_groups, channels)."])
+                         ["LayerNorm or InstanceNorm take other arguments; "
+                          "use torch.nn.GroupNorm(num_groups, channels)."])
         if (m.num_channels, m.num_groups) != (gn.num_channels, gn.num_groups):
             return Check(label, FAILED, f"{name} is GroupNorm({m.num_groups}, {m.num_channels}), "
                          f"expected GroupNorm({gn.num_groups}, {gn.num_channels}).",

@@ -124,7 +124,8 @@ def _states(cluster) -> list:
         return cluster.Job(name, "u", arrival, gpus, est if dur is None else dur, est)
 
     def state(free, queue, running, total=4, now=0.0):
-        run = tuple(cluster.Running(job(f"r{i}", g, est, arrival=-1.0), start) for i, (g, start, est) in enumerate(running))
+        run = tuple(cluster.Running(job(f"r{i}", g, est, arrival=-1.0), start)
+                    for i, (g, start, est) in enumerate(running))
         return cluster.ClusterState(now, total, free, tuple(queue), run, {})
 
     return [

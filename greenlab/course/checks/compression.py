@@ -210,7 +210,8 @@ def channel_prune(fn: Any) -> Check:
             if mine.shape != out[:, want].shape or not torch.allclose(mine, out[:, want], atol=1e-6):
                 if conv.bias is not None and new_conv.bias is not None and new_conv.bias.shape[0] != keep:
                     return "new_conv's bias must be sliced like its filters (bias[kept])."
-                return "new_conv's output differs from conv's on the kept channels. Hint: slice weight[kept] (and bias[kept])."
+                return ("new_conv's output differs from conv's on the kept channels. "
+                        "Hint: slice weight[kept] (and bias[kept]).")
             inputs = new_next.in_features if isinstance(new_next, nn.Linear) else new_next.weight.shape[1]
             if inputs != keep:
                 return (f"the next layer reads {inputs} channels, expected {keep}. Hint: slice the NEXT layer's "
@@ -325,8 +326,10 @@ def distillation_loss(fn: Any) -> Check:
             return ("the KL divergence runs the wrong way. Hint: KL(teacher || student): "
                     "F.kl_div(log_softmax(student/T), log_softmax(teacher/T), log_target=True).")
         if soft is not None and abs(value - (alpha * temp ** 2 * soft / student.shape[1] + (1 - alpha) * hard)) < 1e-5:
-            return "the soft term is averaged over classes too. Hint: reduction='batchmean' (sum over classes, mean over the batch)."
-        return f"T={temp}, alpha={alpha}: expected {want:.5g}, got {value:.5g}. Hint: divide both logits by T before the softmax."
+            return ("the soft term is averaged over classes too. "
+                    "Hint: reduction='batchmean' (sum over classes, mean over the batch).")
+        return (f"T={temp}, alpha={alpha}: expected {want:.5g}, got {value:.5g}. "
+                "Hint: divide both logits by T before the softmax.")
 
     return _run_cases("distillation_loss", fn, cases, judge)
 

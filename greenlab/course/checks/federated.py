@@ -167,7 +167,8 @@ def _state_problem(got, expected) -> str | None:
         if tuple(have.shape) != tuple(want.shape):
             return f"{key}: shape {tuple(have.shape)}, expected {tuple(want.shape)}."
         if have.dtype != want.dtype:
-            return f"{key}: dtype {have.dtype}, expected {want.dtype} (keep each tensor's dtype; round integer counters)."
+            return (f"{key}: dtype {have.dtype}, expected {want.dtype} "
+                    "(keep each tensor's dtype; round integer counters).")
         diff = (have.detach().double() - want.double()).abs().max().item() if want.numel() else 0.0
         if not diff <= 1e-5 * (1 + want.double().abs().max().item()):
             return f"{key}: values differ from FedAvg's by up to {diff:.3g}."

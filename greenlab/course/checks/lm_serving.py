@@ -209,7 +209,8 @@ def int8_per_channel(fn: Any) -> Check:
         return Check(label, NOT_ATTEMPTED, "the function still returns a placeholder (None); fill it in.")
     if failures:
         return Check(label, FAILED, f"{len(failures)} of 3 weights wrong.", failures)
-    return Check(label, PASSED, "int8 values equal torch.fake_quantize_per_channel_affine's (a tie may round either way) with one scale per row, "
+    return Check(label, PASSED, "int8 values equal torch.fake_quantize_per_channel_affine's "
+                                "(a tie may round either way) with one scale per row, "
                                 "each within scale / 2 of the weight.")
 
 

@@ -205,7 +205,8 @@ def loss_scaler(make_scaler: Any) -> Check:
     if is_placeholder(make_scaler):
         return Check(label, NOT_ATTEMPTED, "no scaler yet (still None).")
     if not callable(make_scaler):
-        return Check(label, FAILED, f"expected a class or function that makes a scaler, got {type(make_scaler).__name__}.")
+        return Check(label, FAILED,
+                     f"expected a class or function that makes a scaler, got {type(make_scaler).__name__}.")
     try:
         mine = make_scaler(**_SCALER_SETTINGS)
     except Exception as exc:  # the learner's code failed: report it, never raise

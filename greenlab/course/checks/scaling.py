@@ -162,7 +162,8 @@ def _ring_problem(tensors, want, want_bytes, summed, sent) -> str | None:
                 "chunk of 1/N per step, 2(N - 1) steps in all.")
     if all(math.isclose(b, want_bytes / 2, rel_tol=1e-9) for b in sent) and n > 1:
         return "only one phase was counted: reduce-scatter and all-gather each send (N - 1)/N of the tensor."
-    return f"bytes sent per rank {[_short(b) for b in sent]}, expected {want_bytes:g} each (2(N-1)/N x {bytes_total} B)."
+    return (f"bytes sent per rank {[_short(b) for b in sent]}, expected {want_bytes:g} each "
+            f"(2(N-1)/N x {bytes_total} B).")
 
 
 def energy_per_device_hour(fn: Any) -> Check:

@@ -129,7 +129,8 @@ class SpeedComparison:
             return (f"{median:.2f}x the time of {self.baseline} (median of {len(ratios) or self.rounds} "
                     "rounds; too few rounds to tell a difference from noise)")
         low, _, high = statistics.quantiles(ratios, n=4)
-        spread = f"median {median:.2f}x the time of {self.baseline}, middle half of {len(ratios)} rounds {low:.2f}-{high:.2f}x"
+        spread = (f"median {median:.2f}x the time of {self.baseline}, "
+                  f"middle half of {len(ratios)} rounds {low:.2f}-{high:.2f}x")
         if high < 1:
             return f"faster than {self.baseline}: {spread}"
         if low > 1:

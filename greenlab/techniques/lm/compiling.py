@@ -181,11 +181,13 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
     cfg = config if config is not None else LMConfig()
     validation.instance("config", cfg, LMConfig, "a greenlab.techniques.lm.model.LMConfig")
     validation.module("model", model)
-    validation.instance("corpus", corpus, Corpus, "a greenlab.techniques.lm.model.Corpus (greenlab.techniques.lm.model.load_corpus())")
+    validation.instance("corpus", corpus, Corpus,
+                        "a greenlab.techniques.lm.model.Corpus (greenlab.techniques.lm.model.load_corpus())")
     steps = validation.integer("steps", steps, low=1, high=100_000)
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
     if compile_kwargs is not None and not isinstance(compile_kwargs, dict):
-        raise validation.ArgumentTypeError(f"compile_kwargs must be a dict or None, got {type(compile_kwargs).__name__}")
+        raise validation.ArgumentTypeError(
+            f"compile_kwargs must be a dict or None, got {type(compile_kwargs).__name__}")
     dev = validation.device("device", device) if device is not None else torch.device(gl_config.device())
     if sources is None:
         sources = default_sources(gpus=[dev.index or 0] if dev.type == "cuda" else [])

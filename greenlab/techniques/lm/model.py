@@ -378,8 +378,8 @@ def _check_language_model(model) -> None:
     validation.module("model", model)
     if not isinstance(getattr(model, "max_seq_len", None), int):
         raise validation.ArgumentTypeError(
-            f"model must be a greenlab.techniques.lm.model.TinyGPT or a language model like it (byte ids in, logits out, "
-            f"with max_seq_len), got {type(model).__name__}")
+            f"model must be a greenlab.techniques.lm.model.TinyGPT or a language model like it "
+            f"(byte ids in, logits out, with max_seq_len), got {type(model).__name__}")
 
 
 def _check_model_and_corpus(model, corpus) -> None:
@@ -387,7 +387,8 @@ def _check_model_and_corpus(model, corpus) -> None:
     _check_language_model(model)
     if next(model.parameters(), None) is None:
         raise ValueError("model has no parameters: expected a greenlab.techniques.lm.model.TinyGPT or a model like it")
-    validation.instance("corpus", corpus, Corpus, "a greenlab.techniques.lm.model.Corpus (greenlab.techniques.lm.model.load_corpus())")
+    validation.instance("corpus", corpus, Corpus,
+                        "a greenlab.techniques.lm.model.Corpus (greenlab.techniques.lm.model.load_corpus())")
 
 
 def joules_per_token(joules: float, tokens: int) -> float:
@@ -568,13 +569,16 @@ def compare_lm(variants: dict, model_fn, corpus: Corpus, repeats: int = 3, warmu
     if not isinstance(variants, dict) or not variants:
         raise validation.ArgumentTypeError("variants must be a non-empty dict {name: LMConfig}")
     if not callable(model_fn) or isinstance(model_fn, type):
-        raise validation.ArgumentTypeError(f"model_fn must be a function config -> model, got {type(model_fn).__name__}")
-    validation.instance("corpus", corpus, Corpus, "a greenlab.techniques.lm.model.Corpus (greenlab.techniques.lm.model.load_corpus())")
+        raise validation.ArgumentTypeError(
+            f"model_fn must be a function config -> model, got {type(model_fn).__name__}")
+    validation.instance("corpus", corpus, Corpus,
+                        "a greenlab.techniques.lm.model.Corpus (greenlab.techniques.lm.model.load_corpus())")
     if device is not None:
         validation.device("device", device)
     for name, cfg in variants.items():
         if not isinstance(cfg, LMConfig):
-            raise validation.ArgumentTypeError(f"variants[{name!r}] must be a greenlab.techniques.lm.model.LMConfig, got {type(cfg).__name__}")
+            raise validation.ArgumentTypeError(
+                f"variants[{name!r}] must be a greenlab.techniques.lm.model.LMConfig, got {type(cfg).__name__}")
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
     warmup = validation.integer("warmup", warmup, low=0, high=100)
     names = list(variants)

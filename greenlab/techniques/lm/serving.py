@@ -187,7 +187,8 @@ def compare_generation(setups: dict, repeats: int = 3, sources=None) -> Generati
     arguments, ``model`` among them}; the first is the baseline."""
     if not isinstance(setups, dict):
         raise validation.ArgumentTypeError(
-            f"setups must be a dict of at least two {{name: measure_generation arguments}}, got {type(setups).__name__}")
+            f"setups must be a dict of at least two {{name: measure_generation arguments}}, "
+            f"got {type(setups).__name__}")
     if len(setups) < 2:
         raise ValueError("setups must be a dict of at least two {name: measure_generation arguments}")
     for name, kwargs in setups.items():
