@@ -4,7 +4,7 @@ import pytest
 
 from greenlab.energy import ComponentEnergy, Measurement
 from greenlab.energy.flags import MeasuredFlags, PooledFlags
-from greenlab.energy.provenance import how_measured
+from greenlab.energy.provenance import combined_uncertainty, how_measured
 
 
 def _component(name, joules, source, estimated, rel):
@@ -104,3 +104,11 @@ def test_a_measurement_comes_back_whole_from_its_dict():
     m = _window(CPU_EST, GPU_COUNTER, problems=["gpu:0: read failed"])
     back = Measurement.from_dict(m.to_dict())
     assert back == m and back.to_dict() == m.to_dict()
+
+
+def test_uncertainties_add_in_quadrature_over_the_total():
+    assert combined_uncertainty([(30.0, 1.0), (40.0, 0.05)]) == pytest.approx((30**2 + 2**2) ** 0.5 / 70)
+    assert combined_uncertainty([(10.0, 0.1)]) == pytest.approx(0.1)
+    assert combined_uncertainty([(0.0, 1.0)]) == 0.0  # nothing to be uncertain about
+    # a 0 J window still says how uncertain its kind of figure is
+    assert how_measured(_window(_component("cpu", 0.0, "estimate", True, 1.0))).endswith("(uncertain by about ±100%)")

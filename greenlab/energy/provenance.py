@@ -58,6 +58,15 @@ def how_measured(result, short: bool = False) -> str:
     return words
 
 
+def combined_uncertainty(figures) -> float:
+    """Relative uncertainty of a sum of (joules, relative uncertainty) figures taken as independent:
+    their absolute uncertainties added in quadrature, over the total (0 for a total of 0 J)."""
+    figures = [(float(j), float(r)) for j, r in figures]
+    joules = math.fsum(j for j, _ in figures)
+    u_joules = math.sqrt(math.fsum((r * j) ** 2 for j, r in figures))
+    return u_joules / joules if joules > 0 else 0.0
+
+
 # --- helpers ----------------------------------------------------------------------------------
 
 
@@ -112,10 +121,10 @@ def _is_estimate(source: str) -> bool:
 
 
 def _band(parts: list) -> float:
-    """The window's components' uncertainties combined in quadrature, relative to its total."""
-    joules = math.fsum(p["joules"] for p in parts)
-    u_joules = math.sqrt(math.fsum((p["rel"] * p["joules"]) ** 2 for p in parts))
-    return u_joules / joules if joules > 0 else max(p["rel"] for p in parts)
+    """The window's relative uncertainty; a window of 0 J keeps its components' widest band."""
+    if math.fsum(p["joules"] for p in parts) <= 0:
+        return max(p["rel"] for p in parts)
+    return combined_uncertainty([(p["joules"], p["rel"]) for p in parts])
 
 
 def _kinds(parts: list) -> str:

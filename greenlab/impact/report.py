@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from greenlab.energy.provenance import how_measured  # also gl.report.how_measured
+from greenlab.energy.provenance import combined_uncertainty, how_measured  # how_measured: also gl.report.how_measured
 from greenlab.impact import carbon
 from greenlab.base.units import JOULES_PER_KWH, format_energy, plain_number
 
@@ -200,7 +200,7 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
     r_int = _fraction(intensity_rel_uncertainty, "intensity_rel_uncertainty")
     joules = info["joules"]
     kwh = joules / JOULES_PER_KWH
-    rel_energy = _relative_uncertainty(info)
+    rel_energy = combined_uncertainty((c["joules"], c["rel_uncertainty"]) for c in info["components"])
     grams = carbon.co2e_g(joules, grid, pue_value)
     rel_co2e = math.sqrt(rel_energy ** 2 + r_int ** 2)
     estimated = any(c["estimated"] for c in info["components"])
@@ -348,13 +348,6 @@ def _energy_info(run) -> dict:
     return {"label": label, "seconds": float(seconds), "hardware": hardware,
             "joules": math.fsum(c["joules"] for c in comps), "components": comps,
             "problems": _problems(run) or _problems(measurement)}
-
-
-def _relative_uncertainty(info: dict) -> float:
-    """The components' uncertainties combined in quadrature (treated as independent), relative."""
-    joules = info["joules"]
-    u_joules = math.sqrt(sum((c["rel_uncertainty"] * c["joules"]) ** 2 for c in info["components"]))
-    return u_joules / joules if joules > 0 else 0.0
 
 
 def _problems(run) -> list:
