@@ -79,6 +79,8 @@ def test_a_break_even_or_saving_without_a_verdict_is_refused(cell):
     code('print(f"int8 saves 3 of every 4 bytes of the weights: {ok}")'),  # counted, not measured
     code('print(f"best window saved {gl.format_mass(g)} CO2")  '
          '# not a measured difference: arithmetic on the cited intensity table'),
+    code('# not a measured difference: arithmetic on the cited intensity table\n'
+         'print(f"best window saved {gl.format_mass(g)} CO2")'),  # the mark may head the statement
     code('gl.profiling.save_checkpoint(model, path)\nprint("saved the checkpoint")'),
     md("A break-even exists only when the per-step saving is detectable."),
 ])
@@ -88,6 +90,14 @@ def test_savings_that_follow_a_verdict_or_are_counted_pass(cell):
 
 def test_a_mark_without_a_reason_does_not_excuse_a_saving():
     assert problems(code('print(f"saves {j:.3g} J")  # not a measured difference:'))
+
+
+def test_a_mark_excuses_only_the_statement_it_heads():
+    cell = code('# not a measured difference: arithmetic on the cited intensity table\n'
+                'print(f"best window saved {gl.format_mass(g)} CO2")\n'
+                'print(f"the green recipe saves {j:.3g} J")')
+    found = problems(cell)
+    assert len(found) == 1 and "green recipe saves" in found[0]
 
 
 def test_cells_that_are_not_python_are_skipped():

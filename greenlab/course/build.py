@@ -419,10 +419,16 @@ def _under_verdict(node: ast.AST, parents: dict) -> bool:
 
 
 def _marked_ok(node: ast.AST, parents: dict, lines: list) -> bool:
-    """True when a line of the statement holding ``node`` carries :data:`CLAIM_OK_MARK` and a reason."""
+    """True when a line of the statement holding ``node``, or of the comment lines right above it,
+    carries :data:`CLAIM_OK_MARK` and a reason."""
     while node in parents and not isinstance(node, ast.stmt):
         node = parents[node]
-    span = lines[node.lineno - 1:node.end_lineno] if hasattr(node, "lineno") else []
+    if not hasattr(node, "lineno"):
+        return False
+    first = node.lineno - 1
+    while first > 0 and lines[first - 1].lstrip().startswith("#"):
+        first -= 1
+    span = lines[first:node.end_lineno]
     return any(CLAIM_OK_MARK in line and line.split(CLAIM_OK_MARK, 1)[1].strip() for line in span)
 
 
