@@ -2,6 +2,8 @@
 
 import io
 import logging
+import threading
+import time
 
 import pytest
 
@@ -81,3 +83,30 @@ def test_train_lm_shows_a_bar_over_its_steps(monkeypatch):
     cfg = gl.lm.LMConfig(seq_len=16, batch_size=2, steps=3, eval_every=3, eval_batches=1, label="tiny")
     gl.lm.train_lm(model, corpus, cfg, device="cpu", sources=[SlopeSource()])
     assert [(b.total, b.label, b.n, b.closed) for b in made] == [(3, "tiny", 3, True)]
+
+
+def test_heartbeat_prints_while_a_long_call_runs_and_leaves_no_thread():
+    out = io.StringIO()
+    with progress.heartbeat("greenlab.launch", every_s=0.01, out=out):
+        deadline = time.monotonic() + 30
+        while out.getvalue().count("...") < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+    lines = out.getvalue().splitlines()
+    assert sum(line.startswith("greenlab.launch ... ") for line in lines) >= 2
+    assert lines[-1].startswith("greenlab.launch done in ")
+    assert not [t for t in threading.enumerate() if t.name.startswith("greenlab-heartbeat")]
+
+
+def test_heartbeat_says_stopped_when_the_block_raises():
+    out = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        with progress.heartbeat("greenlab.compile", every_s=60, out=out):
+            raise KeyboardInterrupt
+    assert out.getvalue().startswith("greenlab.compile stopped after ")
+    assert not [t for t in threading.enumerate() if t.name.startswith("greenlab-heartbeat")]
+
+
+def test_heartbeat_refuses_a_period_that_is_not_positive():
+    with pytest.raises(ValueError, match="every_s"):
+        with progress.heartbeat("x", every_s=0):
+            pass

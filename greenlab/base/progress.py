@@ -5,15 +5,26 @@
 - ``Steps(label, total)``: a job made of a few long items (trials, runs, compilation). Each
   ``start(what)`` prints ``label [i/total] what ...`` at once, and ``done(note)`` ends that
   line with what it took, so a cell shows what it is doing while it works, and a log or a
-  headless run reads as plain lines. ``GREENLAB_PROGRESS=0`` silences both.
+  headless run reads as plain lines.
+- ``heartbeat(label)``: a context manager for one long call that cannot report steps of its own
+  (a torchrun launch, a compile, a child process being killed and resumed): while the block
+  runs, a line ``label ... 10 s`` every few seconds, and ``label done in 41 s`` at the end, so no
+  cell is silent for long. Its thread ends with the block, also on an error or Ctrl-C.
+
+``GREENLAB_PROGRESS=0`` silences all three.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import time
+
 from greenlab.base.units import plain_number
+
+HEARTBEAT_SECONDS = 5.0  # a line at least this often while a long call runs (the course's limit is 10 s of silence)
 
 
 def enabled() -> bool:
@@ -102,3 +113,37 @@ class Steps:
         out = self.out if self.out is not None else sys.stdout
         out.write(text)
         out.flush()
+
+
+@contextlib.contextmanager
+def heartbeat(label: str, every_s: float = HEARTBEAT_SECONDS, show: bool = True, out=None):
+    """Print ``label ... N s`` every ``every_s`` seconds while the ``with`` block runs, then
+    ``label done in N s`` (or ``label stopped after N s`` when it raised). The printing thread is
+    joined before the block's exception, if any, goes on."""
+    if every_s <= 0:
+        raise ValueError(f"every_s must be > 0 seconds, got {every_s!r}")
+    show = bool(show) and enabled()
+    stream = out if out is not None else sys.stdout
+    t0 = time.perf_counter()
+    stop = threading.Event()
+
+    def write(text):
+        if show:
+            stream.write(text)
+            stream.flush()
+
+    def beat():
+        while not stop.wait(every_s):
+            write(f"{label} ... {plain_number(round(time.perf_counter() - t0))} s\n")
+
+    thread = threading.Thread(target=beat, name=f"greenlab-heartbeat {label}", daemon=True)
+    thread.start()
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        stop.set()
+        thread.join()
+        seconds = plain_number(round(time.perf_counter() - t0, 1))
+        write(f"{label} done in {seconds} s\n" if ok else f"{label} stopped after {seconds} s\n")
