@@ -1,4 +1,4 @@
-"""greenlab.techniques.lm.model (corpus, model, token training loop, FLOP counts), greenlab.techniques.lm.sharding (ZeRO and
+"""greenlab.techniques.lm (corpus, model, token training loop, FLOP counts), greenlab.techniques.lm.sharding (ZeRO and
 parallelism arithmetic) and lesson 10's checker. Tiny sizes: the whole file runs in seconds."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from greenlab.course import checks
-from greenlab.techniques.lm import model as lm, sharding
+from greenlab.techniques import lm
+from greenlab.techniques.lm import sharding
 from greenlab.experiments import Comparison
 
 
@@ -428,7 +429,7 @@ def test_ctrl_c_during_train_lm_is_one_line_and_keeps_the_partial_run(corpus, mo
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lm, "train_step", interrupt_on_the_seventh)
+    monkeypatch.setattr(lm.training, "train_step", interrupt_on_the_seventh)
     cfg = lm.LMConfig(seq_len=16, batch_size=4, steps=20, eval_every=3, eval_batches=1, label="probe",
                       score_batches=2)
     with pytest.raises(Interrupted) as caught:

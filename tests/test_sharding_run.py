@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from greenlab.techniques import ddp
-from greenlab.techniques.lm import model as lm, sharding, sharding_run
+from greenlab.techniques import lm
+from greenlab.techniques.lm import sharding, sharding_run
 from launches import live_processes_naming, record_launches
 
 # d_model 15 and 33 positions: most first dimensions (15, 45, 60, 33) do not divide by 2

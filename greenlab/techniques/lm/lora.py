@@ -51,7 +51,7 @@ def add_lora(model: nn.Module, rank: int = 4, alpha: float = 8.0, layer=None) ->
     blocks = getattr(model, "blocks", None)
     if blocks is None or not isinstance(blocks, nn.Module):
         raise validation.ArgumentTypeError(
-            "model must have transformer blocks (.blocks), e.g. a greenlab.techniques.lm.model.TinyGPT")
+            "model must have transformer blocks (.blocks), e.g. a greenlab.techniques.lm.gpt.TinyGPT")
     rank = validation.integer("rank", rank, low=1, high=2**31)
     alpha = validation.number("alpha", alpha, low=0, low_open=True)
     for p in model.parameters():

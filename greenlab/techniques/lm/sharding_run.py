@@ -2,7 +2,7 @@
 
 ``run_ddp_vs_fsdp()`` launches ``world_size`` CPU processes through torchrun (backend gloo, one
 thread each; the launch, timeout and error collection of ``greenlab.techniques.ddp``). In every process it
-builds the same ``greenlab.techniques.lm.model.TinyGPT`` (same seed) and runs the same AdamW steps twice on that
+builds the same ``greenlab.techniques.lm.gpt.TinyGPT`` (same seed) and runs the same AdamW steps twice on that
 rank's own batches:
 
 - **DDP** (``DistributedDataParallel``, ``gradient_as_bucket_view=True`` so the gradients live in
@@ -198,12 +198,12 @@ def run_ddp_vs_fsdp(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n
                     max_seq_len: int = 256, seq_len: int = 64, batch_size: int = 8, steps: int = 3,
                     lr: float = 1e-2, allreduce_repeats: int = 7, corpus: str = "pydoc-topics",
                     seed: int = 0, timeout_s: float = 180.0) -> ShardingRun:
-    """Train ``greenlab.techniques.lm.model.TinyGPT(d_model, n_layers, n_heads, max_seq_len)`` for ``steps`` AdamW
+    """Train ``greenlab.techniques.lm.gpt.TinyGPT(d_model, n_layers, n_heads, max_seq_len)`` for ``steps`` AdamW
     steps with DDP and then with FSDP in ``world_size`` torchrun CPU processes, and time
     ``allreduce_repeats`` all-reduces of the gradients; returns a ``ShardingRun``.
 
     Each rank draws its own ``batch_size`` windows of ``seq_len`` bytes per step from ``corpus``
-    (``greenlab.techniques.lm.model.load_corpus``), the same batches in both runs. The launch is killed after
+    (``greenlab.techniques.lm.corpus.load_corpus``), the same batches in both runs. The launch is killed after
     ``timeout_s`` seconds (``greenlab.techniques.ddp.DDPError``), and on an interrupt, with every worker.
     Raises ``ValueError`` for bad arguments before starting any process."""
     config = make_config(world_size=world_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
@@ -232,7 +232,8 @@ def make_config(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n_hea
                 seed: int = 0) -> dict:
     """The validated worker config ``run_ddp_vs_fsdp`` writes (see there for the arguments), with
     the model's parameter and tensor counts (the model is built once here to check its shape)."""
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques.lm.corpus import CORPORA
+    from greenlab.techniques.lm.gpt import TinyGPT
 
     world_size = validation.integer("world_size", world_size, low=2, high=64)
     cores = os.cpu_count() or 1
@@ -240,7 +241,7 @@ def make_config(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n_hea
         raise ValueError(f"world_size must be at most 4 x this machine's {cores} CPU cores "
                          f"({4 * cores}), got {world_size}")
     spec = {"d_model": d_model, "n_layers": n_layers, "n_heads": n_heads, "max_seq_len": max_seq_len}
-    model = lm.TinyGPT(**spec)  # checks d_model, n_heads, n_layers, max_seq_len with clear messages
+    model = TinyGPT(**spec)  # checks d_model, n_heads, n_layers, max_seq_len with clear messages
     seq_len = validation.integer("seq_len (at most max_seq_len)", seq_len, low=1, high=max_seq_len)
     params = list(model.parameters())
     return {
@@ -253,7 +254,7 @@ def make_config(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n_hea
         "steps": validation.integer("steps", steps, low=1, high=1000),
         "lr": validation.number("lr", lr, low=0, low_open=True, high=10),
         "allreduce_repeats": validation.integer("allreduce_repeats", allreduce_repeats, low=1, high=1000),
-        "corpus": validation.choice("corpus", corpus, lm.CORPORA),
+        "corpus": validation.choice("corpus", corpus, CORPORA),
         "seed": validation.integer("seed", seed, low=0, high=2**32 - 1),
     }
 
@@ -287,7 +288,7 @@ def _worker(config: dict) -> None:
     import torch
     import torch.distributed as dist
 
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques.lm.corpus import batch, load_corpus
     from greenlab.techniques.ddp import finish_worker
 
     torch.set_num_threads(1)
@@ -297,9 +298,9 @@ def _worker(config: dict) -> None:
     dist.init_process_group(backend="gloo")
     try:
         ready = time.time()
-        corpus = lm.load_corpus(config["corpus"])
+        corpus = load_corpus(config["corpus"])
         gen = torch.Generator().manual_seed(config["seed"] * 1000 + rank)
-        batches = [lm.batch(corpus.train, config["seq_len"], config["batch_size"], gen)
+        batches = [batch(corpus.train, config["seq_len"], config["batch_size"], gen)
                    for _ in range(config["steps"])]
         dist.barrier()
         ddp_run = _train(config, batches, sharded=False)
@@ -344,10 +345,10 @@ def _train(config: dict, batches: list, sharded: bool) -> dict:
     from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel
 
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques.lm.gpt import TinyGPT, lm_loss
 
     torch.manual_seed(config["seed"])
-    model = lm.TinyGPT(**config["model"])
+    model = TinyGPT(**config["model"])
     if sharded:
         for block in model.blocks:
             fully_shard(block)
@@ -360,7 +361,7 @@ def _train(config: dict, batches: list, sharded: bool) -> dict:
     for x, y in batches:
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = lm.lm_loss(wrapped, x, y)
+        loss = lm_loss(wrapped, x, y)
         loss.backward()
         opt.step()
         seconds.append(time.perf_counter() - start)
