@@ -77,7 +77,7 @@ def test_model_is_causal_a_later_byte_never_changes_an_earlier_logit():
 def test_checkpointing_gives_the_same_gradients_and_keeps_less(corpus):
     x, y = lm.batch(corpus.train, 32, 4, torch.Generator().manual_seed(1))
     grads, peaks = [], []
-    from greenlab.techniques.batching import measure_step_peak_bytes
+    from greenlab.techniques.batching.max_batch import measure_step_peak_bytes
 
     for ckpt in (False, True):
         model = tiny(checkpoint=ckpt)

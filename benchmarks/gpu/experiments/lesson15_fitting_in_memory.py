@@ -14,7 +14,7 @@ def exp_fitting_in_memory(ctx: Context) -> None:
     (``gl.batching.measure_step_peak_bytes``). Bytes only: no energy window."""
     import time
 
-    from greenlab.techniques.batching import measure_step_peak_bytes
+    from greenlab.techniques.batching.max_batch import measure_step_peak_bytes
     from greenlab.techniques import lm
     from greenlab.techniques.lm.sharding_run import held_bytes
     from greenlab.training.memory import saved_for_backward
