@@ -275,7 +275,7 @@ def shared_study(journal_path, data, study_name: str = "shared", workers: int = 
     stored in one Optuna ``JournalStorage`` file (``journal_path``; the journal takes a file lock
     for every write, so no server is needed); wait for them, then read the study back. Each trial
     records the worker (and process id) that ran it."""
-    from greenlab.techniques.ddp import _save_dataset
+    from greenlab.techniques.ddp.launch import _save_dataset
 
     import optuna
     from optuna.storages.journal import JournalFileBackend, JournalStorage
@@ -401,7 +401,7 @@ def _worker(spec_path: str) -> int:
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     from greenlab.session.config import setup
-    from greenlab.techniques.ddp import _load_dataset
+    from greenlab.techniques.ddp.worker import _load_dataset
     from greenlab.training import models
     from greenlab.training.loop import TrainConfig
 

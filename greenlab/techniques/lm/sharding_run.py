@@ -204,13 +204,13 @@ def run_ddp_vs_fsdp(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n
 
     Each rank draws its own ``batch_size`` windows of ``seq_len`` bytes per step from ``corpus``
     (``greenlab.techniques.lm.corpus.load_corpus``), the same batches in both runs. The launch is killed after
-    ``timeout_s`` seconds (``greenlab.techniques.ddp.DDPError``), and on an interrupt, with every worker.
+    ``timeout_s`` seconds (``greenlab.techniques.ddp.launch.DDPError``), and on an interrupt, with every worker.
     Raises ``ValueError`` for bad arguments before starting any process."""
     config = make_config(world_size=world_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
                          max_seq_len=max_seq_len, seq_len=seq_len, batch_size=batch_size, steps=steps,
                          lr=lr, allreduce_repeats=allreduce_repeats, corpus=corpus, seed=seed)
     timeout_s = validation.number("timeout_s", timeout_s, low=0, low_open=True)
-    from greenlab.techniques import ddp
+    from greenlab.techniques.ddp import launch
 
     with tempfile.TemporaryDirectory(prefix="greenlab-fsdp-") as tmp:
         folder = Path(tmp)
@@ -218,11 +218,11 @@ def run_ddp_vs_fsdp(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n
         config.update(result_path=str(result_file), error_dir=str(folder), launched=time.time())
         config_path = folder / "config.json"
         config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
-        command = ddp.launch_command(config_path, world_size, module=WORKER_MODULE)
+        command = launch.launch_command(config_path, world_size, module=WORKER_MODULE)
         started = time.perf_counter()
-        returncode, stderr = ddp._run(command, ddp._worker_env(1), timeout_s)
+        returncode, stderr = launch._run(command, launch._worker_env(1), timeout_s)
         wall = time.perf_counter() - started
-        raw = ddp.collect_result(folder, result_file, world_size, returncode, stderr, timeout_s)
+        raw = launch.collect_result(folder, result_file, world_size, returncode, stderr, timeout_s)
     return ShardingRun(**raw, wall_seconds=wall)
 
 
@@ -279,7 +279,7 @@ def held_bytes(tensors) -> int:
 
 def worker_main(argv=None) -> int:
     """Entry point of one torchrun worker: both runs and the all-reduce; rank 0 writes the result."""
-    from greenlab.techniques.ddp import run_worker
+    from greenlab.techniques.ddp.worker import run_worker
 
     return run_worker(argv, _worker, WORKER_MODULE, "one worker of a greenlab DDP-against-FSDP run")
 
@@ -289,7 +289,7 @@ def _worker(config: dict) -> None:
     import torch.distributed as dist
 
     from greenlab.techniques.lm.corpus import batch, load_corpus
-    from greenlab.techniques.ddp import finish_worker
+    from greenlab.techniques.ddp.worker import finish_worker
 
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
