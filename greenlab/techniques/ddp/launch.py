@@ -118,6 +118,8 @@ def _spec_of(data):
 
 def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, window_label: str) -> list:
     """One torchrun launch that trains every config of ``configs`` in turn; their DDPResults."""
+    from greenlab.training.dataset_files import save_dataset
+
     timeout_s = _positive_number("timeout_s", timeout_s)
     dataset = _dataset(data)
     for i, config in enumerate(configs):
@@ -133,7 +135,7 @@ def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, w
         launch["result_path"] = str(folder / "result.json")
         launch["error_dir"] = str(folder)
         launch["measure_energy"] = bool(measure_energy)
-        launch["data"] = _save_dataset(dataset, folder / "data.pt")
+        launch["data"] = save_dataset(dataset, folder / "data.pt")
         config_path = folder / "config.json"
         config_path.write_text(json.dumps(launch, indent=1), encoding="utf-8")
         command = launch_command(config_path, nprocs)
@@ -368,16 +370,6 @@ def _dataset(data):
     spec = _as_spec(data, "data")
     name = spec.pop("name")
     return gl_data.load(name, verbose=False, **spec)
-
-
-def _save_dataset(ds, path: Path) -> dict:
-    import torch
-
-    # the validation split travels too, so workers train on exactly the parent's training split
-    torch.save({"train_x": ds.train_x.cpu(), "train_y": ds.train_y.cpu(), "test_x": ds.test_x.cpu(),
-                "test_y": ds.test_y.cpu(), "val_x": ds.val_x.cpu(), "val_y": ds.val_y.cpu()}, path)
-    return {"name": ds.name, "path": str(path), "source": ds.source, "note": ds.note,
-            "num_classes": ds.num_classes}
 
 
 def _as_spec(value, what: str) -> dict:

@@ -54,6 +54,8 @@ def _train_worker(config: dict) -> None:
     import torch
     import torch.distributed as dist
 
+    from greenlab.training.dataset_files import load_dataset
+
     torch.set_num_threads(int(config["threads_per_worker"]))
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -67,7 +69,7 @@ def _train_worker(config: dict) -> None:
         device = torch.device("cpu")
     dist.init_process_group(backend=config["backend"])
     try:
-        ds = _load_dataset(config["data"])
+        ds = load_dataset(config["data"])
         runs = config.get("runs") or [config]
         # every rank creates every subgroup, in the same order (torch.distributed.new_group's rule)
         groups = {k: dist.new_group(list(range(k))) for k in sorted({r["nprocs"] for r in runs}) if k < world}
@@ -212,16 +214,6 @@ def _notes(config: dict, ds) -> list:
                      "(a process group of their own); the others waited at a barrier, outside its "
                      "energy window")
     return notes
-
-
-def _load_dataset(spec: dict):
-    import torch
-
-    from greenlab.training import data as gl_data
-
-    tensors = torch.load(spec["path"], mmap=True, weights_only=True)
-    return gl_data.Dataset(name=spec["name"], num_classes=spec["num_classes"], source=spec["source"],
-                           note=spec["note"], **tensors)
 
 
 if __name__ == "__main__":
