@@ -9,7 +9,8 @@ techniques). One module per idea; the model's names are also here, as ``gl.lm.<n
 
 - ``corpus``: byte corpora (a vocabulary of 256, so no tokenizer is downloaded) and random windows as batches.
 - ``gpt``: ``TinyGPT``, a decoder-only transformer whose attention is
-  ``torch.nn.functional.scaled_dot_product_attention`` (causal), with optional activation checkpointing per block (``torch.utils.checkpoint``); ``lm_loss``.
+  ``torch.nn.functional.scaled_dot_product_attention`` (causal), with optional activation checkpointing per
+  block (``torch.utils.checkpoint``); ``lm_loss``.
 - ``training``: ``train_lm``, one ``greenlab.measure`` window around the training steps; each evaluation point in
   ``history`` carries the cumulative joules, so the energy to reach a validation loss is read off it.
 - ``comparison``: ``compare_lm`` runs paired repeats and returns a ``greenlab.experiments.Comparison`` (verdicts

@@ -1,4 +1,5 @@
-"""``torch.compile`` as an energy decision: a cost paid once against a saving on every step.
+"""``torch.compile`` as an energy decision: a cost paid once against a saving on every step (lesson 10
+(10_language_model)).
 
 ``measure_compile`` trains two copies of the same model on the same batches, one eager and one
 compiled, and measures:

@@ -1,4 +1,5 @@
-"""Low-rank adaptation (LoRA, Hu et al., 2021): fine-tune a few small matrices instead of every weight.
+"""Low-rank adaptation (LoRA, Hu et al., 2021): fine-tune a few small matrices instead of every weight (lesson 11
+(11_adapting_and_serving)).
 
     gl.lora.add_lora(model, rank=4)      # freezes the model, adds trainable A, B beside each linear layer
     gl.count_params(model)               # trainable parameters only
