@@ -381,7 +381,8 @@ def language_model_entry_points(tmp: Path) -> list[EntryPoint]:
     import torch
 
     from fakes import SlopeSource
-    from greenlab.techniques.lm import model as lm, compiling as lm_compile, serving as lm_serve, lora
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import compiling as lm_compile, serving as lm_serve, lora
     from greenlab.training import optimizers
 
     eps = []
@@ -593,7 +594,8 @@ def combos(tmp: Path) -> list[Combo]:
     import torch
 
     from fakes import SlopeSource
-    from greenlab.techniques.lm import model as lm, serving as lm_serve
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import serving as lm_serve
     from greenlab.training import optimizers
     from greenlab.energy import PowerMonitor
 
@@ -640,7 +642,7 @@ def combos(tmp: Path) -> list[Combo]:
 def fuzz_combos(tmp: Path, examples: int = 6) -> list:
     """[(combo name, outcome, detail)] for every :func:`combos` call, then ``examples`` drawn
     pairs (seq_len, batch_size), each within its own range, whose product is too many tokens."""
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques import lm
 
     rows = []
     for combo in combos(tmp):

@@ -54,13 +54,13 @@ from greenlab.techniques import edge, federated  # noqa: E402  lesson 14: FedAvg
 from greenlab.impact import network  # noqa: E402  lesson 14: the energy of bytes sent, from a cited kWh/GB figure
 from greenlab.techniques import monitoring, preemption, storage  # noqa: E402  lesson 12: operating training
 from greenlab.impact import idle  # noqa: E402  lesson 12: idle capacity and scale to zero
+from greenlab.techniques import lm  # noqa: E402  gl.lm: a small language model in joules per token
 from greenlab.techniques.lm import (
-    model as lm,
     compiling as lm_compile,
     serving as lm_serve,
     lora,
     sharding,
-)  # noqa: E402  gl.lm: a small language model in joules per token
+)  # noqa: E402
 from greenlab.base import optional
 from greenlab.training import optimizers  # noqa: E402  gl.optimizers: fp32 or 8-bit AdamW states, counted state bytes
 # gl.sharding_run: DDP against FSDP, measured in 2 processes

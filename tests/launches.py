@@ -7,13 +7,13 @@ this process's children: they are found by the config file each of them names on
 import psutil
 
 
-def record_launches(monkeypatch, ddp) -> list:
-    """Every config path ``ddp.launch_command`` is called with from now on (this test's launches:
-    other launches on a shared machine are not ours)."""
+def record_launches(monkeypatch, launch) -> list:
+    """Every config path ``launch.launch_command`` (``greenlab.techniques.ddp.launch``) is called with
+    from now on (this test's launches: other launches on a shared machine are not ours)."""
     configs = []
-    launch = ddp.launch_command
-    monkeypatch.setattr(ddp, "launch_command",
-                        lambda path, n, **kw: configs.append(str(path)) or launch(path, n, **kw))
+    command = launch.launch_command
+    monkeypatch.setattr(launch, "launch_command",
+                        lambda path, n, **kw: configs.append(str(path)) or command(path, n, **kw))
     return configs
 
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import greenlab as gl
-from greenlab.techniques.lm import model as lm, compiling as lm_compile, serving as lm_serve, lora
+from greenlab.techniques import lm
+from greenlab.techniques.lm import compiling as lm_compile, serving as lm_serve, lora
 from greenlab.training import optimizers
 from greenlab.base import validation
 from greenlab.energy import EnergySource, IdlePower, PowerMonitor, measure
@@ -100,11 +101,11 @@ def test_language_model_functions_name_a_wrong_model_or_corpus(corpus):
     cfg = lm.LMConfig(seq_len=8, batch_size=2, steps=1, eval_every=1, eval_batches=1)
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
         lm.evaluate("TinyGPT", corpus, 8)
-    with pytest.raises(TypeError, match="corpus must be a greenlab.techniques.lm.model.Corpus"):
+    with pytest.raises(TypeError, match="corpus must be a greenlab.techniques.lm.corpus.Corpus"):
         lm.evaluate(small_model(), corpus.train, 8)
-    with pytest.raises(TypeError, match="corpus must be a greenlab.techniques.lm.model.Corpus"):
+    with pytest.raises(TypeError, match="corpus must be a greenlab.techniques.lm.corpus.Corpus"):
         lm.train_lm(small_model(), "pydoc-topics", cfg)
-    with pytest.raises(TypeError, match="config must be a greenlab.techniques.lm.model.LMConfig"):
+    with pytest.raises(TypeError, match="config must be a greenlab.techniques.lm.training.LMConfig"):
         lm.train_lm(small_model(), corpus, {"steps": 1})
     with pytest.raises(TypeError, match="model_fn"):
         lm.compare_lm({"a": cfg}, "TinyGPT", corpus)
@@ -126,7 +127,7 @@ def test_train_step_names_a_wrong_optimizer_or_batch(corpus):
 def test_serving_functions_name_a_wrong_model_or_prompts():
     model = small_model()
     prompts = torch.zeros(2, 3, dtype=torch.long)
-    with pytest.raises(TypeError, match="model must be a greenlab.techniques.lm.model.TinyGPT"):
+    with pytest.raises(TypeError, match="model must be a greenlab.techniques.lm.gpt.TinyGPT"):
         lm_serve.generate(torch.nn.Linear(2, 2), prompts, 2)
     with pytest.raises(TypeError, match="prompts must be a 2-dimensional integer torch.Tensor"):
         lm_serve.generate(model, [[1, 2, 3]], 2)
@@ -134,9 +135,9 @@ def test_serving_functions_name_a_wrong_model_or_prompts():
         lm_serve.generate(model, prompts.float(), 2)
     with pytest.raises(ValueError, match=r"token ids in \[0, 255\]"):
         lm_serve.generate(model, prompts + 300, 2)
-    with pytest.raises(TypeError, match="model must be a greenlab.techniques.lm.model.TinyGPT"):
+    with pytest.raises(TypeError, match="model must be a greenlab.techniques.lm.gpt.TinyGPT"):
         lm_serve.measure_generation(None, prompts, 2)
-    with pytest.raises(TypeError, match="model must be a greenlab.techniques.lm.model.TinyGPT"):
+    with pytest.raises(TypeError, match="model must be a greenlab.techniques.lm.gpt.TinyGPT"):
         lm_serve.kv_cache_bytes("gpt", 1, 8)
     with pytest.raises(TypeError, match="setups must be a dict"):
         lm_serve.compare_generation([model, model])

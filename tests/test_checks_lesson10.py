@@ -201,7 +201,8 @@ def test_zero1_step_stub_not_attempted():
 
 
 def test_library_zero1_trains_the_lesson_model_like_plain_adamw():
-    from greenlab.techniques.lm import model as lm, sharding as zero1
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import sharding as zero1
 
     torch.manual_seed(0)
     a = lm.TinyGPT(d_model=16, n_layers=1, n_heads=2, max_seq_len=8)

@@ -63,7 +63,8 @@ def test_lora_linear_stub_not_attempted():
 
 
 def test_add_lora_uses_the_given_layer_class():
-    from greenlab.techniques.lm import model as lm, lora
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import lora
 
     model = lora.add_lora(lm.TinyGPT(d_model=16, n_layers=1, n_heads=2, max_seq_len=8), rank=2, layer=make_lora())
     assert sum(type(m).__name__ == "OwnLoRA" for m in model.modules()) == 4
@@ -112,7 +113,8 @@ def test_kv_decode_step_stub_not_attempted():
 
 
 def test_generate_with_a_learner_step_gives_the_same_tokens():
-    from greenlab.techniques.lm import model as lm, serving as lm_serve
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import serving as lm_serve
 
     torch.manual_seed(0)
     model = lm.TinyGPT(d_model=16, n_layers=2, n_heads=2, max_seq_len=32)
@@ -159,7 +161,8 @@ def test_int8_per_channel_stub_not_attempted():
 
 
 def test_int8_linear_matches_the_dequantized_weight_and_bytes():
-    from greenlab.techniques.lm import model as lm, serving as lm_serve
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import serving as lm_serve
 
     torch.manual_seed(0)
     model = lm.TinyGPT(d_model=16, n_layers=1, n_heads=2, max_seq_len=8)
@@ -199,7 +202,8 @@ def test_kv_cache_bytes_right_and_stub():
 
 
 def test_kv_cache_bytes_formula_matches_a_real_cache():
-    from greenlab.techniques.lm import model as lm, serving as lm_serve
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import serving as lm_serve
 
     model = lm.TinyGPT(d_model=16, n_layers=2, n_heads=2, max_seq_len=32)
     _, cache = lm_serve.prefill(model, torch.randint(0, 256, (3, 10)))

@@ -5,7 +5,7 @@ import json
 import nbformat
 import pytest
 
-from greenlab.course import build as course
+from greenlab.course import build, headless, notebook_format as fmt
 
 
 def _saved_by_jupyter(cells):
@@ -54,7 +54,7 @@ def test_solution_block_replaced_by_learner_part_and_uncommented():
         "    # END SOLUTION\n"
         "print('after')"
     )
-    assert course.strip_solutions(src) == (
+    assert fmt.strip_solutions(src) == (
         "def joules_per_gflop(j, f):\n"
         "    return None  # replace with your formula\n"
         "\n"
@@ -65,15 +65,15 @@ def test_solution_block_replaced_by_learner_part_and_uncommented():
 
 def test_solution_block_without_learner_part_gets_default_stub_at_its_indentation():
     src = "x = 1\n# BEGIN SOLUTION\ny = x + 1\nz = y * 2\n# END SOLUTION\nprint(x)"
-    assert course.strip_solutions(src) == f"x = 1\n{course.DEFAULT_STUB}\nprint(x)"
+    assert fmt.strip_solutions(src) == f"x = 1\n{fmt.DEFAULT_STUB}\nprint(x)"
     nested = "for i in range(2):\n    # BEGIN SOLUTION\n    pass\n    # END SOLUTION"
-    assert course.strip_solutions(nested) == f"for i in range(2):\n    {course.DEFAULT_STUB}"
+    assert fmt.strip_solutions(nested) == f"for i in range(2):\n    {fmt.DEFAULT_STUB}"
 
 
 def test_several_solution_blocks_in_one_cell():
     src = ("# BEGIN SOLUTION\na = 1\n# LEARNER:\n# a = None\n# END SOLUTION\n"
            "b = 2\n# BEGIN SOLUTION\nc = 3\n# END SOLUTION")
-    assert course.strip_solutions(src) == f"a = None\nb = 2\n{course.DEFAULT_STUB}"
+    assert fmt.strip_solutions(src) == f"a = None\nb = 2\n{fmt.DEFAULT_STUB}"
 
 
 @pytest.mark.parametrize(
@@ -87,16 +87,16 @@ def test_several_solution_blocks_in_one_cell():
     ],
 )
 def test_broken_solution_markers_raise_clear_errors(src, message):
-    with pytest.raises(course.LessonError, match=message):
-        course.strip_solutions(src, "demo.ipynb cell 3")
+    with pytest.raises(fmt.LessonError, match=message):
+        fmt.strip_solutions(src, "demo.ipynb cell 3")
 
 
 def test_instructor_notes_stripped_from_markdown_and_unbalanced_notes_rejected():
     text = ("Intro.\n\n<!-- BEGIN INSTRUCTOR -->\nSecret tip.\n<!-- END INSTRUCTOR -->\n\n"
             "More. <!-- BEGIN INSTRUCTOR -->inline<!-- END INSTRUCTOR -->end")
-    assert course.strip_instructor_notes(text) == "Intro.\n\nMore. end"
-    with pytest.raises(course.LessonError, match="unbalanced"):
-        course.strip_instructor_notes("a <!-- BEGIN INSTRUCTOR --> b")
+    assert fmt.strip_instructor_notes(text) == "Intro.\n\nMore. end"
+    with pytest.raises(fmt.LessonError, match="unbalanced"):
+        fmt.strip_instructor_notes("a <!-- BEGIN INSTRUCTOR --> b")
 
 
 def test_learner_notebook_drops_instructor_only_cells_and_empty_note_cells():
@@ -106,7 +106,7 @@ def test_learner_notebook_drops_instructor_only_cells_and_empty_note_cells():
         _code("answer = 42", metadata={"tags": ["instructor-only"]}),
         _code("print(1)"),
     ])
-    learner = course.learner_notebook(nb, "05_demo")
+    learner = fmt.learner_notebook(nb, "05_demo")
     assert _sources(learner) == ["# Title", "print(1)"]
     # learner cells keep the id of the instructor cell they come from
     assert [c["id"] for c in learner["cells"]] == ["05_demo-000", "05_demo-003"]
@@ -120,7 +120,7 @@ def test_outputs_kept_only_in_checked_cells_and_counts_cleared():
         _code("print('timing 1.234 s')"),
         _code("2 + 2", metadata={"tags": ["nbval-check-output"]}, outputs=[checked_output]),
     ])
-    for result in (course.normalise(nb, "01_x"), course.learner_notebook(nb, "01_x")):
+    for result in (fmt.normalise(nb, "01_x"), fmt.learner_notebook(nb, "01_x")):
         cells = result["cells"]
         # nbval compares only cells with a count: checked cells get their position among code cells
         assert [c["execution_count"] for c in cells] == [1, None, 3]
@@ -130,68 +130,68 @@ def test_outputs_kept_only_in_checked_cells_and_counts_cleared():
 
 
 def test_normalised_metadata_is_minimal_and_valid_nbformat_45():
-    nb = course.normalise(_saved_by_jupyter([_md("hi"), _code("x = 1")]), "02_mixed_precision")
-    assert nb["metadata"] == course.NOTEBOOK_METADATA
+    nb = fmt.normalise(_saved_by_jupyter([_md("hi"), _code("x = 1")]), "02_mixed_precision")
+    assert nb["metadata"] == fmt.NOTEBOOK_METADATA
     assert (nb["nbformat"], nb["nbformat_minor"]) == (4, 5)
     assert [c["id"] for c in nb["cells"]] == ["02_mixed_precision-000", "02_mixed_precision-001"]
-    nbformat.validate(nbformat.reads(course.dumps(nb), as_version=4))
+    nbformat.validate(nbformat.reads(fmt.dumps(nb), as_version=4))
 
 
 def test_dumps_matches_jupyters_own_writer_byte_for_byte():
-    nb = course.notebook([course.md("# T\n\ntext"), course.code("print('a')\nprint('b')", check_output=True)])
+    nb = fmt.notebook([fmt.md("# T\n\ntext"), fmt.code("print('a')\nprint('b')", check_output=True)])
     nb["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"}]
-    text = course.dumps(nb)
+    text = fmt.dumps(nb)
     assert nbformat.writes(nbformat.reads(text, as_version=4)) + "\n" == text
 
 
 def test_build_is_deterministic_and_idempotent():
     raw = _saved_by_jupyter([_md("# A"), _code("# BEGIN SOLUTION\nx = 1\n# LEARNER:\n# x = None\n# END SOLUTION")])
-    first = course.dumps(course.learner_notebook(raw, "04_a"))
-    again = course.dumps(course.learner_notebook(json.loads(json.dumps(raw)), "04_a"))
+    first = fmt.dumps(fmt.learner_notebook(raw, "04_a"))
+    again = fmt.dumps(fmt.learner_notebook(json.loads(json.dumps(raw)), "04_a"))
     assert first == again
     # building from an already-normalised instructor copy gives the same learner copy
-    normalised = json.loads(course.dumps(course.normalise(raw, "04_a")))
-    assert course.dumps(course.learner_notebook(normalised, "04_a")) == first
-    assert course.dumps(course.normalise(normalised, "04_a")) == course.dumps(course.normalise(raw, "04_a"))
+    normalised = json.loads(fmt.dumps(fmt.normalise(raw, "04_a")))
+    assert fmt.dumps(fmt.learner_notebook(normalised, "04_a")) == first
+    assert fmt.dumps(fmt.normalise(normalised, "04_a")) == fmt.dumps(fmt.normalise(raw, "04_a"))
 
 
 def test_learner_cell_that_is_not_valid_python_is_rejected():
     raw = _saved_by_jupyter([_code("def f(x):\n    # BEGIN SOLUTION\n    return x\n    # END SOLUTION")])
-    with pytest.raises(course.LessonError, match="not valid Python.*LEARNER"):
-        course.learner_notebook(raw, "04_a")
+    with pytest.raises(fmt.LessonError, match="not valid Python.*LEARNER"):
+        fmt.learner_notebook(raw, "04_a")
 
 
 def test_magics_do_not_count_as_invalid_python():
     raw = _saved_by_jupyter([_code("%timeit 1 + 1\n!echo hi\nx = 1")])
-    assert _sources(course.learner_notebook(raw, "04_a")) == ["%timeit 1 + 1\n!echo hi\nx = 1"]
+    assert _sources(fmt.learner_notebook(raw, "04_a")) == ["%timeit 1 + 1\n!echo hi\nx = 1"]
 
 
 def test_solution_block_in_a_checked_cell_is_rejected():
     raw = _saved_by_jupyter([_code("# NBVAL_CHECK_OUTPUT\n# BEGIN SOLUTION\nprint(1)\n# END SOLUTION")])
-    with pytest.raises(course.LessonError, match="cannot also be"):
-        course.learner_notebook(raw, "04_a")
+    with pytest.raises(fmt.LessonError, match="cannot also be"):
+        fmt.learner_notebook(raw, "04_a")
 
 
 def test_authoring_helpers_build_a_notebook_and_write_it(tmp_path):
     path = tmp_path / "07_compression.ipynb"
-    nb = course.notebook(
-        [course.md("""
+    nb = fmt.notebook(
+        [fmt.md("""
             # Title
 
             Text.
-        """), course.code("x = 1", check_output=True), course.code("y = 2", tags=["instructor-only"])],
+        """), fmt.code("x = 1", check_output=True), fmt.code("y = 2", tags=["instructor-only"])],
         path,
     )
     assert _sources(nb) == ["# Title\n\nText.", "# NBVAL_CHECK_OUTPUT\nx = 1", "y = 2"]
     assert nb["cells"][2]["metadata"] == {"tags": ["instructor-only"]}
     assert nb["cells"][0]["id"] == "07_compression-000"
-    assert path.read_text(encoding="utf-8") == course.dumps(nb)
-    assert course.write(nb, path) is False  # unchanged: not rewritten
+    assert path.read_text(encoding="utf-8") == fmt.dumps(nb)
+    assert fmt.write(nb, path) is False  # unchanged: not rewritten
 
 
 def test_new_lesson_scaffold_has_the_course_shape_and_refuses_to_overwrite(tmp_path):
     lessons = tmp_path / "lessons"
-    path = course.new_lesson(3, "gradient_accumulation", "Gradient accumulation", lessons)
+    path = build.new_lesson(3, "gradient_accumulation", "Gradient accumulation", lessons)
     assert path == lessons / "instructor" / "03_gradient_accumulation.ipynb"
     learner = json.loads((lessons / "03_gradient_accumulation.ipynb").read_text())
     text = "\n".join("".join(c["source"]) for c in learner["cells"])
@@ -201,15 +201,15 @@ def test_new_lesson_scaffold_has_the_course_shape_and_refuses_to_overwrite(tmp_p
     assert "import greenlab as gl" in "".join(learner["cells"][1]["source"])
     assert 'gl.reference.show("gradient_accumulation")' in text
     assert "BEGIN SOLUTION" not in text and "Instructor notes" not in text
-    assert course.check(lessons) == []
+    assert build.check(lessons) == []
     with pytest.raises(FileExistsError):
-        course.new_lesson(3, "gradient_accumulation", "Again", lessons)
+        build.new_lesson(3, "gradient_accumulation", "Again", lessons)
 
 
 @pytest.mark.parametrize("number, slug", [(100, "x"), (1, "Bad-Slug"), (1, "")])
 def test_new_lesson_rejects_bad_names(tmp_path, number, slug):
     with pytest.raises(ValueError, match="slug"):
-        course.new_lesson(number, slug, "T", tmp_path)
+        build.new_lesson(number, slug, "T", tmp_path)
 
 
 # --- headless run (python -m greenlab.course run) ------------------------------------------
@@ -237,7 +237,7 @@ def test_run_executes_code_cells_in_order_in_one_namespace(tmp_path, capsys, mon
         _code("steps.append('second')\nlen(steps) * 10"),
     ])
     cwd = os.getcwd()
-    done = course.run_notebook(path)
+    done = headless.run_notebook(path)
     out = capsys.readouterr().out
     assert (done.lesson, done.cells_run) == ("05_demo", 2)
     assert "30\n" in out  # the last expression is shown, as in a notebook
@@ -247,24 +247,25 @@ def test_run_executes_code_cells_in_order_in_one_namespace(tmp_path, capsys, mon
 
 def test_run_runs_in_the_notebook_folder_in_quick_mode(tmp_path, capsys):
     path = _lesson(tmp_path, [_code("import os\nprint('quick', os.environ['GREENLAB_QUICK'], os.getcwd())")])
-    course.run_notebook(path)
+    headless.run_notebook(path)
     assert f"quick 1 {tmp_path}" in capsys.readouterr().out
 
 
 def test_a_failing_cell_names_the_lesson_and_cell_and_stops(tmp_path, capsys):
     path = _lesson(tmp_path, [_code("x = 1"), _md("text"), _code("y = x / 0"), _code("print('never')")])
-    with pytest.raises(course.LessonRunError, match=r"05_demo\.ipynb cell 2 \(code cell 2\) failed: ZeroDivisionError"):
-        course.run_notebook(path)
+    with pytest.raises(headless.LessonRunError,
+                       match=r"05_demo\.ipynb cell 2 \(code cell 2\) failed: ZeroDivisionError"):
+        headless.run_notebook(path)
     assert "never" not in capsys.readouterr().out
 
 
 def test_run_command_exit_codes(tmp_path, capsys):
     good = _lesson(tmp_path, [_code("print('ok')")], "01_good.ipynb")
     bad = _lesson(tmp_path, [_code("raise ValueError('boom')")], "02_bad.ipynb")
-    assert course.main(["run", str(good)]) == 0
-    assert course.main(["run", str(good), str(bad)]) == 1
+    assert build.main(["run", str(good)]) == 0
+    assert build.main(["run", str(good), str(bad)]) == 1
     assert "FAILED 02_bad.ipynb cell 0 (code cell 1) failed: ValueError: boom" in capsys.readouterr().err
-    assert course.main(["run", str(tmp_path / "missing.ipynb")]) == 2
+    assert build.main(["run", str(tmp_path / "missing.ipynb")]) == 2
 
 
 def test_without_ipython_magics_are_handled_and_display_prints_text(tmp_path):
@@ -293,7 +294,7 @@ def test_without_ipython_magics_are_handled_and_display_prints_text(tmp_path):
 
 
 def test_the_headless_energy_cell_reads_its_options_as_the_magic_does(capsys):
-    runner = course._CellRunner("05_demo", echo=False)
+    runner = headless._CellRunner("05_demo", echo=False)
     runner._run_energy_cell("%%energy --region FRA --pue 1.5 --label demo\nx = 1", "cell 0")
     out = capsys.readouterr().out
     assert runner.ns["_energy"].label == "demo" and runner.ns["x"] == 1

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from greenlab.course import build as course
-from greenlab.course.build import code, md
+from greenlab.course import build, claims, notebook_format as fmt
+from greenlab.course.notebook_format import code, md
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def problems(*cells):
-    return course.notebook_claim_problems({"cells": list(cells)}, "nb")
+    return claims.notebook_claim_problems({"cells": list(cells)}, "nb")
 
 
 # --- "test accuracy" for a validation figure ---------------------------------------------------
@@ -110,24 +110,24 @@ def test_cells_that_are_not_python_are_skipped():
 
 def _lessons_with(tmp_path, cell):
     lessons = tmp_path / "lessons"
-    path = course.new_lesson(3, "demo", "Demo", lessons)
-    nb = course._read_json(path)
+    path = build.new_lesson(3, "demo", "Demo", lessons)
+    nb = fmt._read_json(path)
     nb["cells"].append(cell)
-    course.write(course.normalise(nb, "03_demo"), path)
-    course.build(lessons)
+    fmt.write(fmt.normalise(nb, "03_demo"), path)
+    build.build(lessons)
     return lessons
 
 
 def test_course_check_fails_on_a_planted_claim_and_passes_on_good_text(tmp_path, capsys):
     bad = _lessons_with(tmp_path / "bad", code('print(f"target {target:.0%} test accuracy")'))
-    assert course.check(bad) == []  # in sync: only the claim is wrong
-    assert course.main(["--lessons", str(bad), "check"]) == 1
+    assert build.check(bad) == []  # in sync: only the claim is wrong
+    assert build.main(["--lessons", str(bad), "check"]) == 1
     out = capsys.readouterr().out
     assert "03_demo.ipynb: cell" in out and "validation accuracy" in out and "1 claim(s)" in out
     good = _lessons_with(tmp_path / "good", code('print(f"target {target:.0%} validation accuracy")'))
-    assert course.main(["--lessons", str(good), "check"]) == 0
+    assert build.main(["--lessons", str(good), "check"]) == 0
     assert "no claim without its verdict" in capsys.readouterr().out
 
 
 def test_the_shipped_lessons_make_no_claim_without_its_verdict():
-    assert course.claim_problems(REPO / "lessons") == []
+    assert claims.claim_problems(REPO / "lessons") == []

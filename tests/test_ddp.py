@@ -10,6 +10,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from greenlab.energy import ComponentEnergy, Measurement
 from greenlab.techniques import ddp
+from greenlab.techniques.ddp import launch
 from greenlab.training import models
 from greenlab.impact import scaling
 from greenlab.training import data as gl_data
@@ -70,7 +71,7 @@ def test_launch_command_uses_torchrun_standalone():
     assert cmd[1].endswith("greenlab/base/processes.py") and cmd[2:5] == ["--remove", "/tmp/run", "--"]
     assert cmd[5] == "torch.distributed.run"
     assert "--standalone" in cmd and "--nproc_per_node=2" in cmd
-    assert cmd[-4:] == ["-m", "greenlab.techniques.ddp", "--config", "/tmp/run/x.json"]
+    assert cmd[-4:] == ["-m", "greenlab.techniques.ddp.worker", "--config", "/tmp/run/x.json"]
 
 
 # --- a real 2-process run --------------------------------------------------------------------
@@ -163,7 +164,7 @@ def test_bad_worker_config_raises_with_worker_error_and_stderr_tail():
 
 
 def test_timeout_kills_the_launch_and_leaves_no_workers(monkeypatch):
-    configs = record_launches(monkeypatch, ddp)
+    configs = record_launches(monkeypatch, launch)
     # 100,000 epochs is hours of work: however long this process is stalled past the deadline (a
     # busy machine can stop it for seconds), the workers cannot finish before they are killed
     with pytest.raises(ddp.DDPError, match="timeout of 0.5 s"):
@@ -177,8 +178,8 @@ def test_timeout_kills_the_launch_and_leaves_no_workers(monkeypatch):
 def test_a_timeout_that_finds_the_workers_training_kills_them_too(monkeypatch):
     """The deadline passes while both workers train (as when this process was stalled): torchrun
     starts its workers in sessions of their own, so killing its group alone would leave them."""
-    configs = record_launches(monkeypatch, ddp)
-    real = ddp.subprocess.Popen.communicate
+    configs = record_launches(monkeypatch, launch)
+    real = launch.subprocess.Popen.communicate
 
     def stalled_until_training(self, input=None, timeout=None):
         if timeout is not None:  # the launch's deadline: hold it until torchrun and 2 workers run
@@ -188,7 +189,7 @@ def test_a_timeout_that_finds_the_workers_training_kills_them_too(monkeypatch):
             assert len(live_processes_naming(configs[0])) == 3, "the workers never started"
         return real(self, input, timeout)
 
-    monkeypatch.setattr(ddp.subprocess.Popen, "communicate", stalled_until_training)
+    monkeypatch.setattr(launch.subprocess.Popen, "communicate", stalled_until_training)
     with pytest.raises(ddp.DDPError, match="timeout of 0.5 s"):
         ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, epochs=100_000,
                     timeout_s=0.5, measure_energy=False)
@@ -199,7 +200,7 @@ def test_a_timeout_that_finds_the_workers_training_kills_them_too(monkeypatch):
 def _shutdown_crash(monkeypatch, lose_marker=None):
     """Run the real launch, then report what torchrun says when a worker aborts at shutdown
     (gloo teardown: "terminate called without an active exception", exit code 1)."""
-    real = ddp._run
+    real = launch._run
 
     def run(command, env, timeout_s):
         returncode, stderr = real(command, env, timeout_s)
@@ -210,7 +211,7 @@ def _shutdown_crash(monkeypatch, lose_marker=None):
             (folder / f"finished-{lose_marker}").unlink()
         return 1, "terminate called without an active exception\n" + stderr
 
-    monkeypatch.setattr(ddp, "_run", run)
+    monkeypatch.setattr(launch, "_run", run)
 
 
 def test_a_worker_crashing_at_shutdown_after_finishing_keeps_the_result_with_a_note(monkeypatch):
@@ -230,7 +231,7 @@ def test_a_worker_that_did_not_finish_still_fails_the_run(monkeypatch):
 
 def test_failure_message_keeps_only_the_tail():
     stderr = "\n".join(f"line {i}" for i in range(100))
-    text = ddp._failure_message(2, 1, 60, ["rank 1: RuntimeError: boom"], stderr)
+    text = launch._failure_message(2, 1, 60, ["rank 1: RuntimeError: boom"], stderr)
     assert "rank 1: RuntimeError: boom" in text
     assert "line 99" in text and "line 60" in text and "line 59" not in text
 
@@ -461,16 +462,16 @@ def test_a_worker_failure_in_greenlab_run_workers_is_one_line_with_exit_code_1(c
     from greenlab.cli.app import main
 
     # a model option the workers refuse: the launch starts, its worker fails
-    real = ddp.run_ddp
+    real = launch.run_ddp
 
     def failing(n, **kw):
         return real(n, **{**kw, "model": {"name": "mlp", "bogus": 1}})
 
-    ddp.run_ddp, saved = failing, ddp.run_ddp
+    launch.run_ddp, saved = failing, launch.run_ddp
     try:
         code = main(CLI_TINY + ["--workers", "1"])
     finally:
-        ddp.run_ddp = saved
+        launch.run_ddp = saved
     err = capsys.readouterr().err.strip()
     assert code == 1
     assert err.count("\n") == 0 and "Traceback" not in err, err
@@ -484,7 +485,7 @@ def test_ctrl_c_in_greenlab_run_workers_is_one_line_with_exit_code_130(cli_isola
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ddp, "_run", interrupted)
+    monkeypatch.setattr(launch, "_run", interrupted)
     code = main(CLI_TINY + ["--workers", "2"])
     err = capsys.readouterr().err.strip()
     assert code == 130
@@ -543,7 +544,7 @@ def test_ctrl_c_during_a_launch_is_one_line_in_a_notebook(monkeypatch, tmp_path)
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ddp, "_run", interrupted)
+    monkeypatch.setattr(launch, "_run", interrupted)
     with pytest.raises(Interrupted) as caught:
         ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, measure_energy=False)
     line = str(caught.value)

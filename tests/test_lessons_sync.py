@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from greenlab.course import build as course
+from greenlab.course import build, notebook_format as fmt
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_real_lessons_are_in_sync():
-    problems = course.check(REPO / "lessons")
+    problems = build.check(REPO / "lessons")
     assert problems == [], "\n".join(problems) + "\nRun: python -m greenlab.course build"
 
 
@@ -31,7 +31,7 @@ class _Result:
 
 def _run(*args, capsys):
     """Run the command line in-process (the real `python -m` entry is tested once below)."""
-    code = course.main(list(args))
+    code = build.main(list(args))
     out, err = capsys.readouterr()
     return _Result(code, out, err)
 
@@ -94,12 +94,12 @@ def test_check_fails_before_build_then_passes_after(lessons, capsys):
 
 
 def test_build_output_content_and_byte_for_byte_reproducibility(lessons):
-    course.build(lessons)
+    build.build(lessons)
     learner_path, instructor_path = lessons / "01_demo.ipynb", lessons / "instructor" / "01_demo.ipynb"
     first = (learner_path.read_bytes(), instructor_path.read_bytes())
-    assert course.build(lessons) == []  # nothing left to change
+    assert build.build(lessons) == []  # nothing left to change
     learner_path.unlink()
-    course.build(lessons)
+    build.build(lessons)
     assert (learner_path.read_bytes(), instructor_path.read_bytes()) == first
 
     learner = json.loads(first[0])
@@ -118,11 +118,11 @@ def test_build_output_content_and_byte_for_byte_reproducibility(lessons):
 
 
 def test_editing_the_instructor_copy_makes_check_fail_with_a_cell_diff(lessons, capsys):
-    course.build(lessons)
+    build.build(lessons)
     path = lessons / "instructor" / "01_demo.ipynb"
     nb = json.loads(path.read_text())
     nb["cells"][5]["source"] = ["# NBVAL_CHECK_OUTPUT\n", "print(3 + 5)"]
-    path.write_text(course.dumps(nb))
+    path.write_text(fmt.dumps(nb))
     result = _run("--lessons", str(lessons), "check", capsys=capsys)
     assert result.returncode == 1
     assert "lessons/01_demo.ipynb: out of sync" in result.stdout
@@ -131,12 +131,12 @@ def test_editing_the_instructor_copy_makes_check_fail_with_a_cell_diff(lessons, 
 
 
 def test_hand_edited_learner_copy_and_orphans_are_reported(lessons):
-    course.build(lessons)
+    build.build(lessons)
     learner = lessons / "01_demo.ipynb"
     assert '"print(result.status)"' in learner.read_text() and '"7\\n"' in learner.read_text()
     learner.write_text(learner.read_text().replace("replace with your formula", "edited by hand"))
     shutil.copy(learner, lessons / "02_orphan.ipynb")
-    problems = course.check(lessons)
+    problems = build.check(lessons)
     assert any(p.startswith("lessons/01_demo.ipynb: out of sync") for p in problems)
     assert any("02_orphan.ipynb: learner notebook without an instructor copy" in p for p in problems)
 
@@ -157,19 +157,19 @@ def test_checked_cell_without_stored_output_is_reported(lessons):
     nb = json.loads(path.read_text())
     nb["cells"][5]["outputs"] = []
     path.write_text(json.dumps(nb))
-    course.build(lessons)
-    problems = course.check(lessons)
+    build.build(lessons)
+    problems = build.check(lessons)
     assert len(problems) == 1
     assert "cell 5 (01_demo-005) is marked # NBVAL_CHECK_OUTPUT but has no stored output" in problems[0]
 
 
 def test_badly_named_lesson_is_reported(lessons):
     shutil.copy(lessons / "instructor" / "01_demo.ipynb", lessons / "instructor" / "Demo Lesson.ipynb")
-    assert any("NN_slug.ipynb" in p for p in course.check(lessons))
+    assert any("NN_slug.ipynb" in p for p in build.check(lessons))
 
 
 def test_learner_copy_runs_under_nbval_and_checked_outputs_are_compared(lessons):
-    course.build(lessons)
+    build.build(lessons)
     learner = lessons / "01_demo.ipynb"
     assert '"print(result.status)"' in learner.read_text() and '"7\\n"' in learner.read_text()
     learner.write_text(learner.read_text().replace('"print(result.status)"',

@@ -1,4 +1,4 @@
-"""greenlab.techniques.lm.model (corpus, model, token training loop, FLOP counts), greenlab.techniques.lm.sharding (ZeRO and
+"""greenlab.techniques.lm (corpus, model, token training loop, FLOP counts), greenlab.techniques.lm.sharding (ZeRO and
 parallelism arithmetic) and lesson 10's checker. Tiny sizes: the whole file runs in seconds."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from greenlab.course import checks
-from greenlab.techniques.lm import model as lm, sharding
+from greenlab.techniques import lm
+from greenlab.techniques.lm import sharding
 from greenlab.experiments import Comparison
 
 
@@ -76,7 +77,7 @@ def test_model_is_causal_a_later_byte_never_changes_an_earlier_logit():
 def test_checkpointing_gives_the_same_gradients_and_keeps_less(corpus):
     x, y = lm.batch(corpus.train, 32, 4, torch.Generator().manual_seed(1))
     grads, peaks = [], []
-    from greenlab.techniques.batching import measure_step_peak_bytes
+    from greenlab.techniques.batching.max_batch import measure_step_peak_bytes
 
     for ckpt in (False, True):
         model = tiny(checkpoint=ckpt)
@@ -428,7 +429,7 @@ def test_ctrl_c_during_train_lm_is_one_line_and_keeps_the_partial_run(corpus, mo
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lm, "train_step", interrupt_on_the_seventh)
+    monkeypatch.setattr(lm.training, "train_step", interrupt_on_the_seventh)
     cfg = lm.LMConfig(seq_len=16, batch_size=4, steps=20, eval_every=3, eval_batches=1, label="probe",
                       score_batches=2)
     with pytest.raises(Interrupted) as caught:

@@ -13,7 +13,7 @@ import torch
 
 from fakes import SlopeSource
 from greenlab.course import recipes
-from greenlab.techniques.lm import model as lm
+from greenlab.techniques import lm
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_tune_lr_with_a_stop_picks_the_fewest_steps_to_the_target(monkeypatch, c
         return SimpleNamespace(val_loss={1e-3: 3.0, 3e-3: 3.5, 1e-2: 3.9}[cfg.lr], joules=1.0,
                                steps_to_target=reach[cfg.lr])
 
-    monkeypatch.setattr(lm, "train_lm", fake_train_lm)
+    monkeypatch.setattr(lm.comparison, "train_lm", fake_train_lm)
     cfg = lm.LMConfig(steps=10, target_loss=4.0, stop_at_target=True)
     best, _, joules = lm.tune_lr(lambda c: None, corpus, cfg, (1e-3, 3e-3, 1e-2))
     assert best == 1e-2 and joules == 3.0  # the fewest steps wins, not the lowest loss at the stop

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from greenlab.techniques.lm import model as lm
+from greenlab.techniques import lm
 from greenlab.training import optimizers
 from greenlab.base import optional
 

@@ -25,7 +25,7 @@ from greenlab.impact import carbon
 from greenlab.course import checks
 from greenlab.techniques import profiling
 from greenlab.base import results, tables, units, validation
-from greenlab.techniques.batching import linear_scaling_lr
+from greenlab.techniques.batching.schedules import linear_scaling_lr
 from greenlab.course.leaderboard import Leaderboard
 from greenlab.training.loop import TrainConfig
 

@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from greenlab.techniques import ddp
-from greenlab.techniques.lm import model as lm, sharding, sharding_run
+from greenlab.techniques.ddp import launch
+from greenlab.techniques import lm
+from greenlab.techniques.lm import sharding, sharding_run
 from launches import live_processes_naming, record_launches
 
 # d_model 15 and 33 positions: most first dimensions (15, 45, 60, 33) do not divide by 2
@@ -153,7 +155,7 @@ def test_bad_timeout(timeout_s):
 
 
 def test_timeout_kills_every_worker_and_says_so(monkeypatch):
-    configs = record_launches(monkeypatch, ddp)
+    configs = record_launches(monkeypatch, launch)
     with pytest.raises(ddp.DDPError, match="killed after its timeout of 0.5 s"):
         # the most steps the run takes: it cannot finish in 0.5 s even if this process stalls meanwhile
         sharding_run.run_ddp_vs_fsdp(timeout_s=0.5, steps=1000)

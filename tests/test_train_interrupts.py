@@ -139,7 +139,7 @@ def test_ctrl_c_in_the_window_end_read_returns_the_run_with_the_meter_energy(ds,
 
 
 def test_ctrl_c_in_the_result_packing_is_retried(ds, monkeypatch):
-    real_result, calls = gl_train._Run.result, []
+    real_result, calls = gl_train.TrainingRun.result, []
 
     def interrupted_once(self, *args):
         calls.append(1)
@@ -147,7 +147,7 @@ def test_ctrl_c_in_the_result_packing_is_retried(ds, monkeypatch):
             raise KeyboardInterrupt
         return real_result(self, *args)
 
-    monkeypatch.setattr(gl_train._Run, "result", interrupted_once)
+    monkeypatch.setattr(gl_train.TrainingRun, "result", interrupted_once)
     res = run(ds)
     assert len(calls) == 2 and res.status == "interrupted" and "the result packing" in res.message
     assert res.final_accuracy is not None

@@ -146,7 +146,7 @@ def items(name: str, value) -> list:
 
 def instance(name: str, value, kind, what: str):
     """``value`` if it is an instance of ``kind`` (a class or tuple of classes); ``what`` names
-    the accepted kind in the error, e.g. "a greenlab.techniques.lm.model.Corpus"."""
+    the accepted kind in the error, e.g. "a greenlab.techniques.lm.corpus.Corpus"."""
     if not isinstance(value, kind):
         raise ArgumentTypeError(f"{name} must be {what}, got {_show(value)}")
     return value

@@ -53,7 +53,7 @@ def run_main(args) -> int:
     ``--workers`` runs data-parallel training through torchrun instead (``greenlab.techniques.ddp``)."""
     from greenlab.session import config
     from greenlab.training import data as gl_data, models
-    from greenlab.techniques import ddp
+    from greenlab.techniques.ddp.launch import parse_worker_counts
     from greenlab.experiments import compare
     from greenlab.training.loop import TrainConfig
 
@@ -77,7 +77,7 @@ def run_main(args) -> int:
                                    epochs=args.epochs, max_steps=args.max_steps, lr=args.lr,
                                    target_accuracy=args.target, region=args.region, label=p)
                     for p in precisions}
-        workers = None if args.workers is None else ddp.parse_worker_counts(args.workers)
+        workers = None if args.workers is None else parse_worker_counts(args.workers)
         ds = gl_data.load(args.dataset, n_train=n_train, n_test=n_test)
     except ValueError as exc:
         print(run_error(exc), file=sys.stderr)
@@ -128,7 +128,8 @@ def run_workers_command(args, data, counts: list) -> int:
     if bad:
         print(f"greenlab run: error: --workers does not support {', '.join(bad)}", file=sys.stderr)
         return 2
-    from greenlab.techniques.ddp import DDPError, energy_breakdown, run_ddp, scaling_report
+    from greenlab.techniques.ddp.launch import DDPError, run_ddp
+    from greenlab.techniques.ddp.results import energy_breakdown, scaling_report
 
     results = []
     for n in counts:

@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from greenlab.course.build import (
+from greenlab.course.notebook_format import (
     INSTRUCTOR_ONLY_TAG,
     SOLUTION_BEGIN,
     LessonError,

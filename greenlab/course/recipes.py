@@ -319,7 +319,8 @@ def compare_ladder(ladder: dict, data, repeats: int = 3, ends=None, **compare_kw
 
 def _compare_rows(ladder, data, repeats, compare_kwargs):
     """The rows of ``ladder`` through the comparison their kind of config needs."""
-    from greenlab.techniques.lm.model import LMConfig, compare_lm
+    from greenlab.techniques.lm.comparison import compare_lm
+    from greenlab.techniques.lm.training import LMConfig
 
     if isinstance(next(iter(ladder.values())).config, LMConfig):
         fns = {name: row.model_fn for name, row in ladder.items()}
@@ -424,7 +425,7 @@ def naive_lm_recipe(quick: bool = False) -> Recipe:
     the steps; the evaluation keeps the tutorial's cadence (a tenth of the run) and its share
     (0.8 validation batches per training step). No stop at the target: it is only recorded.
     ``model_fn()`` builds a fresh TinyGPT; ``data_spec`` holds ``gl.lm.load_corpus`` arguments."""
-    from greenlab.techniques.lm.model import LMConfig
+    from greenlab.techniques.lm.training import LMConfig
 
     _check_quick(quick)
     size = LM_QUICK if quick else LM_FULL
@@ -491,7 +492,7 @@ def _lm_model_fn(size):
 
 def _new_lm_model_fn(size):
     def tiny_gpt():
-        from greenlab.techniques.lm.model import TinyGPT
+        from greenlab.techniques.lm.gpt import TinyGPT
 
         return TinyGPT(d_model=size["d_model"], n_layers=size["n_layers"], n_heads=size["n_heads"],
                        max_seq_len=size["seq_len"])
@@ -501,14 +502,14 @@ def _new_lm_model_fn(size):
 
 
 def _config_types():
-    from greenlab.techniques.lm.model import LMConfig
+    from greenlab.techniques.lm.training import LMConfig
     from greenlab.training.loop import TrainConfig
 
     return (TrainConfig, LMConfig)
 
 
 def _ladder_for(config):
-    from greenlab.techniques.lm.model import LMConfig
+    from greenlab.techniques.lm.training import LMConfig
 
     return LM_LADDER if isinstance(config, LMConfig) else LADDER
 

@@ -1,4 +1,5 @@
-"""Efficient architecture search over greenlab's CNN family, with its own energy bill.
+"""Efficient architecture search over greenlab's CNN family, with its own energy bill (lesson 05
+(05_architecture_search)).
 
 - ``SearchSpace``: depth x width x kernel size x separable convolutions; every candidate's
   parameters and FLOPs (``greenlab.training.models.count_params`` / ``flops``).

@@ -275,7 +275,7 @@ def shared_study(journal_path, data, study_name: str = "shared", workers: int = 
     stored in one Optuna ``JournalStorage`` file (``journal_path``; the journal takes a file lock
     for every write, so no server is needed); wait for them, then read the study back. Each trial
     records the worker (and process id) that ran it."""
-    from greenlab.techniques.ddp import _save_dataset
+    from greenlab.training.dataset_files import save_dataset
 
     import optuna
     from optuna.storages.journal import JournalFileBackend, JournalStorage
@@ -291,7 +291,7 @@ def shared_study(journal_path, data, study_name: str = "shared", workers: int = 
     env = {**os.environ, "GREENLAB_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": _pythonpath()}
     procs = {}
     with tempfile.TemporaryDirectory(prefix="greenlab-study-") as tmp:
-        spec["data"] = _save_dataset(data, Path(tmp) / "data.pt")
+        spec["data"] = save_dataset(data, Path(tmp) / "data.pt")
         for w in range(workers):
             path = Path(tmp) / f"worker{w}.json"
             path.write_text(json.dumps({**spec, "worker": w}))
@@ -401,13 +401,13 @@ def _worker(spec_path: str) -> int:
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     from greenlab.session.config import setup
-    from greenlab.techniques.ddp import _load_dataset
+    from greenlab.training.dataset_files import load_dataset
     from greenlab.training import models
     from greenlab.training.loop import TrainConfig
 
     spec = json.loads(Path(spec_path).read_text())
     setup(verbose=False)
-    ds = _load_dataset(spec["data"])
+    ds = load_dataset(spec["data"])
     storage = JournalStorage(JournalFileBackend(spec["journal"]))
     sweep(ds, lambda: models.build(spec["model"]), TrainConfig(batch_size=spec["batch_size"], seed=spec["worker"]),
           n_trials=spec["trials"], max_steps=spec["max_steps"], min_steps=spec["min_steps"], eta=spec["eta"],

@@ -34,7 +34,7 @@ class TrainState:
     status: str = "running"  # the run's status at event "end"
     _loss: object = None
     _meter: object = None
-    _run: object = None
+    _run: object = None  # the greenlab.training.loop.TrainingRun this state belongs to
 
     def checkpoint(self, path) -> str:
         """Save the whole training state to ``path`` (atomically) so that

@@ -13,15 +13,18 @@ from greenlab.base.interrupts import Interrupted, interrupted_run
 from greenlab.training.result import RunResult
 
 def interrupted_error(result, run, save) -> Interrupted:
+    """The one-line ``Interrupted`` for ``run`` (a ``greenlab.training.loop.TrainingRun``) stopped by a Ctrl-C
+    before its last step: it carries ``result`` and says where that was kept (``save``: the results log too)."""
     where = ("the results log and gl.last_interrupted()" if save and "not saved" not in result.message
              else "gl.last_interrupted() (not in the results log)")
     return interrupted_run("greenlab.train", result, run.total_steps, where)
 
 
 def finish(run, window, flop_count, params, peak, save, results_path) -> RunResult:
-    """Close the window, pack the result and append it to the log. A Ctrl-C in any of these
-    steps (a real SIGINT is held back until they are done; a KeyboardInterrupt raised inside
-    them is caught) leaves the run returned, marked interrupted, and says in which step."""
+    """Close the window of ``run`` (a ``greenlab.training.loop.TrainingRun`` past its last step), pack the
+    result and append it to the log. A Ctrl-C in any of these steps (a real SIGINT is held back until
+    they are done; a KeyboardInterrupt raised inside them is caught) leaves the run returned, marked
+    interrupted, and says in which step."""
     stages = []
     with _held_sigint() as pending:
         try:

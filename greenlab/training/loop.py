@@ -109,7 +109,7 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
         params = count_params(model)
         flop_count = flops(model, data.input_shape, batch_size=1, device=dev)
         net = torch.compile(model) if cfg.compile else model
-        run = _Run(cfg, model, net, data, dev, callbacks, stop_event, log, sources)
+        run = TrainingRun(cfg, model, net, data, dev, callbacks, stop_event, log, sources)
         if saved is not None:
             run.restore(saved, resume_from)
         peak = PeakMemory(dev)
@@ -152,8 +152,28 @@ def interrupted_before_start(cfg, exc: KeyboardInterrupt) -> Interrupted:
 
 # --- the loop ------------------------------------------------------------------------------
 
-class _Run:
-    """State of one run; ``loop()`` trains, ``result()`` packs the outcome."""
+class TrainingRun:
+    """One ``train`` call while it trains: its state, and the loop over it. ``loop()`` trains, ``result()``
+    packs the outcome (``greenlab.training.result.pack_result``), ``checkpoint()`` and ``restore()`` save and
+    load the state (``greenlab.training.resume``); ``greenlab.training.ending.finish`` closes the run, and the
+    callbacks' ``TrainState`` reaches it for ``state.checkpoint``. Those modules read these attributes:
+
+    - what runs: ``cfg`` (the ``TrainConfig``), ``model``, ``net`` (the model, compiled when ``cfg.compile``),
+      ``data``, ``dev``, ``device_type``, ``dtype`` and ``amp`` (the autocast precision), ``scaler``,
+      ``loader``, ``n_train``, ``val_x``/``val_y`` (on the device), ``test_x``/``test_y``, ``optimizer``,
+      ``scheduler``, ``state`` (the callbacks' ``TrainState``), ``callbacks``, ``stop_event``, ``log``,
+      ``sources``, ``meter`` (the ``RunMeter``, set when the energy window starts), ``total_steps``;
+    - how far it got: ``step``, ``samples``, ``epoch``, ``epochs_run``, ``batch_in_epoch``,
+      ``epoch_loader_rng`` (the loader generator's state when the epoch began), ``loss_sum`` and
+      ``loss_steps`` (the losses since the last evaluation), ``history`` (one row per evaluation);
+    - how it went: ``status``, ``message``, ``best``, ``last_acc``, ``evals_since_best``, ``target``
+      ((seconds, joules, step) at the first evaluation that reached the target), ``test_acc``,
+      ``interrupted_in_loop`` (a Ctrl-C before the last step), ``callback_problems``;
+    - its clocks: ``start_s``, ``start_cpu_s``, ``end_cpu_s``, ``eval_seconds``, ``eval_cpu_seconds``;
+    - a resumed run's past: ``start_epoch``, ``resume_batch`` (micro-batches to skip in ``start_epoch``),
+      ``resumed_from_step``, ``start_step``, ``start_samples``, ``prior_seconds``, ``prior_joules``,
+      ``rng_after_resume``.
+    """
 
     def __init__(self, cfg, model, net, data, dev, callbacks, stop_event, log, sources):
         from greenlab.training.data import DeviceLoader, make_dataloader

@@ -94,7 +94,7 @@ class RunResult(MeasuredFlags):
 
 
 def pack_result(run, energy, flop_count, params, peak) -> RunResult:
-    """The ``RunResult`` of ``run`` (a ``greenlab.training.loop`` run that has ended) from its
+    """The ``RunResult`` of ``run`` (a ``greenlab.training.loop.TrainingRun`` that has ended) from its
     energy window's ``Measurement``, FLOP count, parameter count and peak-memory reading."""
     from greenlab.base.version import __version__
 

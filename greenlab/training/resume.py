@@ -48,8 +48,8 @@ def load_train_checkpoint(path, config: TrainConfig, data) -> dict:
 
 
 def save_train_state(run, path, event) -> str:
-    """Write the whole training state of ``run`` to ``path`` at ``event`` ("step" or "end"; see
-    ``TrainState.checkpoint``); returns the path."""
+    """Write the whole training state of ``run`` (a ``greenlab.training.loop.TrainingRun``) to ``path`` at
+    ``event`` ("step" or "end"; see ``TrainState.checkpoint``); returns the path."""
     from greenlab.training.checkpoint import save_checkpoint
 
     if event not in ("step", "end"):
@@ -83,7 +83,8 @@ def save_train_state(run, path, event) -> str:
                                samples=run.samples, accuracy=run.last_acc, train_state=state))
 
 def restore_train_state(run, saved, path) -> None:
-    """Load a checkpoint payload (from ``load_train_checkpoint``) into ``run``."""
+    """Load a checkpoint payload (from ``load_train_checkpoint``) into ``run`` (a
+    ``greenlab.training.loop.TrainingRun``)."""
     from greenlab.training.checkpoint import check_optimizer_state
 
     st = saved["extra"]["train_state"]

@@ -17,7 +17,7 @@ from benchmarks.gpu.records import _ratio
 def exp_language_model(ctx: Context) -> None:
     """Lesson 10: tokens per second and joules per token for fp32 (PyTorch defaults: IEEE fp32
     matmuls), fp32 with TF32 matmuls, bf16 autocast and bf16 with activation checkpointing."""
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques import lm
 
     z = ctx.sizes
     torch = ctx.torch
@@ -55,7 +55,7 @@ def exp_language_model(ctx: Context) -> None:
     for row in rows.values():
         row["speedup_vs_fp32"] = _ratio(row.get("tokens_per_second"), base.get("tokens_per_second"))
     ctx._save("running")
-    ctx.note(f"greenlab.techniques.lm.model.TinyGPT {z.lm} ({params:,} parameters) on {corpus.describe()}; "
+    ctx.note(f"greenlab.techniques.lm.gpt.TinyGPT {z.lm} ({params:,} parameters) on {corpus.describe()}; "
              f"{z.lm_batch} "
              f"random windows of {seq} bytes per step (a token is a byte); AdamW from gl.lm.make_optimizer "
              f"(fused on CUDA). {step_flops / seq / 1e6:.4g} MFLOP per token per training step "
@@ -73,7 +73,7 @@ def exp_language_model_compile(ctx: Context) -> None:
     step (tracing and code generation, CPU work) is one window with the GPU's and the CPU's
     energy of that window; then calibrated windows of compiled steps; the break-even against the
     eager row of the same precision that ``language_model`` recorded (read from its part file)."""
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques import lm
 
     z = ctx.sizes
     torch = ctx.torch
@@ -123,7 +123,7 @@ def _matmul_precision(torch, value):
 def _lm_training_loop(ctx: Context, model, corpus, precision: str, matmul_precision=None) -> SimpleNamespace:
     """``run(n)``: n AdamW steps (``gl.lm.make_optimizer``, fused on CUDA) of ``model`` on 8 fixed
     batches; ``matmul_precision``: fp32 matmul precision around these steps only."""
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques import lm
 
     torch, z = ctx.torch, ctx.sizes
     seq = z.lm["max_seq_len"]
@@ -202,7 +202,7 @@ def exp_language_model_recipes(ctx: Context) -> None:
 
     from benchmarks.gpu.ladders import repeats_note, run_ladder
     from greenlab.course import recipes
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques import lm
 
     quick = bool(ctx.sizes.dry)
     naive = recipes.naive_lm_recipe(quick=quick)

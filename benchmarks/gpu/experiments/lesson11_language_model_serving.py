@@ -13,7 +13,8 @@ def exp_language_model_serving(ctx: Context) -> None:
     at batch 1 and at a larger batch, and with int8 weights (torchao; a row marked not measured
     where torchao is not installed) (a lesson-sized model, untrained: generation cost does not
     depend on what the weights say)."""
-    from greenlab.techniques.lm import model as lm, serving as lm_serve
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import serving as lm_serve
     from greenlab.base import optional
 
     z = ctx.sizes
@@ -52,7 +53,7 @@ def exp_language_model_serving(ctx: Context) -> None:
         ctx.row(row)
     del runs
     ctx._save("running")
-    ctx.note(f"greenlab.techniques.lm.model.TinyGPT {z.lm}, greedy generation of {new_tokens} bytes after a "
+    ctx.note(f"greenlab.techniques.lm.gpt.TinyGPT {z.lm}, greedy generation of {new_tokens} bytes after a "
              f"{prompt_len}-byte "
              "prompt (greenlab.techniques.lm.serving.generate); a token is a byte. Per configuration: warm-up and a "
              f"synchronised calibration, one after another; then {repeats} window(s) each of at least "

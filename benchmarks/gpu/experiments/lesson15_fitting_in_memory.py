@@ -14,8 +14,8 @@ def exp_fitting_in_memory(ctx: Context) -> None:
     (``gl.batching.measure_step_peak_bytes``). Bytes only: no energy window."""
     import time
 
-    from greenlab.techniques.batching import measure_step_peak_bytes
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques.batching.max_batch import measure_step_peak_bytes
+    from greenlab.techniques import lm
     from greenlab.techniques.lm.sharding_run import held_bytes
     from greenlab.training.memory import saved_for_backward
     from greenlab.training.optimizers import state_bytes
@@ -64,7 +64,7 @@ def exp_fitting_in_memory(ctx: Context) -> None:
         del model, optimizer
         if ctx.device == "cuda":
             torch.cuda.empty_cache()
-    ctx.note(f"greenlab.techniques.lm.model.TinyGPT {z.lm} ({params or 0:,} parameters) on the lesson's corpus, "
+    ctx.note(f"greenlab.techniques.lm.gpt.TinyGPT {z.lm} ({params or 0:,} parameters) on the lesson's corpus, "
              f"windows of {seq} bytes; one AdamW step (gl.lm.make_optimizer) per row on a fresh model. Weights, "
              "gradients and optimizer state are counted from their tensors after the step; saved_activation_bytes is "
              "what autograd keeps for the backward pass of one forward (gl.memory.saved_for_backward); step_peak_bytes "

@@ -117,9 +117,9 @@ def _decode(model, token, cache, offset=True, use_cache=True, causal=False):
 
 def kv_decode_step(fn: Any) -> Check:
     """Check ``fn(model, token, cache) -> (logits, cache)``: one KV-cache decoding step of a
-    ``greenlab.techniques.lm.model.TinyGPT`` (``greenlab.techniques.lm.serving.decode_step``). On a 2-layer model over 8
+    ``greenlab.techniques.lm.gpt.TinyGPT`` (``greenlab.techniques.lm.serving.decode_step``). On a 2-layer model over 8
     positions, each step's logits must equal running the whole sequence again."""
-    from greenlab.techniques.lm.model import TinyGPT
+    from greenlab.techniques.lm.gpt import TinyGPT
     from greenlab.techniques.lm.serving import prefill
 
     label = "kv_decode_step"

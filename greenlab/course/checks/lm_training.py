@@ -81,9 +81,9 @@ def checkpoint_blocks(fn: Any) -> Check:
     """Check ``fn(blocks, x, segment) -> output``: run ``blocks`` (an ``nn.ModuleList``) on ``x``,
     checkpointing runs of ``segment`` consecutive blocks with ``torch.utils.checkpoint``. Passes
     when output and gradients equal a plain forward pass and the bytes saved for the backward pass
-    (``greenlab.training.memory.saved_for_backward``) equal the library's ``greenlab.techniques.lm.model.checkpoint_blocks``."""
-    from greenlab.techniques.lm.model import Block
-    from greenlab.techniques.lm.model import checkpoint_blocks as reference
+    (``greenlab.training.memory.saved_for_backward``) equal the library's ``greenlab.techniques.lm.gpt.checkpoint_blocks``."""
+    from greenlab.techniques.lm.gpt import Block
+    from greenlab.techniques.lm.gpt import checkpoint_blocks as reference
     from greenlab.training.memory import saved_for_backward
 
     label = "checkpoint_blocks"

@@ -1,4 +1,5 @@
-"""``torch.compile`` as an energy decision: a cost paid once against a saving on every step.
+"""``torch.compile`` as an energy decision: a cost paid once against a saving on every step (lesson 10
+(10_language_model)).
 
 ``measure_compile`` trains two copies of the same model on the same batches, one eager and one
 compiled, and measures:
@@ -29,15 +30,9 @@ import torch
 import torch.nn as nn
 
 from greenlab.base import progress, validation
-from greenlab.techniques.lm.model import (
-    Corpus,
-    LMConfig,
-    LMRun,
-    batch,
-    compile_break_even_steps,
-    make_optimizer,
-    train_step,
-)
+from greenlab.techniques.lm.corpus import Corpus, batch
+from greenlab.techniques.lm.costs import compile_break_even_steps
+from greenlab.techniques.lm.training import LMConfig, LMRun, make_optimizer, train_step
 from greenlab.base.units import plain_number
 
 
@@ -179,10 +174,10 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
     from greenlab.experiments import Comparison
 
     cfg = config if config is not None else LMConfig()
-    validation.instance("config", cfg, LMConfig, "a greenlab.techniques.lm.model.LMConfig")
+    validation.instance("config", cfg, LMConfig, "a greenlab.techniques.lm.training.LMConfig")
     validation.module("model", model)
     validation.instance("corpus", corpus, Corpus,
-                        "a greenlab.techniques.lm.model.Corpus (greenlab.techniques.lm.model.load_corpus())")
+                        "a greenlab.techniques.lm.corpus.Corpus (greenlab.techniques.lm.corpus.load_corpus())")
     steps = validation.integer("steps", steps, low=1, high=100_000)
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
     if compile_kwargs is not None and not isinstance(compile_kwargs, dict):

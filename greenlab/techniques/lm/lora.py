@@ -1,4 +1,5 @@
-"""Low-rank adaptation (LoRA, Hu et al., 2021): fine-tune a few small matrices instead of every weight.
+"""Low-rank adaptation (LoRA, Hu et al., 2021): fine-tune a few small matrices instead of every weight (lesson 11
+(11_adapting_and_serving)).
 
     gl.lora.add_lora(model, rank=4)      # freezes the model, adds trainable A, B beside each linear layer
     gl.count_params(model)               # trainable parameters only
@@ -51,7 +52,7 @@ def add_lora(model: nn.Module, rank: int = 4, alpha: float = 8.0, layer=None) ->
     blocks = getattr(model, "blocks", None)
     if blocks is None or not isinstance(blocks, nn.Module):
         raise validation.ArgumentTypeError(
-            "model must have transformer blocks (.blocks), e.g. a greenlab.techniques.lm.model.TinyGPT")
+            "model must have transformer blocks (.blocks), e.g. a greenlab.techniques.lm.gpt.TinyGPT")
     rank = validation.integer("rank", rank, low=1, high=2**31)
     alpha = validation.number("alpha", alpha, low=0, low_open=True)
     for p in model.parameters():

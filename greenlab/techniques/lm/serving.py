@@ -1,5 +1,5 @@
-"""Serving a ``greenlab.techniques.lm.model.TinyGPT``: generation with and without a KV cache, weight-only int8
-linear layers (torchao, optional at run time), and joules per generated token.
+"""Serving a ``greenlab.techniques.lm.gpt.TinyGPT``: generation with and without a KV cache, weight-only int8
+linear layers (torchao, optional at run time), and joules per generated token (lesson 11 (11_adapting_and_serving)).
 
     text = gl.lm_serve.generate(model, prompts, new_tokens=64, kv_cache=True)
     run = gl.lm_serve.measure_generation(model, prompts, new_tokens=64, kv_cache=True)
@@ -21,7 +21,8 @@ import torch.nn.functional as F
 
 from greenlab.base import validation
 from greenlab.energy.flags import MeasuredFlags
-from greenlab.techniques.lm.model import TinyGPT, joules_per_token
+from greenlab.techniques.lm.gpt import TinyGPT
+from greenlab.techniques.lm.training import joules_per_token
 
 
 @torch.no_grad()
@@ -31,7 +32,7 @@ def generate(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: b
     returns the new tokens (batch x new_tokens). Prompt plus new tokens must fit max_seq_len.
     ``step``: with ``kv_cache``, the function ``(model, token, cache) -> (logits, cache)`` that
     decodes each new token (default :func:`decode_step`; e.g. a learner's own)."""
-    validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.model.TinyGPT")
+    validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.gpt.TinyGPT")
     validation.tensor("prompts", prompts, dims=2, integer=True)
     if prompts.shape[0] < 1 or prompts.shape[1] < 1:
         raise ValueError("prompts must be an int64 tensor of shape (batch >= 1, prompt length >= 1), "
@@ -90,7 +91,7 @@ def cache_bytes(cache: list) -> int:
 
 def kv_cache_bytes(model: TinyGPT, batch_size: int, seq_len: int, bytes_per_value: int = 4) -> int:
     """Memory of a full KV cache: keys and values of every layer, batch x seq x d_model each."""
-    validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.model.TinyGPT")
+    validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.gpt.TinyGPT")
     for name, value in (("batch_size", batch_size), ("seq_len", seq_len), ("bytes_per_value", bytes_per_value)):
         validation.integer(name, value, low=1, high=2**40)
     return 2 * model.n_layers * batch_size * seq_len * model.d_model * bytes_per_value
@@ -122,7 +123,7 @@ def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, k
     from greenlab.energy import measure
 
     repeats = validation.integer("repeats", repeats, low=1, high=10_000)
-    validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.model.TinyGPT")
+    validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.gpt.TinyGPT")
     validation.tensor("prompts", prompts, dims=2, integer=True)
     validation.flag("kv_cache", kv_cache)
     validation.text("label", label)
@@ -217,7 +218,7 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
     validation.module("model", model)
     blocks = getattr(model, "blocks", None)
     if blocks is None:
-        raise validation.ArgumentTypeError("model must be a greenlab.techniques.lm.model.TinyGPT (it has no .blocks)")
+        raise validation.ArgumentTypeError("model must be a greenlab.techniques.lm.gpt.TinyGPT (it has no .blocks)")
     why = optional.missing("torchao")
     if why:
         raise optional.LibraryMissing(f"int8 weights need torchao: {why}")
@@ -273,7 +274,7 @@ def quantize_linears_int8(model: nn.Module, quantize=None) -> nn.Module:
     :func:`quantize_int8_per_channel`; e.g. a learner's own), in place. Needs no torchao."""
     blocks = getattr(model, "blocks", None)
     if blocks is None:
-        raise ValueError("model must be a greenlab.techniques.lm.model.TinyGPT (it has no .blocks)")
+        raise ValueError("model must be a greenlab.techniques.lm.gpt.TinyGPT (it has no .blocks)")
     quantize = quantize or quantize_int8_per_channel
     for parent in list(blocks.modules()):
         for name, child in list(parent.named_children()):
@@ -351,7 +352,7 @@ def generation_flops(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_
     """FLOPs of ``generate(...)`` counted by ``torch.utils.flop_counter`` (attention included)."""
     from greenlab.training.flop_counting import flop_counter
 
-    validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.model.TinyGPT")
+    validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.gpt.TinyGPT")
     counter = flop_counter()
     with counter:
         generate(model, prompts, new_tokens, kv_cache=kv_cache)

@@ -1,8 +1,9 @@
-"""ZeRO stage 0 against stage 3, measured: the same small transformer trained with DDP and with FSDP.
+"""ZeRO stage 0 against stage 3, measured: the same small transformer trained with DDP and with FSDP (lesson 15
+(15_fitting_in_memory)).
 
 ``run_ddp_vs_fsdp()`` launches ``world_size`` CPU processes through torchrun (backend gloo, one
 thread each; the launch, timeout and error collection of ``greenlab.techniques.ddp``). In every process it
-builds the same ``greenlab.techniques.lm.model.TinyGPT`` (same seed) and runs the same AdamW steps twice on that
+builds the same ``greenlab.techniques.lm.gpt.TinyGPT`` (same seed) and runs the same AdamW steps twice on that
 rank's own batches:
 
 - **DDP** (``DistributedDataParallel``, ``gradient_as_bucket_view=True`` so the gradients live in
@@ -198,19 +199,19 @@ def run_ddp_vs_fsdp(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n
                     max_seq_len: int = 256, seq_len: int = 64, batch_size: int = 8, steps: int = 3,
                     lr: float = 1e-2, allreduce_repeats: int = 7, corpus: str = "pydoc-topics",
                     seed: int = 0, timeout_s: float = 180.0) -> ShardingRun:
-    """Train ``greenlab.techniques.lm.model.TinyGPT(d_model, n_layers, n_heads, max_seq_len)`` for ``steps`` AdamW
+    """Train ``greenlab.techniques.lm.gpt.TinyGPT(d_model, n_layers, n_heads, max_seq_len)`` for ``steps`` AdamW
     steps with DDP and then with FSDP in ``world_size`` torchrun CPU processes, and time
     ``allreduce_repeats`` all-reduces of the gradients; returns a ``ShardingRun``.
 
     Each rank draws its own ``batch_size`` windows of ``seq_len`` bytes per step from ``corpus``
-    (``greenlab.techniques.lm.model.load_corpus``), the same batches in both runs. The launch is killed after
-    ``timeout_s`` seconds (``greenlab.techniques.ddp.DDPError``), and on an interrupt, with every worker.
+    (``greenlab.techniques.lm.corpus.load_corpus``), the same batches in both runs. The launch is killed after
+    ``timeout_s`` seconds (``greenlab.techniques.ddp.launch.DDPError``), and on an interrupt, with every worker.
     Raises ``ValueError`` for bad arguments before starting any process."""
     config = make_config(world_size=world_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
                          max_seq_len=max_seq_len, seq_len=seq_len, batch_size=batch_size, steps=steps,
                          lr=lr, allreduce_repeats=allreduce_repeats, corpus=corpus, seed=seed)
     timeout_s = validation.number("timeout_s", timeout_s, low=0, low_open=True)
-    from greenlab.techniques import ddp
+    from greenlab.techniques.ddp import launch
 
     with tempfile.TemporaryDirectory(prefix="greenlab-fsdp-") as tmp:
         folder = Path(tmp)
@@ -218,11 +219,11 @@ def run_ddp_vs_fsdp(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n
         config.update(result_path=str(result_file), error_dir=str(folder), launched=time.time())
         config_path = folder / "config.json"
         config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
-        command = ddp.launch_command(config_path, world_size, module=WORKER_MODULE)
+        command = launch.launch_command(config_path, world_size, module=WORKER_MODULE)
         started = time.perf_counter()
-        returncode, stderr = ddp._run(command, ddp._worker_env(1), timeout_s)
+        returncode, stderr = launch._run(command, launch._worker_env(1), timeout_s)
         wall = time.perf_counter() - started
-        raw = ddp.collect_result(folder, result_file, world_size, returncode, stderr, timeout_s)
+        raw = launch.collect_result(folder, result_file, world_size, returncode, stderr, timeout_s)
     return ShardingRun(**raw, wall_seconds=wall)
 
 
@@ -232,7 +233,8 @@ def make_config(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n_hea
                 seed: int = 0) -> dict:
     """The validated worker config ``run_ddp_vs_fsdp`` writes (see there for the arguments), with
     the model's parameter and tensor counts (the model is built once here to check its shape)."""
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques.lm.corpus import CORPORA
+    from greenlab.techniques.lm.gpt import TinyGPT
 
     world_size = validation.integer("world_size", world_size, low=2, high=64)
     cores = os.cpu_count() or 1
@@ -240,7 +242,7 @@ def make_config(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n_hea
         raise ValueError(f"world_size must be at most 4 x this machine's {cores} CPU cores "
                          f"({4 * cores}), got {world_size}")
     spec = {"d_model": d_model, "n_layers": n_layers, "n_heads": n_heads, "max_seq_len": max_seq_len}
-    model = lm.TinyGPT(**spec)  # checks d_model, n_heads, n_layers, max_seq_len with clear messages
+    model = TinyGPT(**spec)  # checks d_model, n_heads, n_layers, max_seq_len with clear messages
     seq_len = validation.integer("seq_len (at most max_seq_len)", seq_len, low=1, high=max_seq_len)
     params = list(model.parameters())
     return {
@@ -253,7 +255,7 @@ def make_config(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n_hea
         "steps": validation.integer("steps", steps, low=1, high=1000),
         "lr": validation.number("lr", lr, low=0, low_open=True, high=10),
         "allreduce_repeats": validation.integer("allreduce_repeats", allreduce_repeats, low=1, high=1000),
-        "corpus": validation.choice("corpus", corpus, lm.CORPORA),
+        "corpus": validation.choice("corpus", corpus, CORPORA),
         "seed": validation.integer("seed", seed, low=0, high=2**32 - 1),
     }
 
@@ -278,7 +280,7 @@ def held_bytes(tensors) -> int:
 
 def worker_main(argv=None) -> int:
     """Entry point of one torchrun worker: both runs and the all-reduce; rank 0 writes the result."""
-    from greenlab.techniques.ddp import run_worker
+    from greenlab.techniques.ddp.worker import run_worker
 
     return run_worker(argv, _worker, WORKER_MODULE, "one worker of a greenlab DDP-against-FSDP run")
 
@@ -287,8 +289,8 @@ def _worker(config: dict) -> None:
     import torch
     import torch.distributed as dist
 
-    from greenlab.techniques.lm import model as lm
-    from greenlab.techniques.ddp import finish_worker
+    from greenlab.techniques.lm.corpus import batch, load_corpus
+    from greenlab.techniques.ddp.worker import finish_worker
 
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -297,9 +299,9 @@ def _worker(config: dict) -> None:
     dist.init_process_group(backend="gloo")
     try:
         ready = time.time()
-        corpus = lm.load_corpus(config["corpus"])
+        corpus = load_corpus(config["corpus"])
         gen = torch.Generator().manual_seed(config["seed"] * 1000 + rank)
-        batches = [lm.batch(corpus.train, config["seq_len"], config["batch_size"], gen)
+        batches = [batch(corpus.train, config["seq_len"], config["batch_size"], gen)
                    for _ in range(config["steps"])]
         dist.barrier()
         ddp_run = _train(config, batches, sharded=False)
@@ -344,10 +346,10 @@ def _train(config: dict, batches: list, sharded: bool) -> dict:
     from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel
 
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques.lm.gpt import TinyGPT, lm_loss
 
     torch.manual_seed(config["seed"])
-    model = lm.TinyGPT(**config["model"])
+    model = TinyGPT(**config["model"])
     if sharded:
         for block in model.blocks:
             fully_shard(block)
@@ -360,7 +362,7 @@ def _train(config: dict, batches: list, sharded: bool) -> dict:
     for x, y in batches:
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = lm.lm_loss(wrapped, x, y)
+        loss = lm_loss(wrapped, x, y)
         loss.backward()
         opt.step()
         seconds.append(time.perf_counter() - start)
