@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from greenlab.course.claims import claim_problems
-from greenlab.course.headless import LessonRunError, run_notebook
+from greenlab.course.headless import SILENCE_LIMIT_S, LessonRunError, run_notebook
 from greenlab.course.notebook_format import (
     _STEM_RE, CHECK_OUTPUT_MARK, LessonError, _check_stem, _checks_output, _joined, _read_json, _rel, code, dumps,
     instructor_notebooks, learner_notebook, lessons_dir, md, normalise, notebook)
@@ -124,9 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="execute lessons' code cells in order, headless (no Jupyter needed)")
     run.add_argument("notebooks", nargs="+", help="notebook files, e.g. lessons/instructor/00_measuring_energy.ipynb")
     run.add_argument("--full", action="store_true", help="full mode (default: quick mode, GREENLAB_QUICK=1)")
+    run.add_argument("--max-silence-s", type=float, default=None, metavar="S",
+                     help=f"exit 1 when a cell writes nothing for more than S seconds (the course's limit is "
+                          f"{SILENCE_LIMIT_S:g}); without it, such cells are listed but do not fail the run")
     args = parser.parse_args(argv)
     if args.command == "run":
-        return _run_command(args.notebooks, quick=not args.full)
+        return _run_command(args.notebooks, quick=not args.full, max_silence_s=args.max_silence_s)
     root = lessons_dir(args.lessons)
     try:
         if args.command == "build":
@@ -158,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _run_command(paths: list[str], quick: bool) -> int:
-    """``run``: each lesson in turn; exit 1 at the first failing cell, 2 for a missing file.
+def _run_command(paths: list[str], quick: bool, max_silence_s: float | None = None) -> int:
+    """``run``: each lesson in turn; exit 1 at the first failing cell (or, with ``max_silence_s``,
+    after the lessons when a cell was silent for longer), 2 for a missing file.
     Started by a program that set ``$GREENLAB_PARENT_PID`` (the GPU suite), it dies with it."""
     if os.environ.get("GREENLAB_PARENT_PID"):
         from greenlab.base.processes import die_with_parent
@@ -169,9 +173,10 @@ def _run_command(paths: list[str], quick: bool) -> int:
         if not Path(name).is_file():
             print(f"error: no notebook at {name}", file=sys.stderr)
             return 2
+    silent = []
     for name in paths:
         try:
-            done = run_notebook(name, quick=quick)
+            done = run_notebook(name, quick=quick, max_silence_s=max_silence_s or SILENCE_LIMIT_S)
         except LessonRunError as exc:
             print(f"FAILED {exc}", file=sys.stderr, flush=True)
             return 1
@@ -180,6 +185,13 @@ def _run_command(paths: list[str], quick: bool) -> int:
             return 2
         print(f"passed {done.lesson}: {done.cells_run} code cells in {done.seconds:.1f} s"
               + (f" ({len(done.notes)} headless note(s))" if done.notes else ""), flush=True)
+        for where, seconds in done.silences:
+            print(f"silent {where}: {seconds:.0f} s with no output", flush=True)
+        silent += done.silences
+    if max_silence_s is not None and silent:
+        print(f"{len(silent)} cell(s) silent for more than {max_silence_s:g} s: print progress "
+              "(greenlab.base.progress) in the calls they wait on", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -5,6 +5,11 @@ installed; without it, ``%line`` magics and ``!shell`` lines are skipped, ``%%en
 in one ``greenlab.measure`` window (kept as ``_energy``) and another ``%%cell`` magic's body runs as
 plain Python, each with a note. A failing cell stops the run with the lesson and
 cell number (:class:`LessonRunError`).
+
+Each cell's longest silence is timed: the longest stretch with nothing written to stdout or
+stderr, counting from the cell's start to its end (``LessonRun.silences``: cells silent longer
+than ``max_silence_s``). The course's rule is that no cell sits silent for more than
+``SILENCE_LIMIT_S`` seconds: a long call prints progress (``greenlab.base.progress``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any, Iterable
 
 from greenlab.course.notebook_format import _joined, _read_json
 
+SILENCE_LIMIT_S = 10.0
+
 
 class LessonRunError(RuntimeError):
     """A lesson cell failed in a headless run; the message names the lesson, the cell and the error."""
@@ -32,14 +39,17 @@ class LessonRun:
     cells_run: int
     seconds: float
     notes: list = field(default_factory=list)
+    silences: list = field(default_factory=list)  # (cell description, longest silence in seconds), over the limit
 
 
-def run_notebook(path: str | os.PathLike, quick: bool | None = True, echo: bool = True) -> LessonRun:
+def run_notebook(path: str | os.PathLike, quick: bool | None = True, echo: bool = True,
+                 max_silence_s: float = SILENCE_LIMIT_S) -> LessonRun:
     """Execute ``path``'s code cells in order in a fresh namespace, headless.
 
     The working folder is the notebook's own (as under Jupyter and nbval) and
     matplotlib uses the Agg backend. ``quick=True`` sets ``GREENLAB_QUICK=1`` for the run
-    (None leaves the environment as it is). ``echo`` prints a line per cell. Raises
+    (None leaves the environment as it is). ``echo`` prints a line per cell. Cells that wrote
+    nothing for longer than ``max_silence_s`` are listed in ``silences``. Raises
     :class:`LessonRunError` naming the lesson and cell when a cell fails.
     """
     path = Path(path).resolve()
@@ -52,7 +62,7 @@ def run_notebook(path: str | os.PathLike, quick: bool | None = True, echo: bool 
     saved_cwd = os.getcwd()
     os.environ.update(env)
     os.chdir(path.parent)
-    runner = _CellRunner(lesson, echo)
+    runner = _CellRunner(lesson, echo, max_silence_s)
     t0 = time.perf_counter()
     cells = 0
     try:
@@ -72,7 +82,7 @@ def run_notebook(path: str | os.PathLike, quick: bool | None = True, echo: bool 
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    return LessonRun(lesson, cells, time.perf_counter() - t0, runner.notes)
+    return LessonRun(lesson, cells, time.perf_counter() - t0, runner.notes, runner.silences)
 
 
 def run_notebooks(paths: Iterable[str | os.PathLike], quick: bool | None = True, echo: bool = True) -> list[LessonRun]:
@@ -83,8 +93,9 @@ def run_notebooks(paths: Iterable[str | os.PathLike], quick: bool | None = True,
 class _CellRunner:
     """Runs cells in one namespace: plain ``exec``, IPython for cells with magics when installed."""
 
-    def __init__(self, lesson: str, echo: bool):
-        self.lesson, self.echo = lesson, echo
+    def __init__(self, lesson: str, echo: bool, max_silence_s: float = SILENCE_LIMIT_S):
+        self.lesson, self.echo, self.max_silence_s = lesson, echo, max_silence_s
+        self.silences: list[tuple[str, float]] = []
         self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         self.notes: list[str] = []
         self.shell = None
@@ -95,6 +106,18 @@ class _CellRunner:
         where = f"{self.lesson}.ipynb cell {index} (code cell {ordinal})"
         if self.echo:
             print(f"--- {where}", flush=True)
+        clock = _SilenceClock()
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Stamped(sys.stdout, clock), _Stamped(sys.stderr, clock)
+        try:
+            self._run_source(source, where)
+        finally:
+            sys.stdout, sys.stderr = saved
+            longest = clock.finish()
+            if longest > self.max_silence_s:
+                self.silences.append((where, longest))
+
+    def _run_source(self, source: str, where: str) -> None:
         try:
             if _has_magic(source) and self._ipython() is not None:
                 self._run_ipython(source)
@@ -175,6 +198,38 @@ class _CellRunner:
         line = f"{where}: {text}" if where else text
         self.notes.append(line)
         print(f"[headless] {line}", flush=True)
+
+
+class _SilenceClock:
+    """The longest time between two writes of a cell (its start and end count as writes)."""
+
+    def __init__(self):
+        self.last = time.monotonic()
+        self.longest = 0.0
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        self.longest = max(self.longest, now - self.last)
+        self.last = now
+
+    def finish(self) -> float:
+        self.tick()
+        return self.longest
+
+
+class _Stamped:
+    """A text stream that tells ``clock`` when something is written to it, and is otherwise the stream."""
+
+    def __init__(self, stream, clock: _SilenceClock):
+        self._stream, self._clock = stream, clock
+
+    def write(self, text):
+        if text:
+            self._clock.tick()
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _cell_magic(source: str) -> str:
