@@ -97,13 +97,20 @@ def test_heartbeat_prints_while_a_long_call_runs_and_leaves_no_thread():
     assert not [t for t in threading.enumerate() if t.name.startswith("greenlab-heartbeat")]
 
 
-def test_heartbeat_says_stopped_when_the_block_raises():
+def test_heartbeat_says_stopped_when_the_block_raises_and_nothing_for_a_short_block():
     out = io.StringIO()
     with pytest.raises(KeyboardInterrupt):
-        with progress.heartbeat("greenlab.compile", every_s=60, out=out):
+        with progress.heartbeat("greenlab.compile", every_s=0.01, out=out):
+            deadline = time.monotonic() + 30
+            while "..." not in out.getvalue() and time.monotonic() < deadline:
+                time.sleep(0.005)
             raise KeyboardInterrupt
-    assert out.getvalue().startswith("greenlab.compile stopped after ")
+    assert out.getvalue().splitlines()[-1].startswith("greenlab.compile stopped after ")
     assert not [t for t in threading.enumerate() if t.name.startswith("greenlab-heartbeat")]
+    short = io.StringIO()
+    with progress.heartbeat("greenlab.short", every_s=60, out=short):
+        pass
+    assert short.getvalue() == ""
 
 
 def test_heartbeat_refuses_a_period_that_is_not_positive():

@@ -9,7 +9,8 @@
 - ``heartbeat(label)``: a context manager for one long call that cannot report steps of its own
   (a torchrun launch, a compile, a child process being killed and resumed): while the block
   runs, a line ``label ... 10 s`` every few seconds, and ``label done in 41 s`` at the end, so no
-  cell is silent for long. Its thread ends with the block, also on an error or Ctrl-C.
+  cell is silent for long (a call shorter than one period prints nothing). Its thread ends with
+  the block, also on an error or Ctrl-C.
 
 ``GREENLAB_PROGRESS=0`` silences all three.
 """
@@ -117,15 +118,17 @@ class Steps:
 
 @contextlib.contextmanager
 def heartbeat(label: str, every_s: float = HEARTBEAT_SECONDS, show: bool = True, out=None):
-    """Print ``label ... N s`` every ``every_s`` seconds while the ``with`` block runs, then
-    ``label done in N s`` (or ``label stopped after N s`` when it raised). The printing thread is
-    joined before the block's exception, if any, goes on."""
+    """Print ``label ... N s`` every ``every_s`` seconds while the ``with`` block runs and, once a
+    line was printed, ``label done in N s`` (or ``label stopped after N s`` when it raised) at the
+    end; a block shorter than ``every_s`` prints nothing. The printing thread is joined before the
+    block's exception, if any, goes on."""
     if every_s <= 0:
         raise ValueError(f"every_s must be > 0 seconds, got {every_s!r}")
     show = bool(show) and enabled()
     stream = out if out is not None else sys.stdout
     t0 = time.perf_counter()
     stop = threading.Event()
+    beats = []
 
     def write(text):
         if show:
@@ -134,6 +137,7 @@ def heartbeat(label: str, every_s: float = HEARTBEAT_SECONDS, show: bool = True,
 
     def beat():
         while not stop.wait(every_s):
+            beats.append(1)
             write(f"{label} ... {plain_number(round(time.perf_counter() - t0))} s\n")
 
     thread = threading.Thread(target=beat, name=f"greenlab-heartbeat {label}", daemon=True)
@@ -145,5 +149,6 @@ def heartbeat(label: str, every_s: float = HEARTBEAT_SECONDS, show: bool = True,
     finally:
         stop.set()
         thread.join()
-        seconds = plain_number(round(time.perf_counter() - t0, 1))
-        write(f"{label} done in {seconds} s\n" if ok else f"{label} stopped after {seconds} s\n")
+        if beats:
+            seconds = plain_number(round(time.perf_counter() - t0, 1))
+            write(f"{label} done in {seconds} s\n" if ok else f"{label} stopped after {seconds} s\n")

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from greenlab.base import progress
 from greenlab.base.processes import kill_group
 from greenlab.base.units import plain_number
 from greenlab.techniques.ddp.results import DDPResult
@@ -287,17 +288,19 @@ def _interrupted_launch(nprocs: int, runs: int, seconds: float):
                        f"{plain_number(seconds)} s; its workers are stopped and nothing was recorded", None)
 
 
-def _run(command: list, env: dict, timeout_s: float) -> tuple:
+def _run(command: list, env: dict, timeout_s: float, label: str = "greenlab: torchrun launch") -> tuple:
     """Run ``command`` in its own process group; kill the whole group on timeout or on any
     exception here (Ctrl-C, SIGTERM turned into SystemExit). Returns (returncode or None on
-    timeout, stderr text). The command learns this process's pid (it dies with it)."""
+    timeout, stderr text). The command learns this process's pid (it dies with it). While it
+    runs, ``label ... N s`` is printed every few seconds (``greenlab.base.progress.heartbeat``)."""
     from greenlab.base.processes import PARENT_ENV
 
     env = {**env, PARENT_ENV: str(os.getpid())}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=timeout_s)
+        with progress.heartbeat(label):
+            out, err = proc.communicate(timeout=timeout_s)
         return proc.returncode, (err or "") + (out or "")
     except subprocess.TimeoutExpired:
         kill_group(proc)
