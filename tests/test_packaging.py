@@ -19,9 +19,18 @@ def _pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
+def _make_extras() -> list[str]:
+    """The extras ``make lab`` and ``make test`` install (the Makefile's MAKE_EXTRAS)."""
+    (line,) = [l for l in (ROOT / "Makefile").read_text().splitlines() if l.startswith("MAKE_EXTRAS :=")]
+    return line.split(":=", 1)[1].strip().split(",")
+
+
 def _pyproject_requirements() -> dict[str, Requirement]:
+    """The core and every extra make installs: what a conda user and CI get."""
     project = _pyproject()["project"]
-    reqs = list(project["dependencies"]) + list(project["optional-dependencies"]["test"])
+    reqs = list(project["dependencies"])
+    for extra in _make_extras():
+        reqs += project["optional-dependencies"][extra]
     return {Requirement(r).name.lower(): Requirement(r) for r in reqs}
 
 
@@ -130,3 +139,136 @@ def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(tmp_path):
     assert got["file"].startswith(str(venv)) and got["checkout"] is False
     assert got["tables"].startswith(str(venv))
     assert got["g"] == pytest.approx(carbon.co2e_g(3.6e6, "FRA"))  # 1 kWh at France's intensity
+
+
+# --- a distribution name of its own, a lean core, extras named for their use -------------------------
+
+CORE = {"torch", "torchvision", "numpy", "matplotlib", "ipywidgets", "nvidia-ml-py", "psutil", "tqdm",
+        "zeus-apple-silicon"}
+# packages the core must not pull in: a Jupyter server, the test and grading tools, the lesson extras
+NOT_CORE = {"jupyterlab", "sidecar", "nbval", "pytest", "nbgrader", "bitsandbytes", "torchao", "simpy", "optuna",
+            "playwright", "hypothesis", "nbformat", "pyyaml", "pytest-timeout", "amdsmi"}
+OPTIONAL_IMPORTS = ("jupyterlab", "sidecar", "optuna", "simpy", "bitsandbytes", "torchao", "nbgrader", "nbval")
+
+
+def test_the_distribution_has_its_own_name_and_imports_as_greenlab():
+    """PyPI's 'greenlab' is an unrelated project (`gl.setup()` fails with AttributeError there)."""
+    project = _pyproject()["project"]
+    assert project["name"] == "greenlab-course"
+    assert _pyproject()["tool"]["setuptools"]["packages"]["find"]["include"] == ["greenlab*"]
+    from greenlab.base import optional
+
+    assert optional.DISTRIBUTION == project["name"]
+
+
+def test_the_core_is_lean_and_admits_colabs_preinstalled_versions():
+    core = {Requirement(r).name.lower(): Requirement(r) for r in _pyproject()["project"]["dependencies"]}
+    assert set(core) == CORE and not set(core) & NOT_CORE
+    # Colab's runtime (Python 3.13): a first cell that installs the core changes none of them
+    for name, version in {"torch": "2.11.0", "torchvision": "0.26.0", "ipywidgets": "7.7.1"}.items():
+        assert core[name].specifier.contains(Version(version)), f"{name} {version} is outside {core[name].specifier}"
+    assert _pyproject()["project"]["requires-python"] and Version("3.13") in \
+        __import__("packaging.specifiers").specifiers.SpecifierSet(_pyproject()["project"]["requires-python"])
+
+
+def test_every_optional_package_has_an_extra_named_for_its_use_and_make_installs_them_all():
+    from greenlab.base import optional
+
+    extras = _pyproject()["project"]["optional-dependencies"]
+    assert {"lab", "lessons", "test", "grading", "amd"} <= set(extras)
+    for package, extra in optional.EXTRAS.items():
+        names = {Requirement(r).name.lower() for r in extras[extra]}
+        assert package in names, f"optional.EXTRAS says {package} comes with [{extra}], pyproject says {names}"
+        assert optional.install_hint(package) == f"pip install 'greenlab-course[{extra}]'"
+    assert set(_make_extras()) == set(extras) - {"amd"}  # amd only where ROCm is (the Makefile's EXTRAS)
+    assert "$(MAKE_EXTRAS)" in (ROOT / "Makefile").read_text()
+
+
+def test_the_repository_address_is_written_once_and_the_readme_installs_from_it():
+    url = _pyproject()["project"]["urls"]["Repository"]
+    assert url.startswith("https://github.com/")
+    readme = (ROOT / "README.md").read_text()
+    assert f'pip install "greenlab-course @ git+{url}"' in readme
+    assert "pip install greenlab\n" not in readme and "pip install greenlab " not in readme
+
+
+def _optional_imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(package, line, at module level) for each import of an optional package in ``path``."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    found = []
+    inside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inside |= {id(n) for n in ast.walk(node)}
+    for node in ast.walk(tree):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        for name in names:
+            if name.split(".")[0] in OPTIONAL_IMPORTS:
+                found.append((name.split(".")[0], node.lineno, id(node) not in inside))
+    return found
+
+
+def test_every_import_of_an_optional_package_is_lazy_and_guarded():
+    """No module imports an extra's package when it is imported; a function that does asks first
+    (optional.require / missing, or the side panel's available()), so a lean install says which
+    extra to install instead of a bare ModuleNotFoundError."""
+    problems = []
+    for path in sorted((ROOT / "greenlab").rglob("*.py")):
+        text = path.read_text()
+        for package, line, top in _optional_imports(path):
+            where = f"{path.relative_to(ROOT)}:{line} imports {package}"
+            if top:
+                problems.append(f"{where} at module level")
+            elif not re.search(rf"""(require|missing)\(\s*["']{package}[."']|available\(\)""", text):
+                problems.append(f"{where} without asking optional.require/missing first")
+    assert problems == []
+
+
+def test_the_guard_scan_finds_an_unguarded_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import optuna\n\ndef f():\n    from simpy import Environment\n")
+    assert _optional_imports(bad) == [("optuna", 1, True), ("simpy", 4, False)]
+
+
+def test_without_the_extras_the_library_imports_and_names_the_extra_to_install(tmp_path):
+    """Every greenlab module imports with the extras' packages hidden (but the nbgrader plug-in, which
+    says which extra it needs), and the tuning and cluster entry points say how to install theirs."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from minimal_env import hidden_env
+
+    code = r'''
+import importlib, pkgutil, greenlab
+from greenlab.base.optional import LibraryMissing
+failed = []
+for m in pkgutil.walk_packages(greenlab.__path__, "greenlab."):
+    if m.name.endswith("__main__"):
+        continue
+    try:
+        importlib.import_module(m.name)
+    except LibraryMissing as exc:
+        print("MISSING", m.name, exc)
+    except Exception as exc:
+        failed.append(f"{m.name}: {exc!r}")
+print("FAILED", failed)
+for call in ("greenlab.tuning.sweep(None, None, None)", "greenlab.cluster.simulate([], 1)"):
+    try:
+        eval(call)
+    except LibraryMissing as exc:
+        print("CALL", exc)
+'''
+    env = hidden_env(tmp_path, hidden=OPTIONAL_IMPORTS, required_by={})
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "FAILED []" in out
+    assert "MISSING greenlab.course.nbgrader_preprocessor the nbgrader export needs nbgrader" in out
+    assert "pip install 'greenlab-course[grading]'" in out
+    assert "CALL early-stopped tuning needs optuna: optuna is not installed; pip install 'greenlab-course[lessons]'" in out
+    assert "CALL the cluster simulation needs simpy" in out
