@@ -57,6 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from greenlab.course.hosted import with_launch_cells  # Colab/Binder badges and the install cell
+
 SOLUTION_BEGIN = "# BEGIN SOLUTION"
 SOLUTION_END = "# END SOLUTION"
 LEARNER_MARK = "# LEARNER:"
@@ -241,7 +243,7 @@ def expected_files(folder: str | os.PathLike | None = None) -> dict[Path, str]:
         stem = _check_stem(path)
         raw = _read_json(path)
         files[path] = dumps(normalise(raw, stem))
-        files[root / path.name] = dumps(learner_notebook(raw, stem))
+        files[root / path.name] = dumps(with_launch_cells(learner_notebook(raw, stem), stem))
     return files
 
 
