@@ -110,7 +110,11 @@ def _lab(args) -> int:
     from greenlab.base.paths import learner_copy
 
     extra = [a for a in args.lab_args if a != "--"]
-    folder = learner_copy(args.dir, report=lambda path: print(f"greenlab: copied {path.name} to {path.parent}/"))
+    try:
+        folder = learner_copy(args.dir, report=lambda path: print(f"greenlab: copied {path.name} to {path.parent}/"))
+    except FileNotFoundError as exc:
+        print(f"greenlab lab: {exc}", file=sys.stderr)
+        return 1
     print(f"greenlab: your lessons are in {folder} (yours to edit; lessons/ stays as shipped)")
     if args.copy_only:
         return 0
