@@ -91,28 +91,33 @@ def test_package_data_lists_what_is_there():
         assert any((ROOT / "greenlab" / "cited_tables" / table).match(p) for p in patterns), table
 
 
-def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(tmp_path):
-    """Build a wheel from the sources, install it (no dependencies: torch comes from this
-    environment) into a fresh virtual environment, and run it from a folder far from the checkout."""
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory):
+    """A wheel built from the sources (lessons and recorded runs inside it, by setup.py), installed
+    without dependencies into a fresh virtual environment that sees this environment's packages
+    (torch and the rest) after its own: no download. Returns (venv folder, wheel)."""
     import os
     import shutil
     import subprocess
     import sys
     import sysconfig
 
-    from greenlab.impact import carbon
-
+    tmp_path = tmp_path_factory.mktemp("wheel")
     src = tmp_path / "src"
-    shutil.copytree(ROOT / "greenlab", src / "greenlab", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "greenlab", src / "greenlab", ignore=ignore)
+    shutil.copytree(ROOT / "lessons", src / "lessons", ignore=ignore)
+    shutil.copytree(ROOT / "data" / "reference_runs", src / "data" / "reference_runs", ignore=ignore)
+    for name in ("pyproject.toml", "README.md", "setup.py", "MANIFEST.in"):
         shutil.copy2(ROOT / name, src / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # pip must not see the checkout
     subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(tmp_path / "dist"),
                           str(src)], check=True, capture_output=True, timeout=300, env=clean)
-    (wheel,) = (tmp_path / "dist").glob("greenlab-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("greenlab_course-*.whl")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True,
+                   timeout=120)
     python = venv / "bin" / "python"
     subprocess.run(pip + ["--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
                    check=True, capture_output=True, timeout=300, env=clean)
@@ -120,10 +125,32 @@ def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(tmp_path):
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     (Path(site) / "shared_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv, wheel
+
+
+def _away_env(home: Path) -> dict:
+    """The environment of a learner far from the checkout: its own HOME and XDG cache, quick mode, offline."""
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "XDG_CACHE_HOME") and not k.startswith("GREENLAB_")}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / "xdg-cache"), GREENLAB_QUICK="1", GREENLAB_DOWNLOAD="0",
+               MPLBACKEND="Agg", OMP_WAIT_POLICY="PASSIVE")
+    return env
+
+
+def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(wheel_venv, tmp_path):
+    """Run the installed wheel from a folder far from the checkout."""
+    import subprocess
+
+    from greenlab.impact import carbon
+
+    venv, _ = wheel_venv
+    python = venv / "bin" / "python"
     away = tmp_path / "elsewhere"
     away.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("GREENLAB_")}
-    env.update(GREENLAB_QUICK="1", GREENLAB_RESULTS_DIR=str(away / "results"))
+    env = _away_env(tmp_path / "home")
+    env.update(GREENLAB_RESULTS_DIR=str(away / "results"))
 
     doctor = subprocess.run([str(venv / "bin" / "greenlab"), "doctor", "--json"], cwd=away, env=env,
                             capture_output=True, text=True, timeout=300)
@@ -139,6 +166,56 @@ def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(tmp_path):
     assert got["file"].startswith(str(venv)) and got["checkout"] is False
     assert got["tables"].startswith(str(venv))
     assert got["g"] == pytest.approx(carbon.co2e_g(3.6e6, "FRA"))  # 1 kWh at France's intensity
+
+
+# the two shortest lessons in quick mode (README's table), run from the wheel
+WHEEL_LESSONS = ("03_gradient_accumulation", "06_carbon")
+
+
+def test_a_wheel_copies_its_lessons_runs_two_and_caches_data_in_the_users_cache(wheel_venv, tmp_path):
+    """From an empty folder: ``greenlab lab`` copies the lessons shipped in the wheel, two of them run
+    headless in quick mode (their GPU sections read the recorded runs shipped beside them), and a
+    dataset download lands in $XDG_CACHE_HOME/greenlab, nothing of it in the installed package."""
+    import subprocess
+
+    import fake_mirror
+
+    venv, wheel = wheel_venv
+    python = venv / "bin" / "python"
+    env = _away_env(tmp_path / "home")
+    away = tmp_path / "empty"
+    away.mkdir()
+
+    copied = subprocess.run([str(venv / "bin" / "greenlab"), "lab", "--copy-only"], cwd=away, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert copied.returncode == 0, copied.stderr
+    shipped = sorted(p.name for p in (ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
+    assert sorted(p.name for p in (away / "my-lessons").glob("*.ipynb")) == shipped
+
+    cache = tmp_path / "home" / "xdg-cache" / "greenlab"
+    data_lines = []
+    for stem in WHEEL_LESSONS:
+        run = subprocess.run([str(python), "-m", "greenlab.course", "run", str(away / "my-lessons" / f"{stem}.ipynb")],
+                             cwd=away, env=env, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, f"{stem}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+        data_lines += [line for line in run.stdout.splitlines() if line.startswith("greenlab.data:")]
+    # offline, each dataset line names the cache it looked in: the user's, not the package's
+    assert data_lines and all(str(cache) in line and str(venv) not in line for line in data_lines), data_lines
+    installed = venv / "lib"
+    # a download, from a local mirror, through the installed package's default cache
+    resources, _ = fake_mirror.fashion_mnist_archives(tmp_path / "mirror")
+    with fake_mirror.serve(tmp_path / "mirror") as (url, hits):
+        code = ("import torchvision, greenlab as gl\n"
+                f"cls = torchvision.datasets.FashionMNIST; cls.mirrors = [{url!r}]; cls.resources = {resources!r}\n"
+                "ds = gl.data.load('fashion-mnist', n_train=40, n_test=20, download=True)\n"
+                "print('SOURCE', ds.source)")
+        done = subprocess.run([str(python), "-c", code], cwd=away, env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "SOURCE torchvision" in done.stdout and len(hits) == 4
+    assert sorted(p.name for p in (cache / "FashionMNIST" / "raw").glob("*.gz")) == sorted(r[0] for r in resources)
+    assert not [p for p in installed.rglob("*") if "FashionMNIST" in p.name or p.name == "cache"]
+    assert not (away / "data").exists()
 
 
 # --- a distribution name of its own, a lean core, extras named for their use -------------------------
