@@ -26,7 +26,7 @@ comma := ,
 EXTRAS := $(if $(wildcard /opt/rocm),$(comma)amd,)
 # make lab and make test install the whole course: the lean core plus every extra pyproject.toml names
 # (JupyterLab and its side panel, the packages single lessons use, nbgrader, the test tools)
-MAKE_EXTRAS := lab,lessons,grading,test
+MAKE_EXTRAS := lab,lowbit,scheduling,grading,test
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=300
 
 .PHONY: lab my-lessons test unit lessons notebooks check-notebooks benchmarks gpu-check clean

@@ -49,7 +49,7 @@ def test_binder_installs_cpu_pytorch_and_the_courses_runtime_packages_without_te
     project = _pyproject()
     wanted = {}
     for line in project["dependencies"] + project["optional-dependencies"]["lab"] \
-            + project["optional-dependencies"]["lessons"]:
+            + project["optional-dependencies"]["lowbit"] + project["optional-dependencies"]["scheduling"]:
         req = Requirement(line)
         if req.marker is None or req.marker.evaluate({"sys_platform": "linux", "platform_machine": "x86_64"}):
             wanted[req.name.lower()] = req

@@ -48,8 +48,8 @@ def test_launch_problems_finds_a_copy_without_its_cells(tmp_path):
 
 
 def test_lessons_with_an_extra_install_it_and_the_others_the_core():
-    assert hosted.install_spec("11_adapting_and_serving") == f"greenlab-course[lessons] @ git+{URL}"
-    assert hosted.install_spec("13_sharing_a_cluster") == f"greenlab-course[lessons] @ git+{URL}"
+    assert hosted.install_spec("11_adapting_and_serving") == f"greenlab-course[lowbit] @ git+{URL}"
+    assert hosted.install_spec("13_sharing_a_cluster") == f"greenlab-course[scheduling] @ git+{URL}"
     assert hosted.install_spec("02_mixed_precision") == f"greenlab-course @ git+{URL}"
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for lesson, names in hosted.LESSON_EXTRAS.items():
@@ -116,8 +116,8 @@ def test_pypis_other_greenlab_is_replaced_with_one_line_of_output(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 2 and lines[1] == (f"CALLS [['uninstall', '--yes', 'greenlab'], "
-                                            f"['install', 'greenlab-course[lessons] @ git+{URL}']]")
-    assert lines[0] == (f"greenlab 9.9 installed from greenlab-course[lessons] @ git+{URL}; "
+                                            f"['install', 'greenlab-course[lowbit] @ git+{URL}']]")
+    assert lines[0] == (f"greenlab 9.9 installed from greenlab-course[lowbit] @ git+{URL}; "
                         f"written for {hosted.runtime_text()}")
     assert "Python 3.13" in lines[0] and "ipywidgets 7.7.1" in lines[0]
 

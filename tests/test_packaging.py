@@ -223,9 +223,11 @@ def test_a_wheel_copies_its_lessons_runs_two_and_caches_data_in_the_users_cache(
 CORE = {"torch", "torchvision", "numpy", "matplotlib", "ipywidgets", "nvidia-ml-py", "psutil", "tqdm",
         "zeus-apple-silicon"}
 # packages the core must not pull in: a Jupyter server, the test and grading tools, the lesson extras
-NOT_CORE = {"jupyterlab", "sidecar", "nbval", "pytest", "nbgrader", "bitsandbytes", "torchao", "simpy", "optuna",
+NOT_CORE = {"jupyterlab", "sidecar", "nbconvert", "nbval", "pytest", "nbgrader", "bitsandbytes", "torchao", "simpy",
+            "optuna",
             "playwright", "hypothesis", "nbformat", "pyyaml", "pytest-timeout", "amdsmi"}
-OPTIONAL_IMPORTS = ("jupyterlab", "sidecar", "optuna", "simpy", "bitsandbytes", "torchao", "nbgrader", "nbval")
+OPTIONAL_IMPORTS = ("jupyterlab", "sidecar", "optuna", "simpy", "bitsandbytes", "torchao", "nbgrader", "nbval",
+                    "nbconvert")
 
 
 def test_the_distribution_has_its_own_name_and_imports_as_greenlab():
@@ -252,12 +254,14 @@ def test_every_optional_package_has_an_extra_named_for_its_use_and_make_installs
     from greenlab.base import optional
 
     extras = _pyproject()["project"]["optional-dependencies"]
-    assert {"lab", "lessons", "test", "grading", "amd"} <= set(extras)
+    assert {"lab", "lowbit", "scheduling", "lessons", "test", "grading", "amd"} <= set(extras)
+    assert extras["lessons"] == ["greenlab-course[lowbit,scheduling]"]  # every lesson's extras in one name
     for package, extra in optional.EXTRAS.items():
         names = {Requirement(r).name.lower() for r in extras[extra]}
         assert package in names, f"optional.EXTRAS says {package} comes with [{extra}], pyproject says {names}"
         assert optional.install_hint(package) == f"pip install 'greenlab-course[{extra}]'"
-    assert set(_make_extras()) == set(extras) - {"amd"}  # amd only where ROCm is (the Makefile's EXTRAS)
+    # amd only where ROCm is (the Makefile's EXTRAS); lessons is lowbit and scheduling
+    assert set(_make_extras()) == set(extras) - {"amd", "lessons"}
     assert "$(MAKE_EXTRAS)" in (ROOT / "Makefile").read_text()
 
 
@@ -347,5 +351,6 @@ for call in ("greenlab.tuning.sweep(None, None, None)", "greenlab.cluster.simula
     assert "FAILED []" in out
     assert "MISSING greenlab.course.nbgrader_preprocessor the nbgrader export needs nbgrader" in out
     assert "pip install 'greenlab-course[grading]'" in out
-    assert "CALL early-stopped tuning needs optuna: optuna is not installed; pip install 'greenlab-course[lessons]'" in out
+    assert ("CALL early-stopped tuning needs optuna: optuna is not installed; "
+            "pip install 'greenlab-course[scheduling]'") in out
     assert "CALL the cluster simulation needs simpy" in out

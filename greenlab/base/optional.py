@@ -9,7 +9,7 @@ the reference runs come from may have only torch, numpy, nvidia-ml-py and matplo
 The course installs as ``greenlab-course`` (PyPI's ``greenlab`` is an unrelated project) with a lean
 core; the rest come in extras named for their use (``pyproject.toml``)::
 
-    gl.optional.install_hint("optuna")   # "pip install 'greenlab-course[lessons]'"
+    gl.optional.install_hint("optuna")   # "pip install 'greenlab-course[scheduling]'"
     gl.optional.require("optuna", "early-stopped tuning")   # LibraryMissing naming that extra
 """
 
@@ -24,8 +24,8 @@ from greenlab.base import validation
 DISTRIBUTION = "greenlab-course"
 # each optional package and the extra of pyproject.toml that installs it (tests/test_packaging.py
 # checks the two agree)
-EXTRAS = {"jupyterlab": "lab", "sidecar": "lab",
-          "bitsandbytes": "lessons", "torchao": "lessons", "simpy": "lessons", "optuna": "lessons",
+EXTRAS = {"jupyterlab": "lab", "sidecar": "lab", "nbconvert": "lab",
+          "bitsandbytes": "lowbit", "torchao": "lowbit", "simpy": "scheduling", "optuna": "scheduling",
           "nbgrader": "grading", "nbval": "test", "amdsmi": "amd"}
 
 
@@ -49,7 +49,7 @@ def missing(package: str) -> str | None:
 
 def install_hint(package: str) -> str:
     """The pip command that installs ``package`` with this course: its extra's
-    (``pip install 'greenlab-course[lessons]'``), or the package itself when no extra names it."""
+    (``pip install 'greenlab-course[scheduling]'``), or the package itself when no extra names it."""
     validation.text("package", package)
     extra = EXTRAS.get(package.split(".")[0])
     return f"pip install '{DISTRIBUTION}[{extra}]'" if extra else f"pip install {package}"
@@ -58,7 +58,7 @@ def install_hint(package: str) -> str:
 def require(package: str, purpose: str):
     """Import and return ``package`` (``quiet_import``), or raise :class:`LibraryMissing` saying
     what needs it and how to install it: "early-stopped tuning needs optuna: optuna is not
-    installed; pip install 'greenlab-course[lessons]' (in a notebook: %pip install ...)"."""
+    installed; pip install 'greenlab-course[scheduling]' (in a notebook: %pip install ...)"."""
     validation.text("purpose", purpose)
     why = missing(package.split(".")[0])
     if why:
