@@ -29,7 +29,7 @@ EXTRAS := $(if $(wildcard /opt/rocm),$(comma)amd,)
 MAKE_EXTRAS := lab,lowbit,scheduling,grading,test
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=300
 
-.PHONY: lab my-lessons test unit lessons notebooks check-notebooks benchmarks gpu-check clean
+.PHONY: lab my-lessons test unit lessons notebooks check-notebooks site benchmarks gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "greenlab: installing into $(VENV): PyTorch, JupyterLab and the test tools (several GB the first time,"
@@ -68,6 +68,10 @@ notebooks: $(STAMP)
 
 check-notebooks: $(STAMP)
 	$(PY) -m greenlab.course check
+
+## make site: the course as a website (every learner copy, an index, Colab/Binder links), offline
+site: $(STAMP)
+	$(PY) -m greenlab.course.website --out artifacts/site
 
 benchmarks: $(STAMP)
 	$(PY) benchmarks/monitor_overhead.py
