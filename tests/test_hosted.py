@@ -68,17 +68,20 @@ def test_the_readme_has_the_badges_and_the_install_line():
     assert f'pip install "{hosted.install_spec("00_x")}"' in readme
 
 
-def _run_cell(tmp_path, stem, fake_greenlab: str | None, environ=None):
+def _run_cell(tmp_path, stem, fake_greenlab: str | None, environ=None, hidden=()):
     """Run lesson ``stem``'s install cell in a fresh Python whose pip is a recorder: with
-    ``fake_greenlab`` (the text of a greenlab/__init__.py) first on the path, else this checkout's."""
+    ``fake_greenlab`` (the text of a greenlab/__init__.py) first on the path, else this checkout's;
+    the modules ``hidden`` are not found."""
     lib = tmp_path / "lib"
     lib.mkdir()
     if fake_greenlab is not None:
         (lib / "greenlab").mkdir()
         (lib / "greenlab" / "__init__.py").write_text(fake_greenlab)
     driver = textwrap.dedent(f'''
-        import subprocess, sys
+        import importlib.util, subprocess, sys
         from pathlib import Path
+        _find = importlib.util.find_spec
+        importlib.util.find_spec = lambda name, *a: None if name in {tuple(hidden)!r} else _find(name, *a)
         sys.path.insert(0, {str(lib)!r})
         if {fake_greenlab is None!r}:
             sys.path.insert(0, {str(ROOT)!r})
@@ -89,7 +92,7 @@ def _run_cell(tmp_path, stem, fake_greenlab: str | None, environ=None):
 
         def run(cmd, **kwargs):
             calls.append(cmd[cmd.index("--quiet") + 1:])
-            if "install" in cmd:  # what pip would do: this course's greenlab, with setup()
+            if "install" in cmd and Path({str(lib)!r}, "greenlab").is_dir():  # as pip would: this course's greenlab
                 Path({str(lib)!r}, "greenlab", "__init__.py").write_text("__version__ = '9.9'\\ndef setup(): pass\\n")
             return Done()
 
@@ -132,3 +135,18 @@ def test_a_missing_greenlab_is_installed_from_what_greenlab_install_names(tmp_pa
                          {"GREENLAB_INSTALL": "/wheels/greenlab_course.whl"})
     assert lib_less.returncode == 0, lib_less.stderr
     assert "['install', '/wheels/greenlab_course.whl']" in lib_less.stdout
+
+
+def test_a_lesson_whose_extras_are_missing_installs_them_without_touching_greenlab(tmp_path):
+    """A JupyterHub where lesson 00's cell installed the core: lesson 11's cell adds its extra."""
+    done = _run_cell(tmp_path, "11_adapting_and_serving", None, hidden=("torchao",))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"CALLS [['install', 'greenlab-course[lowbit] @ git+{URL}']]"
+    assert hosted.extra_modules("11_adapting_and_serving") == ["bitsandbytes", "torchao"]
+    assert hosted.extra_modules("13_sharing_a_cluster") == ["optuna", "simpy"]
+    assert hosted.extra_modules("00_measuring_energy") == []
+
+
+def test_the_install_cell_keeps_to_the_projects_line_length():
+    for path in LEARNER:
+        assert max(len(line) for line in hosted.install_source(path.stem).splitlines()) <= 120

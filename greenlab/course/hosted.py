@@ -96,30 +96,41 @@ def install_spec(stem: str, url: str | None = None) -> str:
 
 
 def runtime_text() -> str:
-    """The runtime the install cell is written for, in words: "Colab (Python 3.13, torch 2.11, ...)"."""
-    return "Colab (" + ", ".join(f"{k} {v}" for k, v in COLAB_RUNTIME.items()) + ")"
+    """The runtime the install cell is written for, in words: "Colab's runtime (Python 3.13, torch 2.11, ...)"."""
+    return "Colab's runtime (" + ", ".join(f"{k} {v}" for k, v in COLAB_RUNTIME.items()) + ")"
+
+
+def extra_modules(stem: str) -> list[str]:
+    """The modules of the extras lesson ``stem`` uses (``LESSON_EXTRAS``, ``optional.EXTRAS``)."""
+    from greenlab.base.optional import EXTRAS
+
+    extras = LESSON_EXTRAS.get(stem[:2], ())
+    return sorted(module for module, extra in EXTRAS.items() if extra in extras)
 
 
 def install_source(stem: str, url: str | None = None) -> str:
-    """The install cell's code for lesson ``stem`` (see the module docstring)."""
+    """The install cell's code for lesson ``stem`` (see the module docstring): it installs when
+    greenlab is missing, is PyPI's other project, or lacks a module of the lesson's extras."""
     spec = install_spec(stem, url)
+    modules = extra_modules(stem)
+    extras_check = (f"  # or this lesson's extras are missing\n        or not all(importlib.util.find_spec(m) "
+                    f"for m in {modules!r})" if modules else "")
+    runtime = runtime_text().split(" (", 1)
     return f'''{INSTALL_MARK} (Colab, Binder, a JupyterHub): where this course's greenlab is installed,
 # as with make lab, this cell does nothing. GREENLAB_INSTALL may name another pip target.
-import importlib, os, site, subprocess, sys
+import importlib, importlib.util, os, site, subprocess, sys
 
-
-def _greenlab_ready():
-    try:
-        import greenlab
-    except ImportError:
-        return False
-    return hasattr(greenlab, "setup")  # PyPI's unrelated "greenlab" project has none
-
-
-if not _greenlab_ready():
+try:
+    import greenlab
+    _other = not hasattr(greenlab, "setup")  # PyPI's unrelated "greenlab" project has none
+except ImportError:
+    greenlab, _other = None, False
+if (greenlab is None or _other{extras_check}):
     _pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
-    subprocess.run(_pip + ["uninstall", "--yes", "greenlab"], capture_output=True)  # that other project
-    _spec = os.environ.get("GREENLAB_INSTALL") or {spec!r}
+    if _other:
+        subprocess.run(_pip + ["uninstall", "--yes", "greenlab"], capture_output=True)
+    _spec = (os.environ.get("GREENLAB_INSTALL")
+             or {spec!r})
     _done = subprocess.run(_pip + ["install", _spec], capture_output=True, text=True)
     if _done.returncode:
         raise RuntimeError(f"pip install {{_spec!r}} failed:\\n{{_done.stderr[-3000:]}}")
@@ -129,7 +140,8 @@ if not _greenlab_ready():
         del sys.modules[_name]
     importlib.invalidate_caches()
     import greenlab
-    print(f"greenlab {{greenlab.__version__}} installed from {{_spec}}; written for {runtime_text()}")
+    print(f"greenlab {{greenlab.__version__}} installed from {{_spec}}; written for {runtime[0]}",
+          "({runtime[1]}")
 '''
 
 
