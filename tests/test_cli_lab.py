@@ -144,3 +144,16 @@ def test_results_go_beside_the_notebook_on_colab(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "google.colab", object())
     assert paths.results_dir() == tmp_path / "greenlab_results"  # visible in Colab's file pane
     assert Leaderboard().path.parent == tmp_path / "greenlab_results"
+
+
+def test_greenlab_lab_without_jupyterlab_names_the_extra(tmp_path, monkeypatch, capsys):
+    from greenlab.base import optional
+
+    shipped = tmp_path / "lessons"
+    shipped.mkdir()
+    (shipped / "01_a.ipynb").write_text("x")
+    monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(shipped))
+    monkeypatch.setattr(optional, "missing", lambda name: f"{name} is not installed" if name == "jupyterlab" else None)
+    monkeypatch.setattr(subprocess, "call", lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
+    assert cli.main(["lab"]) == 1
+    assert "jupyterlab is not installed; pip install 'greenlab-course[lab]'" in capsys.readouterr().err

@@ -118,6 +118,13 @@ def _lab(args) -> int:
     print(f"greenlab: your lessons are in {folder} (yours to edit; lessons/ stays as shipped)")
     if args.copy_only:
         return 0
+    from greenlab.base.optional import install_hint, missing
+
+    why = missing("jupyterlab")
+    if why:  # a lean install: the lessons are copied, JupyterLab comes with the lab extra
+        print(f"greenlab lab: {why}; {install_hint('jupyterlab')}, or open {folder} in another "
+              "Jupyter front end", file=sys.stderr)
+        return 1
     return subprocess.call(lab_command(folder, extra), env=lab_environment())
 
 
