@@ -24,9 +24,12 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # counters come with zeus-apple-silicon, a dependency only on Apple Silicon Macs.)
 comma := ,
 EXTRAS := $(if $(wildcard /opt/rocm),$(comma)amd,)
+# make lab and make test install the whole course: the lean core plus every extra pyproject.toml names
+# (JupyterLab and its side panel, the packages single lessons use, nbgrader, the test tools)
+MAKE_EXTRAS := lab,lowbit,scheduling,grading,test
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=300
 
-.PHONY: lab my-lessons test unit lessons notebooks check-notebooks benchmarks gpu-check clean
+.PHONY: lab my-lessons test unit lessons notebooks check-notebooks site benchmarks gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "greenlab: installing into $(VENV): PyTorch, JupyterLab and the test tools (several GB the first time,"
@@ -34,7 +37,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) greenlab/base/torch_install.py --constraints constraints.txt
-	$(PY) -m pip install -c constraints.txt -e '.[test$(EXTRAS)]'
+	$(PY) -m pip install -c constraints.txt -e '.[$(MAKE_EXTRAS)$(EXTRAS)]'
 	touch $(STAMP)
 
 ## make lab: install if needed, copy the lessons to my-lessons/ (missing ones only, nothing is
@@ -65,6 +68,10 @@ notebooks: $(STAMP)
 
 check-notebooks: $(STAMP)
 	$(PY) -m greenlab.course check
+
+## make site: the course as a website (every learner copy, an index, Colab/Binder links), offline
+site: $(STAMP)
+	$(PY) -m greenlab.course.website --out artifacts/site
 
 benchmarks: $(STAMP)
 	$(PY) benchmarks/monitor_overhead.py

@@ -94,3 +94,66 @@ def test_copy_only_copies_and_does_not_start_jupyterlab(tmp_path, monkeypatch, c
     assert cli.main(["lab", "--dir", str(tmp_path / "mine"), "--copy-only"]) == 0
     out = capsys.readouterr().out
     assert "copied 01_a.ipynb" in out and (tmp_path / "mine" / "01_a.ipynb").exists()
+
+
+def test_greenlab_lab_with_no_lessons_fails_loudly(tmp_path, monkeypatch, capsys):
+    """A wheel without its lessons, or a wrong GREENLAB_LESSONS_DIR: an error, never 'your lessons are in'."""
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(tmp_path / "empty"))
+    monkeypatch.setattr(subprocess, "call", lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
+    assert cli.main(["lab", "--dir", str(tmp_path / "mine"), "--copy-only"]) == 1
+    captured = capsys.readouterr()
+    assert "your lessons are in" not in captured.out
+    assert f"no lessons (*.ipynb) in {tmp_path / 'empty'}" in captured.err and "GREENLAB_LESSONS_DIR" in captured.err
+    assert not (tmp_path / "mine").exists()
+
+
+def test_outside_a_checkout_the_shipped_lessons_are_copied_to_the_working_folder(tmp_path, monkeypatch):
+    from greenlab.base import paths
+
+    monkeypatch.delenv("GREENLAB_LESSONS_DIR", raising=False)
+    monkeypatch.delenv("GREENLAB_DATA_DIR", raising=False)
+    monkeypatch.setattr(paths, "in_checkout", lambda: False)
+    package = tmp_path / "site-packages" / "greenlab"
+    (package / "lessons").mkdir(parents=True)
+    (package / "lessons" / "00_a.ipynb").write_text("shipped")
+    (package / "data" / "reference_runs").mkdir(parents=True)
+    monkeypatch.setattr(paths, "package_folder", lambda: package)
+    assert paths.lessons_dir() == package / "lessons"
+    assert paths.data_dir() == package / "data"  # the recorded runs shipped with the package
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    mine = paths.learner_copy()
+    assert mine == work / "my-lessons" and (mine / "00_a.ipynb").read_text() == "shipped"
+
+
+def test_results_go_beside_the_notebook_on_colab(tmp_path, monkeypatch):
+    import sys
+
+    from greenlab.base import paths
+    from greenlab.course.leaderboard import Leaderboard
+
+    monkeypatch.delenv("GREENLAB_RESULTS_DIR", raising=False)
+    monkeypatch.delenv("GREENLAB_LEADERBOARD_DIR", raising=False)
+    monkeypatch.setattr(paths, "in_checkout", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    assert paths.results_dir() == tmp_path / "home" / ".greenlab" / "results"
+    monkeypatch.setitem(sys.modules, "google.colab", object())
+    assert paths.results_dir() == tmp_path / "greenlab_results"  # visible in Colab's file pane
+    assert Leaderboard().path.parent == tmp_path / "greenlab_results"
+
+
+def test_greenlab_lab_without_jupyterlab_names_the_extra(tmp_path, monkeypatch, capsys):
+    from greenlab.base import optional
+
+    shipped = tmp_path / "lessons"
+    shipped.mkdir()
+    (shipped / "01_a.ipynb").write_text("x")
+    monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(shipped))
+    monkeypatch.setattr(optional, "missing", lambda name: f"{name} is not installed" if name == "jupyterlab" else None)
+    monkeypatch.setattr(subprocess, "call", lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
+    assert cli.main(["lab"]) == 1
+    assert "jupyterlab is not installed; pip install 'greenlab-course[lab]'" in capsys.readouterr().err

@@ -198,7 +198,10 @@ def test_new_lesson_scaffold_has_the_course_shape_and_refuses_to_overwrite(tmp_p
     for heading in ("Why it matters", "measured baseline", "One change at a time", "real GPU",
                     "Exercise", "non-technical stakeholder", "Knowledge check", "Summary", "References"):
         assert heading in text
-    assert "import greenlab as gl" in "".join(learner["cells"][1]["source"])
+    # after the launch badges, the title and the install cell (greenlab.course.hosted)
+    assert [c["id"] for c in learner["cells"][:3]] == ["03_gradient_accumulation-launch",
+                                                       "03_gradient_accumulation-000", "03_gradient_accumulation-install"]
+    assert "import greenlab as gl" in "".join(learner["cells"][3]["source"])
     assert 'gl.reference.show("gradient_accumulation")' in text
     assert "BEGIN SOLUTION" not in text and "Instructor notes" not in text
     assert build.check(lessons) == []

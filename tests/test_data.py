@@ -4,6 +4,7 @@ download rules, the generated fallback, both loaders."""
 import hashlib
 import pickle
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -499,3 +500,51 @@ def test_subset_rejects_bad_requests():
     for bad in (0, 21, [20], [[0]]):
         with pytest.raises(ValueError, match="train_indices"):
             ds.subset(train_indices=bad)
+
+
+# --- where the cache is, outside a checkout ---------------------------------------------------------
+
+
+def test_outside_a_checkout_the_cache_is_the_users_xdg_cache_never_the_package(monkeypatch, tmp_path):
+    from greenlab.base import paths
+
+    monkeypatch.delenv("GREENLAB_CACHE_DIR")
+    monkeypatch.delenv("GREENLAB_DATA_DIR", raising=False)
+    assert paths.cache_dir() == paths.repo_root() / "data" / "cache"  # a checkout keeps data/cache
+    monkeypatch.setattr(paths, "in_checkout", lambda: False)  # a wheel install
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert paths.cache_dir() == tmp_path / "xdg" / "greenlab"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert paths.cache_dir() == tmp_path / "home" / ".cache" / "greenlab"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as the spec says
+    assert paths.cache_dir() == tmp_path / "home" / ".cache" / "greenlab"
+    assert paths.package_folder() not in paths.cache_dir().parents
+    monkeypatch.setenv("GREENLAB_CACHE_DIR", str(tmp_path / "mine"))
+    assert paths.cache_dir() == tmp_path / "mine"
+
+
+def test_a_read_only_cache_falls_back_saying_how_to_fix_it(mirror, monkeypatch, tmp_path, capsys):
+    """A hub's shared install, or a package folder, that the learner cannot write: the stand-in
+    comes with the variable to set, not silently."""
+    import os
+
+    if os.geteuid() == 0:  # root writes anywhere: a read-only folder is simulated
+        real_mkdir = Path.mkdir
+
+        def refuse(self, *args, **kwargs):
+            if str(self).startswith(str(tmp_path / "cache")):
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_mkdir(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "mkdir", refuse)
+    else:
+        (tmp_path / "ro").mkdir()
+        (tmp_path / "ro").chmod(0o500)
+        monkeypatch.setenv("GREENLAB_CACHE_DIR", str(tmp_path / "ro" / "cache"))
+    monkeypatch.delenv("GREENLAB_DOWNLOAD")
+    ds = data.load("fashion-mnist", n_train=40, n_test=20)
+    out = capsys.readouterr().out
+    assert ds.source == "generated" and mirror["hits"] == []
+    assert "is not writable here" in out and "set GREENLAB_CACHE_DIR to a folder you can write" in out
+    assert "greenlab data fetch" in out

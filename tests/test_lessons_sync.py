@@ -126,7 +126,8 @@ def test_editing_the_instructor_copy_makes_check_fail_with_a_cell_diff(lessons, 
     result = _run("--lessons", str(lessons), "check", capsys=capsys)
     assert result.returncode == 1
     assert "lessons/01_demo.ipynb: out of sync" in result.stdout
-    assert "cell 4 (01_demo-005): source differ(s)" in result.stdout
+    # the learner copy's cell 6: after the launch badges and the install cell (greenlab.course.hosted)
+    assert "cell 6 (01_demo-005): source differ(s)" in result.stdout
     assert "-print(3 + 4)" in result.stdout and "+print(3 + 5)" in result.stdout
 
 
@@ -184,5 +185,6 @@ def test_learner_copy_runs_under_nbval_and_checked_outputs_are_compared(lessons)
         capture_output=True, text=True, cwd=lessons, env=env, timeout=120,
     )
     out = result.stdout
-    assert "1 failed, 7 passed" in out, out[-3000:] + result.stderr[-2000:]
-    assert "FAILED wrong/01_demo.ipynb::Cell 3" in out
+    # each copy's code cells, its install cell first (greenlab.course.hosted): it runs and does nothing
+    assert "1 failed, 9 passed" in out, out[-3000:] + result.stderr[-2000:]
+    assert "FAILED wrong/01_demo.ipynb::Cell 4" in out

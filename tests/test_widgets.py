@@ -402,3 +402,43 @@ def test_text_stand_ins_are_bounded_observed_and_clickable():
     button.click()
     assert seen == [10, "Run"]
     assert TEXT_KIT.HTML("ready").value == "ready" and TEXT_KIT.VBox([box]).children == [box]
+
+
+# the widget classes ipywidgets 7.7.1 has (Colab preinstalls 7.7.1; pyproject admits >=7.7): read from
+# `dir(ipywidgets)` of a 7.7.1 install. The widget tests pass under 7.7.1 as under 8.
+IPYWIDGETS_7_7 = {
+    "Accordion", "AppLayout", "Audio", "BoundedFloatText", "BoundedIntText", "Box", "Button", "ButtonStyle",
+    "Checkbox", "Color", "ColorPicker", "Combobox", "Controller", "CoreWidget", "DOMWidget", "DatePicker",
+    "Dropdown", "FileUpload", "FloatLogSlider", "FloatProgress", "FloatRangeSlider", "FloatSlider", "FloatText",
+    "GridBox", "GridspecLayout", "HBox", "HTML", "HTMLMath", "Image", "IntProgress", "IntRangeSlider",
+    "IntSlider", "IntText", "Label", "Layout", "Output", "Password", "Play", "RadioButtons", "Select",
+    "SelectMultiple", "SelectionRangeSlider", "SelectionSlider", "SliderStyle", "Style", "Tab", "Text",
+    "Textarea", "ToggleButton", "ToggleButtons", "ToggleButtonsStyle", "TwoByTwoLayout", "VBox", "Valid",
+    "ValueWidget", "Video", "Widget"}
+
+
+def _ipywidgets_names_used() -> set:
+    """Every ``w.Name`` / ``ipywidgets.Name`` the library uses, where ``w`` is ipywidgets."""
+    import ast
+    from pathlib import Path
+
+    used = set()
+    for path in (Path(gl.__file__).parent).rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        aliases = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                   for a in n.names if a.name == "ipywidgets"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases \
+                    and node.attr[:1].isupper():
+                used.add(node.attr)
+            if isinstance(node, ast.ImportFrom) and node.module == "ipywidgets":
+                used |= {a.name for a in node.names}
+    return used
+
+
+def test_the_widgets_use_only_what_ipywidgets_7_7_has():
+    """Colab preinstalls ipywidgets 7.7.1: a widget class added in 8 (Stack, TagsInput, ...) would
+    fail there, so the library uses none."""
+    used = _ipywidgets_names_used()
+    assert {"HTML", "Button", "VBox", "RadioButtons"} <= used  # the scan finds the library's widgets
+    assert used <= IPYWIDGETS_7_7, f"not in ipywidgets 7.7: {sorted(used - IPYWIDGETS_7_7)}"

@@ -1,12 +1,17 @@
 """The folders greenlab uses, each from an environment variable or a default.
 
 - ``GREENLAB_RESULTS_DIR``: the results log (else ``<repo>/results`` in a checkout, else
-  ``~/.greenlab/results``).
+  ``greenlab_results/`` in the working folder on Colab, beside the notebook and visible in its file
+  pane, else ``~/.greenlab/results``).
 - ``GREENLAB_DATA_DIR``: a data folder (cited tables of the shipped names, reference runs in its
   ``reference_runs`` subfolder, cached datasets in its ``cache`` subfolder); unset, the tables
-  are the package's own ``cited_tables`` and the rest is under ``<repo>/data``.
-- ``GREENLAB_CACHE_DIR``: the dataset cache, if it should live elsewhere.
-- ``GREENLAB_LESSONS_DIR``: where ``greenlab lab`` looks for lessons.
+  are the package's own ``cited_tables``, and the reference runs are ``<repo>/data`` in a checkout,
+  else the copy shipped inside the package (``greenlab/data``).
+- ``GREENLAB_CACHE_DIR``: the dataset cache, if it should live elsewhere; unset, ``<repo>/data/cache``
+  in a checkout, else the user's cache folder, ``$XDG_CACHE_HOME/greenlab`` or ``~/.cache/greenlab``
+  (never inside an installed package, which may be read-only and is replaced on upgrade).
+- ``GREENLAB_LESSONS_DIR``: where ``greenlab lab`` looks for lessons (else ``<repo>/lessons`` in a
+  checkout, else the learner copies shipped inside the package, ``greenlab/lessons``).
 
 Nothing here creates a folder except ``learner_copy``.
 """
@@ -14,6 +19,7 @@ Nothing here creates a folder except ``learner_copy``.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 
@@ -43,16 +49,26 @@ def results_dir() -> Path:
         return Path(env).expanduser()
     if in_checkout():
         return repo_root() / "results"
+    if on_colab():
+        return Path.cwd() / "greenlab_results"
     return Path.home() / ".greenlab" / "results"
 
 
+def on_colab(modules=None) -> bool:
+    """True inside a Google Colab kernel (it has imported ``google.colab``)."""
+    return "google.colab" in (sys.modules if modules is None else modules)
+
+
 def data_dir() -> Path:
-    """The data folder (reference runs, the dataset cache): ``GREENLAB_DATA_DIR``, else
-    ``<repo>/data`` (package-relative). The cited tables are in ``tables_dir()``."""
+    """The data folder (reference runs): ``GREENLAB_DATA_DIR``, else ``<repo>/data`` in a checkout,
+    else the package's own ``data`` folder (package data of a wheel). The cited tables are in
+    ``tables_dir()``, the dataset cache in ``cache_dir()``."""
     env = os.environ.get("GREENLAB_DATA_DIR")
     if env:
         return Path(env).expanduser()
-    return repo_root() / "data"
+    if in_checkout():
+        return repo_root() / "data"
+    return package_folder() / "data"
 
 
 def tables_dir() -> Path:
@@ -66,37 +82,61 @@ def tables_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Dataset download cache: ``GREENLAB_CACHE_DIR``, else ``<data_dir>/cache`` (git-ignored).
-    Not created here."""
+    """Dataset download cache: ``GREENLAB_CACHE_DIR``, else ``cache`` in ``GREENLAB_DATA_DIR``
+    when that is set, else ``<repo>/data/cache`` in a checkout (git-ignored), else
+    ``user_cache_dir()``. Not created here."""
     env = os.environ.get("GREENLAB_CACHE_DIR")
     if env:
         return Path(env).expanduser()
-    return data_dir() / "cache"
+    if os.environ.get("GREENLAB_DATA_DIR") or in_checkout():
+        return data_dir() / "cache"
+    return user_cache_dir()
+
+
+def user_cache_dir(environ=None) -> Path:
+    """The user's own cache folder for greenlab: ``$XDG_CACHE_HOME/greenlab`` (an absolute path, as
+    the XDG base-directory specification requires), else ``~/.cache/greenlab``."""
+    environ = os.environ if environ is None else environ
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg).expanduser() if xdg and Path(xdg).expanduser().is_absolute() else Path.home() / ".cache"
+    return base / "greenlab"
 
 
 def lessons_dir() -> Path:
-    """The lessons folder: ``GREENLAB_LESSONS_DIR``, else ``<repo>/lessons``."""
+    """The lessons folder: ``GREENLAB_LESSONS_DIR``, else ``<repo>/lessons`` in a checkout, else the
+    learner copies shipped inside the package (``greenlab/lessons``, package data of a wheel)."""
     env = os.environ.get("GREENLAB_LESSONS_DIR")
     if env:
         return Path(env).expanduser()
-    return repo_root() / "lessons"
+    if in_checkout():
+        return repo_root() / "lessons"
+    return package_folder() / "lessons"
 
 
 def learner_copy(dest=None, report=None) -> Path:
-    """The learner's own copy of the lessons (default ``my-lessons/`` beside ``lessons/``):
-    lessons not yet there are copied in, nothing already there is overwritten. Returns the
-    folder. ``make lab`` and ``greenlab lab`` open it, so autosave never touches ``lessons/``.
+    """The learner's own copy of the lessons (default ``my-lessons/`` beside ``lessons/`` in a
+    checkout, else in the working folder): lessons not yet there are copied in, nothing already
+    there is overwritten; FileNotFoundError, saying where it looked, when there is no lesson to
+    copy. Returns the folder. ``make lab`` and ``greenlab lab`` open it, so autosave never touches ``lessons/``.
     Each copy carries the local kernel's metadata (``kernel_metadata()``), so opening it does
     not mark it modified; ``report(path)`` is called for each lesson copied."""
     import shutil
 
     source = lessons_dir()
-    dest = Path(dest).expanduser() if dest is not None else source.parent / "my-lessons"
+    if dest is None:  # beside lessons/ in a checkout; in the working folder outside one (not site-packages)
+        beside = in_checkout() or os.environ.get("GREENLAB_LESSONS_DIR")
+        dest = (source.parent if beside else Path.cwd()) / "my-lessons"
+    dest = Path(dest).expanduser()
     if dest.resolve() == source.resolve():
         raise ValueError(f"dest must not be the shipped lessons folder {source}")
+    shipped = sorted(source.glob("*.ipynb")) if source.is_dir() else []
+    if not shipped:  # never report success with nothing copied
+        raise FileNotFoundError(f"no lessons (*.ipynb) in {source}: set GREENLAB_LESSONS_DIR to the folder that "
+                                "holds them (lessons/ in a checkout), or reinstall greenlab-course, whose "
+                                "package ships them")
     dest.mkdir(parents=True, exist_ok=True)
     stamp = kernel_metadata()
-    for notebook in sorted(source.glob("*.ipynb")):
+    for notebook in shipped:
         if not (dest / notebook.name).exists():
             shutil.copy2(notebook, dest / notebook.name)
             stamp_kernel_metadata(dest / notebook.name, stamp)

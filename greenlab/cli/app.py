@@ -110,10 +110,21 @@ def _lab(args) -> int:
     from greenlab.base.paths import learner_copy
 
     extra = [a for a in args.lab_args if a != "--"]
-    folder = learner_copy(args.dir, report=lambda path: print(f"greenlab: copied {path.name} to {path.parent}/"))
+    try:
+        folder = learner_copy(args.dir, report=lambda path: print(f"greenlab: copied {path.name} to {path.parent}/"))
+    except FileNotFoundError as exc:
+        print(f"greenlab lab: {exc}", file=sys.stderr)
+        return 1
     print(f"greenlab: your lessons are in {folder} (yours to edit; lessons/ stays as shipped)")
     if args.copy_only:
         return 0
+    from greenlab.base.optional import install_hint, missing
+
+    why = missing("jupyterlab")
+    if why:  # a lean install: the lessons are copied, JupyterLab comes with the lab extra
+        print(f"greenlab lab: {why}; {install_hint('jupyterlab')}, or open {folder} in another "
+              "Jupyter front end", file=sys.stderr)
+        return 1
     return subprocess.call(lab_command(folder, extra), env=lab_environment())
 
 

@@ -26,7 +26,8 @@ def add_data_arguments(parser) -> None:
     p.add_argument("name", nargs="?", metavar="NAME", help=f"one of: {', '.join(NAMES)}")
     for each in (f, s, p):
         each.add_argument("--dir", default=None,
-                          help="cache folder (default: GREENLAB_CACHE_DIR, else data/cache)")
+                          help="cache folder (default: GREENLAB_CACHE_DIR, else data/cache in a checkout, "
+                               "else ~/.cache/greenlab)")
 
 
 def data_main(args) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 
 from greenlab.course.claims import claim_problems
 from greenlab.course.headless import SILENCE_LIMIT_S, LessonRunError, run_notebook
+from greenlab.course.hosted import with_launch_cells  # Colab/Binder badges and the install cell
 from greenlab.course.notebook_format import (
     _STEM_RE, CHECK_OUTPUT_MARK, LessonError, _check_stem, _checks_output, _joined, _read_json, _rel, code, dumps,
     instructor_notebooks, learner_notebook, lessons_dir, md, normalise, notebook)
@@ -36,7 +37,7 @@ def expected_files(folder: str | os.PathLike | None = None) -> dict[Path, str]:
         stem = _check_stem(path)
         raw = _read_json(path)
         files[path] = dumps(normalise(raw, stem))
-        files[root / path.name] = dumps(learner_notebook(raw, stem))
+        files[root / path.name] = dumps(with_launch_cells(learner_notebook(raw, stem), stem))
     return files
 
 

@@ -10,7 +10,9 @@ then drops that metadata. Imported only by nbgrader's config: it needs nbgrader.
 
 from __future__ import annotations
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+from greenlab.base.optional import require
+
+NbGraderPreprocessor = require("nbgrader.preprocessors", "the nbgrader export").NbGraderPreprocessor
 
 
 class LearnerParts(NbGraderPreprocessor):

@@ -30,6 +30,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
+from greenlab.base.optional import require
 from greenlab.base.units import plain_number
 
 __all__ = ["Job", "Running", "ClusterState", "JobRecord", "ClusterResult", "PolicyError", "POLICIES",
@@ -283,7 +284,7 @@ def simulate(jobs: Sequence[Job], n_gpus: int, policy: Policy = fcfs, name: str 
     """Run ``jobs`` on ``n_gpus`` GPUs under ``policy`` (SimPy events at every arrival and end).
     ``gang=False`` ignores the policy's order and hands GPUs out one at a time to the waiting jobs
     in turn (see the module docstring). ``idle_watts``: power of one idle GPU, with its source."""
-    import simpy
+    simpy = require("simpy", "the cluster simulation")  # lazy: simpy is an extra (scheduling)
 
     _positive_int("n_gpus", n_gpus)
     jobs = sorted(jobs, key=lambda j: j.arrival_s)

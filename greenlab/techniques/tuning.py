@@ -32,6 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
+from greenlab.base.optional import require
 from greenlab.base.units import plain_number
 from greenlab.energy.measure import Measurement
 from greenlab.energy.provenance import how_measured
@@ -74,7 +75,7 @@ def rule_pruner(rule: Callable[[list, int], Sequence[int]], min_steps: int, eta:
     reporting at rung step ``s`` competes with every trial's value at ``s`` (its own last), and is
     pruned unless its index is kept. With :func:`promote` it decides as Optuna's
     ``SuccessiveHalvingPruner(min_resource=min_steps, reduction_factor=eta)`` does."""
-    import optuna
+    optuna = require("optuna", "early-stopped tuning")  # lazy: optuna is an extra (scheduling)
 
     rung_steps = set(rungs(min_steps, eta, 2 ** 62))
 
@@ -172,7 +173,7 @@ def sweep(data, model_fn, config, n_trials: int = 8, max_steps: int = 90, min_st
     validation split. ``method``: "full" (no pruning), "asha" (Optuna's SuccessiveHalvingPruner)
     or "rule" (:func:`rule_pruner` with ``rule``, e.g. a learner's promotion rule).
     ``storage``/``study_name``: an Optuna storage to share (see :func:`shared_study`)."""
-    import optuna
+    optuna = require("optuna", "early-stopped tuning")  # lazy: optuna is an extra (scheduling)
 
     from greenlab.training.loop import TrainConfig
 
@@ -277,7 +278,7 @@ def shared_study(journal_path, data, study_name: str = "shared", workers: int = 
     records the worker (and process id) that ran it."""
     from greenlab.training.dataset_files import save_dataset
 
-    import optuna
+    optuna = require("optuna", "early-stopped tuning")  # lazy: optuna is an extra (scheduling)
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     _positive_int("workers", workers)

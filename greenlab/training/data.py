@@ -450,6 +450,15 @@ def _check_batch_size(batch_size) -> int:
     return batch_size
 
 
+def _writable_cache_fix() -> str:
+    """What to do when the dataset cache cannot be written, in one clause."""
+    from greenlab.base.paths import user_cache_dir
+
+    return (f"set GREENLAB_CACHE_DIR to a folder you can write, e.g. GREENLAB_CACHE_DIR={user_cache_dir()} "
+            "(in a notebook: %env GREENLAB_CACHE_DIR=..., then run the cell again), or ask the admin "
+            "to stage the datasets there with `greenlab data fetch`")
+
+
 def _load_torchvision(key, tv_name, root: Path, policy: tuple, n_train, n_test, seed):
     """(Dataset, "") from torchvision, or (None, reason) when it cannot be had. ``policy``:
     (mode, why) from ``datacache.policy``; mode "require" turns a failed download into an error."""
@@ -463,6 +472,11 @@ def _load_torchvision(key, tv_name, root: Path, policy: tuple, n_train, n_test, 
     cls = getattr(tvd, tv_name)
     try:
         found = datacache.ensure(key, root, network=mode != "never")
+    except PermissionError as exc:  # a read-only cache (a package folder, a hub's shared install)
+        if mode == "require":
+            raise RuntimeError(f"{tv_name} cannot be cached in {root}: {exc}; {_writable_cache_fix()}") from None
+        return None, (f"the dataset cache {root} is not writable here ({exc.strerror or exc}): "
+                      f"{_writable_cache_fix()}")
     except (datacache.FetchError, OSError) as exc:
         if mode == "require":
             raise RuntimeError(f"{tv_name} could not be downloaded into {root} and {why}: {exc}") from None

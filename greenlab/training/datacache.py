@@ -1,7 +1,7 @@
 """The dataset cache: where torchvision's files live, whether they are intact, and fetching them.
 
 One folder, ``greenlab.session.config.cache_dir()`` (``GREENLAB_CACHE_DIR``, else ``data/cache`` in the
-checkout), holds every dataset in torchvision's own layout, so all lessons (and torchvision
+checkout, else the user's ``$XDG_CACHE_HOME/greenlab`` or ``~/.cache/greenlab``), holds every dataset in torchvision's own layout, so all lessons (and torchvision
 itself) share one copy. Files are checked against the MD5 checksums that torchvision publishes
 with each dataset class. ``ensure``/``fetch`` download only what is missing or corrupt: each file
 goes to a ``.part`` file, is checked, then renamed (an interrupted download leaves nothing

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from greenlab.base import validation
-from greenlab.base.optional import LibraryMissing, missing, quiet_import
+from greenlab.base.optional import LibraryMissing, install_hint, missing, quiet_import
 
 STATES = ("fp32", "8bit")
 MIN_8BIT_SIZE = 4096  # bitsandbytes' default: smaller tensors keep 32-bit states
@@ -39,7 +39,7 @@ def adamw(params, lr: float, states: str = "fp32", weight_decay: float = 0.01, *
         raise ValueError(f"{sorted(fp32_options)} apply to fp32 states only, not to states='8bit'")
     why = missing("bitsandbytes")
     if why:
-        raise LibraryMissing(f"8-bit optimizer states need bitsandbytes: {why}")
+        raise LibraryMissing(f"8-bit optimizer states need bitsandbytes: {why} ({install_hint('bitsandbytes')})")
     bnb = quiet_import("bitsandbytes")
     return bnb.optim.AdamW8bit(params, lr=lr, weight_decay=weight_decay, min_8bit_size=MIN_8BIT_SIZE)
 

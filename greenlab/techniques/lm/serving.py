@@ -221,7 +221,7 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
         raise validation.ArgumentTypeError("model must be a greenlab.techniques.lm.gpt.TinyGPT (it has no .blocks)")
     why = optional.missing("torchao")
     if why:
-        raise optional.LibraryMissing(f"int8 weights need torchao: {why}")
+        raise optional.LibraryMissing(f"int8 weights need torchao: {why} ({optional.install_hint('torchao')})")
     quantization = optional.quiet_import("torchao.quantization")
     in_blocks = {id(m) for m in blocks.modules() if type(m) is nn.Linear}
     # set_inductor_config=False: eager serving; torchao would otherwise change torch.compile's
