@@ -1009,3 +1009,75 @@ def test_the_first_window_of_an_experiment_is_warmed_once_and_windows_record_tem
     _window_states(row, [{"start_temperature_c": 40, "end_temperature_c": 45},
                          {"start_temperature_c": 44, "end_temperature_c": 47}])
     assert row == {"window_end_temperature_c": "45,47", "window_start_temperature_c": "40,44"}
+
+
+def test_unpacking_a_fallback_after_its_first_call_replaces_records_and_only_the_rerun_stages(tmp_path):
+    """The fallback reran carbon and language_model's compile stage: carbon's record is the
+    fallback's; language_model keeps its own rows and the recipes' stage, the compile rows are the
+    fallback's; the summary keeps every row, the rerun ones replaced."""
+    from benchmarks.gpu.orchestrator import merge_bundles
+
+    def rec(name, rows, date="2026-05-01"):
+        return {"schema_version": 1, "experiment": name, "date": date, "gpu": "NVIDIA H200", "driver": "d",
+                "cuda": "c", "torch": "t", "command": "python benchmarks/gpu_suite.py", "results": rows}
+
+    def summary(rows):
+        return rec(gs.SUMMARY, [{"label": k, "status": v} for k, v in rows.items()])
+
+    first = {"bundle_version": gs.BUNDLE_VERSION, "records": [
+        rec("carbon", [{"label": "carbon", "status": "failed: x"}]),
+        rec("language_model", [{"label": "bf16"}, {"label": "language_model-compile", "status": "failed: y",
+                                                   "stage": "language_model-compile"},
+                               {"label": "naive", "stage": "language_model-recipes"}]),
+        summary({"carbon": "failed: x", "language_model": "ok", "language_model-compile": "failed: y",
+                 "language_model-recipes": "ok"})]}
+    second = {"bundle_version": gs.BUNDLE_VERSION, "records": [
+        rec("carbon", [{"label": "training window"}], date="2026-05-02"),
+        rec("language_model", [{"label": "bf16 + torch.compile", "stage": "language_model-compile"}]),
+        summary({"carbon": "ok", "language_model": "not selected (--only)", "language_model-compile": "ok",
+                 "language_model-recipes": "not selected (--only)"})]}
+    merged = {r["experiment"]: r for r in merge_bundles([first, second])}
+    assert [r["label"] for r in merged["carbon"]["results"]] == ["training window"]
+    assert [r["label"] for r in merged["language_model"]["results"]] == ["bf16", "naive", "bf16 + torch.compile"]
+    assert "language_model-compile from a later run" in merged["language_model"]["notes"]
+    status = {r["label"]: r["status"] for r in merged[gs.SUMMARY]["results"]}
+    assert status == {"carbon": "ok", "language_model": "ok", "language_model-compile": "ok",
+                      "language_model-recipes": "ok"}
+    paths = []
+    for i, bundle in enumerate((first, second)):
+        paths.append(tmp_path / f"b{i}.json")
+        gs.write_json(paths[-1], bundle)
+    into = tmp_path / "runs"
+    assert gs.main(["--unpack", *map(str, paths), "--into", str(into)]) == 0
+    run = reference.load_file(into / "nvidia-h200_2026-05-02_carbon.json")
+    assert run.results[0]["label"] == "training window"
+
+
+def test_the_rehearsal_takes_the_first_python_312_that_runs_passing_over_a_failing_shim(tmp_path, monkeypatch):
+    """A pyenv shim for an unselected version exits 127: it is passed over for the pyenv
+    version's own interpreter; --python says so in its help."""
+    from benchmarks import gpu_rehearsal
+
+    def script(path, body):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n" + body + "\n", encoding="utf-8")
+        path.chmod(0o755)
+        return str(path)
+
+    shim = script(tmp_path / "shims" / "python3.12", 'echo "pyenv: python3.12: command not found" >&2; exit 127')
+    other = script(tmp_path / "bin" / "python3", 'echo "Python 3.11.7"')
+    real = script(tmp_path / "home" / ".pyenv" / "versions" / "3.12.1" / "bin" / "python3.12", 'echo "Python 3.12.1"')
+    script(tmp_path / "home" / ".pyenv" / "versions" / "3.12.0" / "bin" / "python3.12", 'echo "Python 3.12.0"')
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "shims"), str(tmp_path / "bin"), "/usr/bin", "/bin"]))
+    candidates = gpu_rehearsal.python_candidates()
+    assert candidates[:3] == [shim, other, real]  # PATH first, then pyenv's newest 3.12
+    assert not gpu_rehearsal.runs_as_box_python(shim) and not gpu_rehearsal.runs_as_box_python(other)
+    assert gpu_rehearsal.find_python() == real
+    assert gpu_rehearsal.find_python([shim, other]) is None
+    with pytest.raises(SystemExit):  # a --python that does not run is refused before anything is built
+        gpu_rehearsal.main(["--python", shim, "--venv", str(tmp_path / "venv")])
+    assert not (tmp_path / "venv").exists()
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_rehearsal.py", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert "--version" in proc.stdout and "pyenv" in proc.stdout

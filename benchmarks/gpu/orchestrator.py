@@ -366,7 +366,8 @@ class Suite:
         target = MERGED_INTO.get(experiment, experiment)
         data = dict(self.raw.get(target) or {"rows": [], "notes": []})
         for stage in (s for s, t in MERGED_INTO.items() if t == target and s in self.raw):
-            data["rows"] = list(data.get("rows") or []) + list(self.raw[stage].get("rows") or [])
+            data["rows"] = list(data.get("rows") or []) + [{**r, "stage": stage}  # --unpack replaces them by stage
+                                                           for r in self.raw[stage].get("rows") or []]
             data["notes"] = list(data.get("notes") or []) + list(self.raw[stage].get("notes") or [])
             data.setdefault("energy_source", self.raw[stage].get("energy_source"))
         return self._record(target, data)
@@ -716,17 +717,23 @@ def gpu_test_files() -> list:
                   if mark.search(p.read_text(encoding="utf-8", errors="replace")))
 
 
-def unpack(bundle_path, into, allow_dry_run: bool = False) -> int:
-    """Write each record of a bundle as ``<gpu-slug>_<date>_<experiment>.json`` in ``into``,
-    after checking it against the reference schema. Dry-run records are refused unless allowed."""
+def unpack(bundle_paths, into, allow_dry_run: bool = False) -> int:
+    """Write each record of one or more bundles as ``<gpu-slug>_<date>_<experiment>.json`` in
+    ``into``, after checking it against the reference schema (``merge_bundles``: a later bundle's
+    records over an earlier one's). Dry-run records are refused unless allowed."""
     from greenlab.course import reference
 
-    bundle = _read_json(Path(bundle_path))
-    if not bundle or bundle.get("bundle_version") != BUNDLE_VERSION or not isinstance(bundle.get("records"), list):
-        print(f"error: {bundle_path} is not a gpu_suite bundle (version {BUNDLE_VERSION})", file=sys.stderr)
-        return 2
+    paths = [bundle_paths] if isinstance(bundle_paths, (str, Path)) else list(bundle_paths)
+    bundles = []
+    for bundle_path in paths:
+        bundle = _read_json(Path(bundle_path))
+        if not bundle or bundle.get("bundle_version") != BUNDLE_VERSION or not isinstance(bundle.get("records"), list):
+            print(f"error: {bundle_path} is not a gpu_suite bundle (version {BUNDLE_VERSION})", file=sys.stderr)
+            return 2
+        bundles.append(bundle)
+    bundle_path = ", ".join(str(p) for p in paths)
     folder = Path(into)
-    records = bundle["records"]
+    records = merge_bundles(bundles)
     dry = [r.get("experiment") for r in records if r.get("gpu") == DRY_RUN_GPU]
     if dry and not allow_dry_run:
         print(f"error: {bundle_path} holds dry-run records ({DRY_RUN_MARK}); they are not references. "
@@ -749,6 +756,43 @@ def unpack(bundle_path, into, allow_dry_run: bool = False) -> int:
         reference.load_file(path)
         print(f"wrote {path}")
     return 0
+
+
+def merge_bundles(bundles: list) -> list:
+    """The records of ``bundles`` (a first call's, then a fallback's), a later record replacing an
+    earlier one of the same experiment, except: where the later run ran only stages of an
+    experiment (``MERGED_INTO``; its summary says the experiment itself was "not selected"), the
+    earlier record keeps its other rows and the stages' rows are replaced; the summary keeps
+    every row, a later one replacing the earlier of the same label (rows "not selected" never do)."""
+    merged: dict = {}
+    for bundle in bundles:
+        summary = next((r for r in bundle["records"] if r.get("experiment") == SUMMARY), None)
+        status = {str(r.get("label")): str(r.get("status", "")) for r in (summary or {}).get("results") or []}
+        for record in bundle["records"]:
+            name = record.get("experiment")
+            old = merged.get(name)
+            if old is None:
+                merged[name] = record
+            elif name == SUMMARY:
+                rows = {str(r.get("label")): r for r in old.get("results") or []}
+                for row in record.get("results") or []:
+                    if not str(row.get("status", "")).startswith("not selected"):
+                        rows[str(row.get("label"))] = row
+                merged[name] = {**record, "results": list(rows.values())}
+            elif status.get(name, "").startswith("not selected"):
+                rerun = {s for s, t in MERGED_INTO.items() if t == name and s in status
+                         and not status[s].startswith("not selected")}
+                kept = [r for r in old.get("results") or []
+                        if r.get("stage") not in rerun and r.get("label") not in rerun]
+                merged[name] = {**old, "results": kept + list(record.get("results") or []),
+                                "units": {**(old.get("units") or {}), **(record.get("units") or {})},
+                                "notes": (old.get("notes") or "") + f" Rows of {', '.join(sorted(rerun))} from a "
+                                f"later run ({record.get('date')}, {record.get('command')})."}
+                if not merged[name]["units"]:
+                    del merged[name]["units"]
+            else:
+                merged[name] = record
+    return list(merged.values())
 
 
 def preflight() -> dict:
@@ -794,7 +838,8 @@ def _parse_args(argv):
                    help=f"lessons run at the same time (default {LESSON_JOBS} on the GPU, 1 in the dry run)")
     p.add_argument("--dry-run", action="store_true",
                    help="run everything on the CPU with tiny sizes (not a reference)")
-    p.add_argument("--unpack", help="a gpu_suite_records.json to write out as reference-run files")
+    p.add_argument("--unpack", nargs="+", metavar="RECORDS", help="gpu_suite_records.json files to write "
+                   "out as reference-run files (a fallback's after its first call's: its records replace theirs)")
     p.add_argument("--into", default=str(REPO_ROOT / "data" / "reference_runs"),
                    help="folder for --unpack (default data/reference_runs)")
     p.add_argument("--allow-dry-run", action="store_true", help="let --unpack write dry-run records")
