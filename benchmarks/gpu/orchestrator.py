@@ -545,7 +545,8 @@ class Suite:
             "Summary of one gpu_suite call: experiment status, the lessons run headless in quick "
             "mode, targets (measured, not assumed), the GPU-only pytest run."]})
         bundle = {"bundle": "greenlab gpu_suite records", "bundle_version": BUNDLE_VERSION,
-                  "command": self.command, "records": [self.records[k] for k in self.records]}
+                  "command": self.command,  # the summary last, as before it was written first
+                  "records": [self.records[k] for k in self.records if k != SUMMARY] + [self.records[SUMMARY]]}
         with self._publish_lock:  # the copy into --out never reads a half-written file
             write_json(self.work / BUNDLE, bundle)
             (self.work / SUMMARY_TEXT).write_text(self.summary_table() + "\n", encoding="utf-8")
