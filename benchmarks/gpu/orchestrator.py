@@ -262,7 +262,7 @@ class Suite:
     # --- carried wheels ---
     def install_wheels(self) -> None:
         """Install the wheels of ``--wheels`` (on a GPU run, ``.cache/gpu-wheels`` when it holds
-        any) into the cache under --out, put that folder on every child's path and this
+        any) into the cache in the work folder, put that folder on every child's path and this
         process's (after its own packages); a failure is recorded and the run goes on."""
         folder = self.args.wheels or (None if self.dry_run else str(DEFAULT_WHEELS))
         if not folder or not sorted(Path(folder).glob("*.whl")):
