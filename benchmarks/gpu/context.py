@@ -182,7 +182,7 @@ class Context:
         self.sync()
         self.warmed_s = time.perf_counter() - t0
         self.note(f"The first energy window followed {self.warmed_s:.2g} s of untimed work of its own "
-                  "configuration (a warm-up beside each configuration's own).")
+                  "configuration, beside each configuration's own warm-up and calibration.")
 
     def window(self, label: str, work) -> dict:
         """Run ``work()`` inside one energy window (synchronised edges); seconds, joules of the
