@@ -4,6 +4,10 @@ only its packages, and the wheels that travel with it.
 
     python benchmarks/gpu_rehearsal.py [--python PYTHON3.12] [--venv .cache/gpu-box-venv] [--out DIR]
 
+``--python`` names the Python 3.12 to build the environment from; without it the first of PATH's
+``python3.12`` and ``python3`` and ``~/.pyenv/versions/3.12*/bin/python3.12`` whose ``--version``
+runs and says 3.12 is taken (a pyenv shim for an unselected version exits 127 and is passed over).
+
 The lent GPU machine runs Python 3.12 with torch 2.11 (CUDA 13), torchvision, numpy,
 nvidia-ml-py, matplotlib, pytest, psutil and tqdm, and nothing else (no IPython, ipywidgets,
 bitsandbytes, torchao, simpy or Optuna, no network); ``benchmarks/gpu_wheels.py`` fills
@@ -40,17 +44,22 @@ BOX_PYTHON = (3, 12)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="gpu_rehearsal.py", description=__doc__.splitlines()[0])
-    p.add_argument("--python", default=None, help="a Python 3.12 interpreter (default: found on PATH or under pyenv)")
+    p = argparse.ArgumentParser(prog="gpu_rehearsal.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--python", default=None, help="a Python 3.12 interpreter (default: the first of PATH's python3.12 "
+                   "and python3, then ~/.pyenv/versions/3.12*/bin/python3.12, whose --version runs and says 3.12)")
     p.add_argument("--venv", default=str(VENV), help=f"the environment (default {VENV.relative_to(REPO_ROOT)})")
     p.add_argument("--out", default=None, help="the suite's --out folder (default: a fresh one under the venv)")
     args = p.parse_args(argv)
     venv = Path(args.venv)
     python = venv / "bin" / "python"
     if not python.exists():
-        base = args.python or _find_python()
+        if args.python and not runs_as_box_python(args.python):
+            p.error(f"--python {args.python} does not run as Python {BOX_PYTHON[0]}.{BOX_PYTHON[1]} "
+                    "(its --version failed or named another version)")
+        base = args.python or find_python()
         if base is None:
-            p.error("no Python 3.12 found: pass --python (the GPU machine runs 3.12)")
+            p.error("no Python 3.12 that runs was found (PATH, ~/.pyenv/versions/3.12*): pass --python "
+                    "(the GPU machine runs 3.12)")
         _run([base, "-m", "venv", str(venv)])
         _run([str(python), "-m", "pip", "install", "--quiet", *BOX_PACKAGES])
     if not any(WHEELS.glob("*.whl")):
@@ -86,13 +95,41 @@ def failures(bundle_path: Path) -> list[str]:
     return out
 
 
-def _find_python() -> str | None:
-    wanted = "python{}.{}".format(*BOX_PYTHON)
-    found = shutil.which(wanted)
-    if found:
-        return found
-    pyenv = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{BOX_PYTHON[0]}.{BOX_PYTHON[1]}.*/bin/python")))
-    return pyenv[-1] if pyenv else None
+def find_python(candidates=None) -> str | None:
+    """The first candidate interpreter that actually runs as Python 3.12 (``--version`` exits 0
+    and names 3.12): a pyenv shim for a version that is not selected exits 127 and is passed over.
+    Candidates: PATH's python3.12 and python3, then ``~/.pyenv/versions/3.12*/bin/python3.12``
+    (newest first)."""
+    if candidates is None:
+        candidates = python_candidates()
+    return next((c for c in candidates if runs_as_box_python(c)), None)
+
+
+def python_candidates() -> list:
+    major, minor = BOX_PYTHON
+    found = [shutil.which(f"python{major}.{minor}"), shutil.which(f"python{major}")]
+    pattern = os.path.expanduser(f"~/.pyenv/versions/{major}.{minor}*/bin/python{major}.{minor}")
+    found += sorted(glob.glob(pattern), key=_version_key, reverse=True)
+    out = []
+    for c in found:
+        if c and c not in out:
+            out.append(c)
+    return out
+
+
+def runs_as_box_python(python: str) -> bool:
+    """Whether ``python --version`` runs and says Python 3.12."""
+    try:
+        proc = subprocess.run([python, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    text = (proc.stdout + proc.stderr).strip()
+    return proc.returncode == 0 and text.startswith("Python {}.{}.".format(*BOX_PYTHON))
+
+
+def _version_key(path: str) -> tuple:
+    version = Path(path).parent.parent.name  # ~/.pyenv/versions/<version>/bin/python3.12
+    return tuple(int(x) if x.isdigit() else -1 for x in version.split("."))
 
 
 def _run(cmd, env=None, check=True):

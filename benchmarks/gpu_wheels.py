@@ -24,7 +24,7 @@ would not fit. Measured when this was written: simpy, Optuna and their dependenc
 with bitsandbytes and torchao 52.6 MB (50.2 MiB), and the tree 4.5 MiB: 54.7 MiB, under the limit.
 
 ``benchmarks/gpu_suite.py`` installs whatever ``.cache/gpu-wheels/`` holds before its experiments
-(``pip install --no-index --no-deps --target``, into its cache under ``--out``, on the path of
+(``pip install --no-index --no-deps --target``, into its cache in its work folder, on the path of
 every worker and lesson); on the device machine the folder is carried with the run tool's
 ``carry: [".cache/gpu-wheels"]``.
 """

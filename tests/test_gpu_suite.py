@@ -263,8 +263,42 @@ def test_default_plan_fits_the_device_budget_with_room_for_lessons_and_pytest():
     assert MERGED_INTO["language_model-recipes"] == "language_model" and gs.EXPERIMENTS["capstone"][1] >= 45
     from benchmarks.gpu.settings import LESSON_JOBS
 
-    # the lesson phase holds as many lesson-seconds as three lessons at a time for 115 s did
-    assert LESSON_JOBS * gs.LESSONS_SECONDS >= 3 * 115 and LESSON_JOBS <= 16 // 3
+    assert LESSON_JOBS <= 16 // 3  # at least 3 of the GPU machine's 16 cores per lesson
+
+
+def test_every_share_is_at_least_the_floor_below_which_an_experiment_is_skipped():
+    """A share under MIN_SHARE_S is never run ("skipped: out of time"): the plan gives every
+    experiment at least that, and so does a plan scaled down to a short budget."""
+    from benchmarks.gpu.orchestrator import plan_shares
+    from benchmarks.gpu.settings import MIN_SHARE_S
+
+    assert MIN_SHARE_S == 8.0
+    for name, (_lesson, share) in gs.EXPERIMENTS.items():
+        assert share >= MIN_SHARE_S, (name, share)
+    for budget in (540.0, 300.0, 60.0):
+        shares, lesson_s, pytest_s = plan_shares(list(gs.EXPERIMENTS), True, True, budget, dry_run=False)
+        assert min(shares.values()) >= MIN_SHARE_S, (budget, shares)
+    shares, lesson_s, pytest_s = plan_shares(list(gs.EXPERIMENTS), True, True, gs.DEFAULT_BUDGET_S, False)
+    assert shares == {n: float(s) for n, (_l, s) in gs.EXPERIMENTS.items()}  # the full plan fits unscaled
+    assert plan_shares(["carbon"], False, False, 120.0, False)[1:] == (0.0, 0.0)
+
+
+def test_lessons_start_in_priority_order_and_a_long_one_gives_way_when_it_does_not_fit():
+    from benchmarks.gpu.orchestrator import lesson_order, pick_lesson
+    from benchmarks.gpu.settings import LESSON_PRIORITY, LESSON_SHARES_S
+
+    # the measured long lessons have shares of their own, above the 60 s default
+    assert LESSON_SHARES_S["10"] >= 234 and all(LESSON_SHARES_S[n] >= 130 for n in ("09", "11", "13"))
+    lessons = [Path(f"lessons/instructor/{n:02d}_x.ipynb") for n in range(16)]
+    order = [p.stem[:2] for p in lesson_order(lessons)]
+    assert order[:len(LESSON_PRIORITY)] == list(LESSON_PRIORITY)
+    assert order[len(LESSON_PRIORITY):] == sorted(set(order) - set(LESSON_PRIORITY))
+    share = lambda p: LESSON_SHARES_S.get(p.stem[:2], 60.0)  # noqa: E731
+    pending = [Path("10_x.ipynb"), Path("00_x.ipynb")]
+    assert pick_lesson(pending, 300.0, share) == pending[0]  # fits: priority order
+    assert pick_lesson(pending, 100.0, share) == pending[1]  # 10 does not fit: the short one goes first
+    assert pick_lesson([Path("10_x.ipynb")], 100.0, share) == Path("10_x.ipynb")  # none fits: what is left
+    assert pick_lesson(pending, 9.0, share) is None and pick_lesson([], 500.0, share) is None
 
 
 def _ctx(tmp_path, min_window_s=0.25):
@@ -431,8 +465,9 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
     import psutil
     from minimal_env import hidden_env
 
-    out = tmp_path / "out"
+    out, work = tmp_path / "out", tmp_path / "work"
     proc = subprocess.Popen([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
+                             "--work", str(work),
                              "--only", "carbon", "--hang", "carbon", "--lessons", "none", "--budget-s", "600"],
                             cwd=ROOT, env=hidden_env(tmp_path / "site"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -440,7 +475,7 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:  # the worker has written its one row and hangs
-            part = out / "gpu_suite_parts" / "carbon.json"
+            part = work / "gpu_suite_parts" / "carbon.json"
             if part.exists() and "before the hang" in part.read_text(encoding="utf-8"):
                 break
             time.sleep(0.5)
@@ -449,7 +484,7 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
         tree = _descendants(proc.pid)
         assert tree, "no worker process found"
         caches[:] = [c[c.index("--cache") + 1] for c in (p.cmdline() for p in tree) if "--cache" in c]
-        assert caches and all(Path(c).parent == out for c in caches), caches  # under --out, never /tmp
+        assert caches and all(Path(c).parent == work for c in caches), caches  # under --work, never /tmp
         proc.send_signal(getattr(signal, sig))
         code = proc.wait(timeout=60)
         deadline = time.monotonic() + 30
@@ -458,7 +493,7 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
             time.sleep(0.2)
         left = [p.pid for p in tree if psutil.pid_exists(p.pid) and p.status() != psutil.STATUS_ZOMBIE]
         assert left == [], left
-        if sig == "SIGKILL":  # no handler ran: what the run had stays under --out
+        if sig == "SIGKILL":  # no handler ran: what the run had stays under --work
             assert all(Path(c).is_dir() for c in caches)
         if sig == "SIGTERM":
             assert code == 128 + signal.SIGTERM
@@ -520,7 +555,7 @@ def test_configurations_are_measured_interleaved(tmp_path):
     ctx.window = lambda label, work: (work(), {"seconds": 0.3, "joules": 1.0, "window_ok": True,
                                               "memory_increase_mib": 0.0})[1]
     rows = interleaved_rows(ctx, configs, repeats=2)
-    assert order == list("ABCABC")
+    assert order == list("A" + "ABCABC")  # the experiment's first window warmed (once), then interleaved
     assert [r["repeats"] for r in rows] == [2, 2, 2] and all(r["status"] == "ok" for r in rows)
 
 
@@ -529,13 +564,19 @@ def test_configurations_are_measured_interleaved(tmp_path):
      ["device loader", "DataLoader workers=0", "DataLoader workers=0 pinned", "DataLoader workers=1 pinned"]),
     ("lesson11_language_model_serving", "exp_language_model_serving",
      ["KV cache, batch 1", "no KV cache, batch 1", "KV cache, batch 4"]),
+    ("lesson07_compression", "exp_compression", ["dense", "unstructured 50%", "channels 50%"]),
+    ("lesson05_architecture_search", "exp_architecture_search",
+     ["cnn depth=2, width=4", "cnn depth=2, width=8, separable=True"]),
 ])
 def test_loaders_and_serving_configurations_are_measured_interleaved(tmp_path, monkeypatch, module, runner, labels):
     """Every configuration is calibrated first, then the windows go A B C A B C (not A A B B)."""
     import importlib
 
+    from benchmarks.gpu import context
+
     mod = importlib.import_module(f"benchmarks.gpu.experiments.{module}")
-    monkeypatch.setattr(mod, "_repeats", lambda ctx, configs, seconds: 2)
+    for owner in (mod, context):  # inference rows take their repeats in the context module
+        monkeypatch.setattr(owner, "_repeats", lambda ctx, configs, seconds: 2, raising=False)
     ctx = _ctx(tmp_path)
     windows = []
     ctx.calibrate = lambda run: (run(1), (1, 0.001))[1]
@@ -627,15 +668,16 @@ def test_capstone_rows_record_energy_above_idle(tmp_path, monkeypatch):
 
 def test_a_dry_run_leaves_nothing_in_the_system_temp_dir(tmp_path):
     """The datasets the workers share and their temporary files (DDP's dataset copy, checkpoint
-    writes) live under --out and go at the end: the system's temp dir (here a private one, so
-    other programs' files do not count) gets nothing, gpu_suite_cache_* least of all."""
+    writes) live in the run's work folder (by default a fresh one in the system's temp dir) and go
+    at the end: the system's temp dir (here a private one, so other programs' files do not count)
+    is left empty, and --out holds the records, the log and the summary only."""
     from minimal_env import hidden_env
 
     systmp = tmp_path / "systmp"
     systmp.mkdir()
     out = tmp_path / "out"
     env = {**hidden_env(tmp_path / "site"), "TMPDIR": str(systmp)}
-    _wheel(tmp_path / "wheels")  # carried wheels too: installed into the cache under --out
+    _wheel(tmp_path / "wheels")  # carried wheels too: installed into the cache in the work folder
     proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
                            "--only", "ddp_scaling,operations", "--lessons", "none", "--budget-s", "120",
                            "--wheels", str(tmp_path / "wheels")],
@@ -645,10 +687,10 @@ def test_a_dry_run_leaves_nothing_in_the_system_temp_dir(tmp_path):
                for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"][-1]["results"]}
     assert summary["ddp_scaling"]["status"] == "ok" and summary["operations"]["status"] == "ok", summary
     wheels = summary["carried wheels"]
-    assert wheels["outcome"] == "installed" and wheels["target"].startswith(str(out)), wheels
+    assert wheels["outcome"] == "installed" and wheels["target"].startswith(str(systmp)), wheels
     assert "carried wheels: installed (gl_probe_pkg)" in proc.stdout
     assert list(systmp.iterdir()) == []
-    assert sorted(p.name for p in out.iterdir()) == sorted([gs.BUNDLE, gs.LOG, "gpu_suite_parts"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([gs.BUNDLE, gs.LOG, "gpu_suite_summary.txt"])
 
 
 def _ladder(names=("naive", "+ a", "+ b")):
@@ -784,3 +826,258 @@ def test_the_rehearsal_names_every_failed_experiment_and_lesson_and_nothing_else
     assert gpu_rehearsal.failures(tmp_path / "missing.json")[0].startswith("no bundle at")
     bundle.write_text(json.dumps({"records": []}), encoding="utf-8")
     assert gpu_rehearsal.failures(bundle) == ["the bundle has no summary record"]
+
+
+# --- what --out holds: the device tool's limits ------------------------------------------------
+
+# what a device run tool brings back from its output folder (its README): at most 8 files, each at
+# most 16 MiB and 64 MiB together, no more than 2 folders down, names of letters, digits, ".", "_", "-"
+OUT_LIMITS = {"files": 8, "file_bytes": 16 * 2**20, "total_bytes": 64 * 2**20, "depth": 2}
+
+
+def out_folder_problems(out: Path) -> list:
+    """Every way ``out`` breaks the device tool's limits on what comes back (empty: none)."""
+    problems, files = [], []
+    for path in sorted(out.rglob("*")):
+        rel = path.relative_to(out)
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", path.name):
+            problems.append(f"name {rel}")
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            problems.append(f"not a plain file {rel}")
+        elif path.is_file():
+            files.append(path)
+            if len(rel.parts) - 1 > OUT_LIMITS["depth"]:
+                problems.append(f"too deep {rel}")
+            if path.stat().st_size > OUT_LIMITS["file_bytes"]:
+                problems.append(f"over 16 MiB {rel}")
+    if len(files) > OUT_LIMITS["files"]:
+        problems.append(f"{len(files)} files")
+    if sum(f.stat().st_size for f in files) > OUT_LIMITS["total_bytes"]:
+        problems.append("over 64 MiB in all")
+    return problems
+
+
+def test_the_out_folder_check_sees_every_limit(tmp_path):
+    (tmp_path / "a b").write_text("x")
+    deep = tmp_path / "1" / "2" / "3"
+    deep.mkdir(parents=True)
+    (deep / "f").write_text("x")
+    for i in range(8):
+        (tmp_path / f"f{i}").write_text("x")
+    with open(tmp_path / "big", "wb") as f:
+        f.truncate(17 * 2**20)
+    problems = out_folder_problems(tmp_path)
+    assert {p.split()[0] for p in problems} == {"name", "too", "over", "11"}, problems
+
+
+def _fake_nvidia_smi(folder: Path) -> str:
+    """A PATH folder whose nvidia-smi prints a few lines for -q (and fails otherwise)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / "nvidia-smi"
+    exe.write_text('#!/bin/sh\n[ "$1" = "-q" ] || exit 9\necho "==============NVSMI LOG=============="\n'
+                   'echo "Driver Version : 999.1"\n', encoding="utf-8")
+    exe.chmod(0o755)
+    return str(folder)
+
+
+def test_a_dry_run_leaves_four_files_in_out_within_the_device_limits(tmp_path):
+    """--out gets the records, the log, the summary and the nvidia-smi -q snapshot (a query),
+    nothing else; the work folder is removed at the end."""
+    from minimal_env import hidden_env
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    out.mkdir()
+    (out / gs.BUNDLE).write_text("an earlier run's", encoding="utf-8")  # replaced, not kept
+    env = hidden_env(tmp_path / "site")
+    env["PATH"] = _fake_nvidia_smi(tmp_path / "bin") + os.pathsep + env.get("PATH", "")
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
+                           "--work", str(work), "--only", "carbon,fitting_in_memory", "--lessons", "none",
+                           "--budget-s", "120"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    from benchmarks.gpu.settings import OUT_FILES, SMI, SUMMARY_TEXT
+
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUT_FILES)
+    assert out_folder_problems(out) == []
+    assert "Driver Version : 999.1" in (out / SMI).read_text(encoding="utf-8")
+    records = {r["experiment"]: r for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"]}
+    assert set(records) == {"carbon", "fitting_in_memory", gs.SUMMARY}
+    assert "cuDNN" in records["carbon"]["notes"]
+    assert "gpu_suite summary" in (out / SUMMARY_TEXT).read_text(encoding="utf-8")
+    assert (out / gs.LOG).read_text(encoding="utf-8") == (work / gs.LOG).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_a_dry_run_killed_midway_leaves_parseable_records_within_the_device_limits(tmp_path, sig):
+    """The process group killed while an experiment runs (SIGKILL: no handler runs): --out holds
+    at most the four files (and the one temporary name of a copy cut short), within every limit,
+    and its records parse and hold the rows the running experiment had finished (copied every
+    OUT_COPY_EVERY_S)."""
+    import signal
+
+    from minimal_env import hidden_env
+
+    from benchmarks.gpu.settings import OUT_COPY_EVERY_S, OUT_COPY_TMP, OUT_FILES
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    env = hidden_env(tmp_path / "site")
+    env["PATH"] = _fake_nvidia_smi(tmp_path / "bin") + os.pathsep + env.get("PATH", "")
+    proc = subprocess.Popen([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
+                             "--work", str(work), "--only", "carbon", "--hang", "carbon", "--lessons", "none",
+                             "--budget-s", "600"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    tree = []
+    try:
+        deadline = time.monotonic() + 240 + OUT_COPY_EVERY_S
+        rows = []
+        while time.monotonic() < deadline and "before the hang" not in rows:
+            time.sleep(0.5)
+            try:
+                bundle = json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            rows = [r["label"] for rec in bundle["records"] if rec["experiment"] == "carbon" for r in rec["results"]]
+        assert "before the hang" in rows, "the running experiment's row never reached --out"
+        tree = _descendants(proc.pid)
+        os.killpg(proc.pid, getattr(signal, sig))
+        proc.wait(timeout=60)
+        assert set(p.name for p in out.iterdir()) <= set(OUT_FILES) | {OUT_COPY_TMP}
+        assert len([p for p in out.iterdir() if p.name in OUT_FILES]) <= 4
+        assert out_folder_problems(out) == []
+        bundle = json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))  # parses
+        records = {r["experiment"]: r for r in bundle["records"]}
+        assert [r["label"] for r in records["carbon"]["results"]] == ["before the hang"]
+        summary = {r["label"]: r for r in records[gs.SUMMARY]["results"]}
+        assert summary["carbon"]["status"].startswith(("running: 1 row(s) so far", "killed", "failed"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in tree:
+            try:
+                p.kill()
+            except Exception:
+                pass
+
+
+def test_a_log_over_the_file_limit_is_copied_as_its_head_and_tail(tmp_path):
+    from benchmarks.gpu.orchestrator import copy_capped
+
+    src = tmp_path / "log"
+    src.write_bytes(b"HEAD" + b"x" * 5000 + b"TAIL")
+    assert copy_capped(src, tmp_path / "out", tmp_path / "tmp", max_bytes=1000)
+    copied = (tmp_path / "out").read_bytes()
+    assert copied.startswith(b"HEAD") and copied.endswith(b"TAIL") and len(copied) <= 1000
+    assert b"bytes left out of this copy" in copied and not (tmp_path / "tmp").exists()
+    assert not copy_capped(tmp_path / "missing", tmp_path / "out2", tmp_path / "tmp")
+
+
+# --- counter against power: windows on ticks ---------------------------------------------------
+
+def test_counter_vs_power_windows_align_on_ticks_and_report_their_spread():
+    """A counter that updates every 50 ms reads a 1 s window up to 5 % off unless both edges wait
+    for its ticks: aligned, ten windows agree within 1 % of a constant 300 W; the spread, each
+    window's difference and temperature are reported."""
+    from benchmarks.gpu.probes import counter_vs_power, counter_vs_power_windows
+
+    clock = _FakeClock(0.0)
+    clock.t = 0.031  # off a tick
+    ticked = lambda: 300.0 * 0.05 * math.floor(clock.t / 0.05 + 1e-9)  # noqa: E731
+    unaligned = counter_vs_power(ticked, lambda: 300.0, 1.02, 0.005, clock=clock, sleep=clock.sleep)
+    assert abs(unaligned["difference_pct"]) > 1.0  # the quantisation the alignment removes
+    temps = iter(range(40, 60))
+    r = counter_vs_power_windows(ticked, lambda: 300.0, 1.0, 10, 0.005, read_temperature=lambda: next(temps),
+                                 clock=clock, sleep=clock.sleep)
+    assert r["windows"] == r["windows_measured"] == 10 and r["edges_on_ticks"] is True
+    assert abs(r["difference_pct"]) < 1.0 and r["difference_spread_pct"] < 1.0
+    assert len(r["difference_pct_each"].split(",")) == 10
+    assert r["window_end_temperature_c"] == ",".join(str(t) for t in range(40, 50))
+    stuck = counter_vs_power_windows(lambda: 5.0, lambda: 300.0, 0.2, 2, 0.01, clock=clock, sleep=clock.sleep)
+    assert stuck["edges_on_ticks"] is False  # a counter that never ticks is said so
+    with pytest.raises(ValueError):
+        counter_vs_power_windows(ticked, lambda: 300.0, 1.0, 0)
+
+
+def test_the_first_window_of_an_experiment_is_warmed_once_and_windows_record_temperatures(tmp_path):
+    ctx = _ctx(tmp_path)
+    calls = []
+    ctx.warm_first(lambda n: calls.append(n), per_step=0.001)
+    ctx.warm_first(lambda n: calls.append(n), per_step=0.001)
+    assert len(calls) == 1 and calls[0] >= 1 and ctx.warmed_s is not None
+    assert any("untimed work" in n for n in ctx.notes)
+    from benchmarks.gpu.context import _window_states
+
+    row = {}
+    _window_states(row, [{"start_temperature_c": 40, "end_temperature_c": 45},
+                         {"start_temperature_c": 44, "end_temperature_c": 47}])
+    assert row == {"window_end_temperature_c": "45,47", "window_start_temperature_c": "40,44"}
+
+
+def test_unpacking_a_fallback_after_its_first_call_replaces_records_and_only_the_rerun_stages(tmp_path):
+    """The fallback reran carbon and language_model's compile stage: carbon's record is the
+    fallback's; language_model keeps its own rows and the recipes' stage, the compile rows are the
+    fallback's; the summary keeps every row, the rerun ones replaced."""
+    from benchmarks.gpu.orchestrator import merge_bundles
+
+    def rec(name, rows, date="2026-05-01"):
+        return {"schema_version": 1, "experiment": name, "date": date, "gpu": "NVIDIA H200", "driver": "d",
+                "cuda": "c", "torch": "t", "command": "python benchmarks/gpu_suite.py", "results": rows}
+
+    def summary(rows):
+        return rec(gs.SUMMARY, [{"label": k, "status": v} for k, v in rows.items()])
+
+    first = {"bundle_version": gs.BUNDLE_VERSION, "records": [
+        rec("carbon", [{"label": "carbon", "status": "failed: x"}]),
+        rec("language_model", [{"label": "bf16"}, {"label": "language_model-compile", "status": "failed: y",
+                                                   "stage": "language_model-compile"},
+                               {"label": "naive", "stage": "language_model-recipes"}]),
+        summary({"carbon": "failed: x", "language_model": "ok", "language_model-compile": "failed: y",
+                 "language_model-recipes": "ok"})]}
+    second = {"bundle_version": gs.BUNDLE_VERSION, "records": [
+        rec("carbon", [{"label": "training window"}], date="2026-05-02"),
+        rec("language_model", [{"label": "bf16 + torch.compile", "stage": "language_model-compile"}]),
+        summary({"carbon": "ok", "language_model": "not selected (--only)", "language_model-compile": "ok",
+                 "language_model-recipes": "not selected (--only)"})]}
+    merged = {r["experiment"]: r for r in merge_bundles([first, second])}
+    assert [r["label"] for r in merged["carbon"]["results"]] == ["training window"]
+    assert [r["label"] for r in merged["language_model"]["results"]] == ["bf16", "naive", "bf16 + torch.compile"]
+    assert "language_model-compile from a later run" in merged["language_model"]["notes"]
+    status = {r["label"]: r["status"] for r in merged[gs.SUMMARY]["results"]}
+    assert status == {"carbon": "ok", "language_model": "ok", "language_model-compile": "ok",
+                      "language_model-recipes": "ok"}
+    paths = []
+    for i, bundle in enumerate((first, second)):
+        paths.append(tmp_path / f"b{i}.json")
+        gs.write_json(paths[-1], bundle)
+    into = tmp_path / "runs"
+    assert gs.main(["--unpack", *map(str, paths), "--into", str(into)]) == 0
+    run = reference.load_file(into / "nvidia-h200_2026-05-02_carbon.json")
+    assert run.results[0]["label"] == "training window"
+
+
+def test_the_rehearsal_takes_the_first_python_312_that_runs_passing_over_a_failing_shim(tmp_path, monkeypatch):
+    """A pyenv shim for an unselected version exits 127: it is passed over for the pyenv
+    version's own interpreter; --python says so in its help."""
+    from benchmarks import gpu_rehearsal
+
+    def script(path, body):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n" + body + "\n", encoding="utf-8")
+        path.chmod(0o755)
+        return str(path)
+
+    shim = script(tmp_path / "shims" / "python3.12", 'echo "pyenv: python3.12: command not found" >&2; exit 127')
+    other = script(tmp_path / "bin" / "python3", 'echo "Python 3.11.7"')
+    real = script(tmp_path / "home" / ".pyenv" / "versions" / "3.12.1" / "bin" / "python3.12", 'echo "Python 3.12.1"')
+    script(tmp_path / "home" / ".pyenv" / "versions" / "3.12.0" / "bin" / "python3.12", 'echo "Python 3.12.0"')
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "shims"), str(tmp_path / "bin"), "/usr/bin", "/bin"]))
+    candidates = gpu_rehearsal.python_candidates()
+    assert candidates[:3] == [shim, other, real]  # PATH first, then pyenv's newest 3.12
+    assert not gpu_rehearsal.runs_as_box_python(shim) and not gpu_rehearsal.runs_as_box_python(other)
+    assert gpu_rehearsal.find_python() == real
+    assert gpu_rehearsal.find_python([shim, other]) is None
+    with pytest.raises(SystemExit):  # a --python that does not run is refused before anything is built
+        gpu_rehearsal.main(["--python", shim, "--venv", str(tmp_path / "venv")])
+    assert not (tmp_path / "venv").exists()
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_rehearsal.py", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert "--version" in proc.stdout and "pyenv" in proc.stdout

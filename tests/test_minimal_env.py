@@ -20,7 +20,7 @@ from minimal_env import HIDDEN, ROOT, hidden_env
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import gpu_suite as gs  # noqa: E402
-from benchmarks.gpu.settings import PARTS  # noqa: E402
+from benchmarks.gpu.settings import PARTS, SUMMARY_TEXT  # noqa: E402
 from greenlab.course import reference  # noqa: E402
 
 LESSONS = sorted((ROOT / "lessons" / "instructor").glob("*.ipynb"))
@@ -29,14 +29,15 @@ LESSONS = sorted((ROOT / "lessons" / "instructor").glob("*.ipynb"))
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("minimal_env")
-    out = tmp / "out"
+    out, work = tmp / "out", tmp / "work"
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run"],
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--out", str(out), "--dry-run",
+                           "--work", str(work)],
                           cwd=ROOT, env=hidden_env(tmp / "site"), capture_output=True, text=True, timeout=900)
     bundle = json.loads((out / gs.BUNDLE).read_text(encoding="utf-8")) if (out / gs.BUNDLE).exists() else {}
     records = {r["experiment"]: r for r in bundle.get("records", [])}
     summary = {r["label"]: r for r in records.get(gs.SUMMARY, {}).get("results", [])}
-    return SimpleNamespace(tmp=tmp, out=out, proc=proc, seconds=time.monotonic() - t0, bundle=bundle,
+    return SimpleNamespace(tmp=tmp, out=out, work=work, proc=proc, seconds=time.monotonic() - t0, bundle=bundle,
                            records=records, summary=summary)
 
 
@@ -63,9 +64,10 @@ def test_the_hidden_packages_really_cannot_be_imported(tmp_path):
 
 def test_dry_run_completes_and_writes_the_bundle_and_the_log(dry_run):
     assert dry_run.proc.returncode == 0, dry_run.proc.stdout[-3000:] + dry_run.proc.stderr[-3000:]
-    assert sorted(p.name for p in dry_run.out.iterdir()) == sorted([gs.BUNDLE, gs.LOG, PARTS])
-    # each experiment's rows are kept under --out too (written as they finish)
-    assert sorted(p.stem for p in (dry_run.out / PARTS).glob("*.json")) == sorted(gs.EXPERIMENTS)
+    # --out holds the files a device tool brings back (no nvidia-smi here), the work folder the rest
+    assert sorted(p.name for p in dry_run.out.iterdir()) == sorted([gs.BUNDLE, gs.LOG, SUMMARY_TEXT])
+    # each experiment's rows are kept in the work folder (written as they finish)
+    assert sorted(p.stem for p in (dry_run.work / PARTS).glob("*.json")) == sorted(gs.EXPERIMENTS)
     assert "gpu_suite summary" in (dry_run.out / gs.LOG).read_text(encoding="utf-8")
     print(f"dry run took {dry_run.seconds:.1f} s")
 

@@ -56,6 +56,7 @@ class Context:
         self.notes: list = []
         self.measured: dict = {}
         self.ran_out = False
+        self.warmed_s = None  # seconds of untimed work before this experiment's first window (warm_first)
         self.datasets: dict = {}
         self.tf32 = (f"torch.backends.cuda.matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}, "
                      f"torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
@@ -168,13 +169,30 @@ class Context:
         steps = math.ceil(self.min_window_s * z.window_margin / per_step)
         return max(z.min_steps, min(z.max_steps, steps)), per_step
 
+    def warm_first(self, run_steps, per_step: float) -> None:
+        """Before this experiment's first energy window only: ``sizes.first_window_warm_s`` of
+        untimed ``run_steps`` (clocks and power settle after the previous worker's start-up and
+        the calibration's short timings); recorded in a note."""
+        if self.warmed_s is not None:
+            return
+        steps = max(1, math.ceil(self.sizes.first_window_warm_s / max(per_step, 1e-9)))
+        self.sync()
+        t0 = time.perf_counter()
+        run_steps(min(steps, self.sizes.max_steps))
+        self.sync()
+        self.warmed_s = time.perf_counter() - t0
+        self.note(f"The first energy window followed {self.warmed_s:.2g} s of untimed work of its own "
+                  "configuration, beside each configuration's own warm-up and calibration.")
+
     def window(self, label: str, work) -> dict:
         """Run ``work()`` inside one energy window (synchronised edges); seconds, joules of the
-        device (None when not measured), whether the window was long enough, memory added."""
+        device (None when not measured), whether the window was long enough, memory added, and
+        the SM clock, temperature and clock-event reasons at its start and end (NVML queries)."""
         from greenlab.energy import measure
 
         mem = _MemoryIncrease(self)
         self.sync()
+        start = self.probe.state() if self.probe is not None else {}
         aligned = self.probe is not None and self.probe.wait_for_tick()
         with measure(label, sources=self.sources) as w:
             work()
@@ -194,6 +212,7 @@ class Context:
                 "window_ok": r.seconds >= self.min_window_s,
                 "memory_increase_mib": mem.mib(),
                 "energy_complete": bool(r.complete) if joules is not None else None,
+                **{f"start_{k}": v for k, v in start.items()},
                 **({f"end_{k}": v for k, v in self.probe.state().items()} if self.probe is not None else {})}
 
     def busy(self, run_steps, steps: int = 3) -> dict:
@@ -357,6 +376,8 @@ def interleaved_rows(ctx: Context, configs: list, repeats: int) -> list:
         if c.profile:
             c.extra.update(ctx.busy(c.loop.run))
         ready.append(c)
+    if ready:
+        ctx.warm_first(ready[0].loop.run, ready[0].per_step)
     for _ in range(repeats):
         for c in ready:
             if not ctx.enough_for(c.steps * c.per_step * 1.1 + 1):
@@ -397,15 +418,23 @@ def _summarise(ctx: Context, c: Config) -> dict:
     if cpu:  # the host's share of the same windows (an estimate unless RAPL is readable)
         row["cpu_joules_per_sample"] = _median(cpu)
         row["cpu_energy_source"] = windows[0].get("cpu_energy_source")
-    for key in ("sm_clock_mhz", "temperature_c", "clock_event_reasons"):
-        values = [w.get(f"end_{key}") for w in windows]
-        if any(v is not None for v in values):
-            row[f"window_end_{key}"] = ",".join(str(v) for v in values)
+    _window_states(row, windows)
     if c.flops_per_sample:
         row["tflops_achieved"] = 3 * c.flops_per_sample * row["samples_per_second"] / 1e12
     if c.ds is not None:
         row["test_accuracy_after"] = c.loop.accuracy(c.ds)
     return row
+
+
+def _window_states(row: dict, windows: list) -> None:
+    """Each window's SM clock, temperature and clock-event reasons at its end (and temperature at
+    its start) as comma-separated columns, in window order (GPU only: NVML queries)."""
+    for edge, keys in (("end", ("sm_clock_mhz", "temperature_c", "clock_event_reasons")),
+                       ("start", ("temperature_c",))):
+        for key in keys:
+            values = [w.get(f"{edge}_{key}") for w in windows]
+            if any(v is not None for v in values):
+                row[f"window_{edge}_{key}"] = ",".join(str(v) for v in values)
 
 
 def math_mode(ctx: Context, precision: str, convolutions: bool) -> str:
@@ -442,23 +471,64 @@ def _precisions(ctx: Context) -> list:
 
 
 def _inference_row(ctx: Context, label: str, net, x, precision: str) -> dict:
+    """One inference configuration's row (``inference_rows`` with one item, one window)."""
+    return inference_rows(ctx, [(label, net, x)], precision, repeats=1)[0]
+
+
+def inference_rows(ctx: Context, items: list, precision: str, repeats: int | None = None) -> list:
+    """Inference rows for ``items`` ((label, net, x) each): every one warmed up and calibrated,
+    then their windows interleaved (A B A B ...), ``repeats`` each (default: as many as fit, at
+    most ``sizes.repeats``); per row the medians, min/max and each window's temperatures. An
+    item whose windows do not fit gets a "skipped: out of time" row."""
     from greenlab.training.precision import dtype as precision_dtype
 
     torch = ctx.torch
     dtype = precision_dtype(precision)
 
-    def run(n):
-        with torch.inference_mode(), torch.autocast(ctx.device, dtype=dtype, enabled=precision != "fp32"):
-            for _ in range(n):
-                net(x)
+    def runner(net, x):
+        def run(n):
+            with torch.inference_mode(), torch.autocast(ctx.device, dtype=dtype, enabled=precision != "fp32"):
+                for _ in range(n):
+                    net(x)
+        return run
 
-    steps, per_step = ctx.calibrate(run)
-    w = ctx.window(label, lambda: run(steps))
-    samples = steps * x.shape[0]
-    return {"label": label, "precision": precision, "batches": steps, "window_seconds": w["seconds"],
-            "window_ok": w["window_ok"], **ctx.per_sample(w, samples),
-            "memory_increase_mib": w["memory_increase_mib"],
-            "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"}
+    if repeats is None:
+        repeats = _repeats(ctx, len(items), ctx.min_window_s * ctx.sizes.window_margin)
+    ready = []
+    for label, net, x in items:
+        if not ctx.enough_for(ctx.min_window_s * 1.5 + 1):
+            break
+        run = runner(net, x)
+        steps, per_step = ctx.calibrate(run)
+        ready.append((label, run, steps, per_step, x.shape[0], []))
+    if ready:
+        ctx.warm_first(ready[0][1], ready[0][3])
+    for r in range(repeats):
+        for label, run, steps, per_step, _batch, windows in ready:
+            if r and not ctx.enough_for(steps * per_step * 1.1 + 1):
+                break
+            windows.append(ctx.window(label, lambda run=run, steps=steps: run(steps)))
+    rows = []
+    for label, *_rest in items[len(ready):]:
+        rows.append({"label": label, "precision": precision, "status": "skipped: out of time"})
+    done = []
+    for label, _run, steps, _per_step, batch, windows in ready:
+        samples = steps * batch
+        sps = [samples / w["seconds"] for w in windows if w["seconds"] > 0]
+        jps = [w["joules"] / samples for w in windows if w["joules"] is not None]
+        row = {"label": label, "precision": precision, "batches": steps, "repeats": len(windows),
+               "window_seconds": _median([w["seconds"] for w in windows]),
+               "window_ok": all(w["window_ok"] for w in windows), "samples": samples,
+               "samples_per_second": _median(sps), "joules_per_sample": _median(jps) if jps else None,
+               "memory_increase_mib": _max([w["memory_increase_mib"] for w in windows]),
+               "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"}
+        if len(windows) > 1:
+            row.update({"samples_per_second_min": min(sps), "samples_per_second_max": max(sps),
+                        "joules_per_sample_min": min(jps) if jps else None,
+                        "joules_per_sample_max": max(jps) if jps else None})
+        _window_states(row, windows)
+        done.append(row)
+    return done + rows
 
 
 def _cnn_fn(ctx: Context, lesson: bool = False):

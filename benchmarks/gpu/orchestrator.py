@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -22,9 +23,10 @@ from benchmarks.gpu.probes import gpu_state
 from benchmarks.gpu.records import _clean_row, _read_json, _units_for, write_json
 from benchmarks.gpu.settings import (
     BUNDLE, BUNDLE_VERSION, CACHE, DEFAULT_BUDGET_S, DRY_RUN_GPU, DRY_RUN_MARK, DRY_SIZES, ENERGY_TARGETS,
-    EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSON_JOBS, LESSONS_SECONDS, LOG, MAX_MIN_WINDOW_S, MERGED_INTO,
-    MIN_WINDOW_PERIODS, MIN_WINDOW_S, OVERHEAD_SECONDS, PARTS, PYTEST_SECONDS, REPO_ROOT, SUMMARY, TARGETS,
-    WATCHDOG_GRACE_S, WATCHDOG_KILL_GRACE_S)
+    EXIT_NO_GPU, EXIT_OK, EXPERIMENTS, GPU_SIZES, LESSON_JOBS, LESSON_PRIORITY, LESSON_SHARES_S, LESSONS_SECONDS,
+    LOG, MAX_MIN_WINDOW_S, MERGED_INTO, MIN_SHARE_S, MIN_WINDOW_PERIODS, MIN_WINDOW_S, OUT_COPY_EVERY_S,
+    OUT_COPY_TMP, OUT_FILE_MAX_BYTES, OUT_FILES, OVERHEAD_SECONDS, PARTS, PYTEST_SECONDS, REPO_ROOT, SMI, SUMMARY,
+    SUMMARY_TEXT, TARGETS, WATCHDOG_GRACE_S, WATCHDOG_KILL_GRACE_S)
 from benchmarks.gpu.worker import worker_main
 from greenlab.base.processes import PARENT_ENV, kill_groups
 
@@ -67,13 +69,8 @@ class Suite:
         self.deadline = self.t_start + self.budget_s
         self.selected = [n for n in EXPERIMENTS if not args.only or n in args.only]
         self.lessons = select_lessons(args.lessons, self.dry_run)
-        plan = {n: EXPERIMENTS[n][1] for n in self.selected}
-        lesson_s = LESSONS_SECONDS if self.lessons else 0
-        total = sum(plan.values()) + lesson_s + PYTEST_SECONDS + OVERHEAD_SECONDS
-        scale = min(1.0, self.budget_s / total) if not self.dry_run else 1.0
-        self.shares = {n: s * scale for n, s in plan.items()}
-        self.lesson_s = lesson_s * scale
-        self.pytest_s = PYTEST_SECONDS * scale
+        self.shares, self.lesson_s, self.pytest_s = plan_shares(
+            self.selected, bool(self.lessons), not args.skip_pytest, self.budget_s, self.dry_run)
         self.records: dict = {}
         self.raw: dict = {}  # experiment or stage -> what its worker wrote
         self.results: dict = {}
@@ -81,21 +78,35 @@ class Suite:
         self.measured: dict = {}
         self.measured_sources: dict = {}
         self.pytest: dict | None = None
-        self.parts = self.out / PARTS  # each experiment's rows as they finish, kept with the bundle
-        self.cache = self.out / CACHE  # shared datasets and the workers' temp files: removed at the end
+        # the run's own folder: --out gets copies of OUT_FILES only (see publish)
+        self.own_work = not args.work
+        self.work = Path(args.work) if args.work else None  # default: made in run(), removed at the end
+        self.parts = self.cache = None
         self.children: set = set()  # running subprocesses (each leads its own process group)
         self.paths: list = []  # folders on every child's PYTHONPATH (the carried wheels, once installed)
         self.wheels = None  # what installing the carried wheels did (None: no folder of wheels)
-        self._bundle_lock = threading.Lock()
+        self._bundle_lock = threading.RLock()  # records, results and the bundle: main, lesson and copy threads
+        self.running: list = []  # experiments of the worker running now (their rows are copied as they come)
         self.log = None
         self._say_lock = threading.Lock()
+        self._publish_lock = threading.Lock()
+        self._stop_copies = threading.Event()
 
     def run(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
+        for name in OUT_FILES + (OUT_COPY_TMP,):  # an earlier run's files in --out are not this run's
+            (self.out / name).unlink(missing_ok=True)
+        if self.work is None:
+            self.work = Path(tempfile.mkdtemp(prefix="gpu_suite_work-"))
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.parts = self.work / PARTS  # each experiment's rows as they finish
+        self.cache = self.work / CACHE  # shared datasets and the workers' temp files: removed at the end
         self.parts.mkdir(exist_ok=True)
         shutil.rmtree(self.cache, ignore_errors=True)  # what a run killed outright left in this folder
         self.cache.mkdir()
-        self.log = open(self.out / LOG, "w", encoding="utf-8")
+        self.log = open(self.work / LOG, "w", encoding="utf-8")
+        copier = threading.Thread(target=self._copy_loop, name="gpu-suite-out", daemon=True)
+        copier.start()
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self._run()
@@ -107,8 +118,64 @@ class Suite:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             kill_groups(list(self.children), grace_s=2.0)
-            shutil.rmtree(self.cache, ignore_errors=True)
+            self._stop_copies.set()
+            copier.join(timeout=10)
             self.log.close()
+            self.publish(BUNDLE, LOG, SUMMARY_TEXT)
+            shutil.rmtree(self.cache, ignore_errors=True)
+            if self.own_work:
+                shutil.rmtree(self.work, ignore_errors=True)
+
+    # --- the files in --out ---
+    def publish(self, *names: str) -> None:
+        """Copy ``names`` from the work folder into --out, each through one temporary name and an
+        atomic rename (a reader, or a run killed mid-copy, sees the old or the new file whole); a
+        file over ``OUT_FILE_MAX_BYTES`` is copied as its head and tail. Never raises."""
+        with self._publish_lock:
+            for name in names:
+                try:
+                    copy_capped(self.work / name, self.out / name, self.out / OUT_COPY_TMP)
+                except OSError as exc:  # a full disk must not end the run: said in the log
+                    self.say(f"WARNING {name} could not be copied to {self.out}: {exc}")
+
+    def _copy_loop(self) -> None:
+        """Every ``OUT_COPY_EVERY_S``: the rows a running worker has finished into the records,
+        and the log, into --out (the records also go there whenever they are written)."""
+        while not self._stop_copies.wait(OUT_COPY_EVERY_S):
+            try:
+                self.refresh_running()
+            except Exception as exc:  # the copies must go on: said in the log
+                self.say(f"WARNING the running experiments' rows could not be copied: {type(exc).__name__}: {exc}")
+            self.publish(LOG)
+
+    def refresh_running(self) -> None:
+        """Record the rows the running worker's experiments have finished so far (status
+        "running: N row(s) so far"), so a run killed outright still returns them."""
+        with self._bundle_lock:
+            fresh = False
+            for name in list(self.running):
+                data = _read_json(self.parts / f"{name}.json")
+                if not data or not data.get("rows"):
+                    continue
+                self.results[name] = {"status": f"running: {len(data['rows'])} row(s) so far",
+                                      "seconds": data.get("seconds") or 0.0}
+                self.record(name, data)
+                fresh = True
+            if fresh:
+                self.write_bundle()
+
+    def snapshot_nvidia_smi(self) -> None:
+        """``nvidia-smi -q`` (a query: it changes nothing) into --out, where nvidia-smi exists."""
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            return
+        try:
+            proc = subprocess.run([exe, "-q"], capture_output=True, text=True, errors="replace", timeout=30)
+            text = proc.stdout + (f"\n[exit code {proc.returncode}] {proc.stderr}" if proc.returncode else "")
+        except (OSError, subprocess.SubprocessError) as exc:
+            text = f"nvidia-smi -q failed: {type(exc).__name__}: {exc}\n"
+        (self.work / SMI).write_text(text, encoding="utf-8")
+        self.publish(SMI)
 
     def _on_signal(self, signum, _frame) -> None:
         """SIGTERM/SIGINT: end every running child's process group, then stop (exit 128 + signal)."""
@@ -123,19 +190,23 @@ class Suite:
             self.say(f"WARNING the bundle could not be written: {type(exc).__name__}: {exc}")
 
     def _run(self) -> None:
+        self.say(f"gpu_suite: working in {self.work}; {', '.join(OUT_FILES)} are copied to {self.out}")
         self.install_wheels()
+        self.snapshot_nvidia_smi()
         self.gpu_state = gpu_state(self.dry_run)
         self.provenance = self._provenance()
         self.counter_period_ms = self.gpu_state.get("counter_update_period_ms")
         self.min_window_s, self.min_window_capped = shortest_window_s(
             self.sizes.min_window_s, None if self.dry_run else self.counter_period_ms)
         self.say(f"gpu_suite: {self.provenance['gpu']} | driver {self.provenance['driver']} | "
+                 f"CUDA {self.provenance['cuda']} | cuDNN {self.provenance['cudnn']} | "
                  f"torch {self.provenance['torch']} | "
                  f"{'DRY RUN on the CPU' if self.dry_run else 'GPU run'} | budget {self.budget_s:.0f} s | "
                  f"shortest energy window {self.min_window_s:.2f} s"
                  + (f" (capped at {MAX_MIN_WINDOW_S:g} s: the counter's idle period was "
                     f"{self.counter_period_ms:.0f} ms)" if self.min_window_capped else ""))
         self.say("packages: " + ", ".join(f"{k} {v}" for k, v in preflight().items()))
+        self.write_bundle()  # the provenance and the plan in --out before the first experiment
         reserve = self.lesson_s + self.pytest_s + OVERHEAD_SECONDS / 2
         if self.dry_run:  # one worker process for all: the rehearsal checks code paths, not timing
             scale = 4 * self.budget_s / DEFAULT_BUDGET_S
@@ -191,7 +262,7 @@ class Suite:
     # --- carried wheels ---
     def install_wheels(self) -> None:
         """Install the wheels of ``--wheels`` (on a GPU run, ``.cache/gpu-wheels`` when it holds
-        any) into the cache under --out, put that folder on every child's path and this
+        any) into the cache in the work folder, put that folder on every child's path and this
         process's (after its own packages); a failure is recorded and the run goes on."""
         folder = self.args.wheels or (None if self.dry_run else str(DEFAULT_WHEELS))
         if not folder or not sorted(Path(folder).glob("*.whl")):
@@ -211,7 +282,7 @@ class Suite:
     def run_experiments(self, names: list, caps: dict) -> None:
         """Run ``names`` in one watched worker process (each with its time share in ``caps``);
         a worker past the sum of the shares plus a grace period is killed, keeping finished rows."""
-        names = [n for n in names if caps[n] >= 8.0 or self.dry_run]
+        names = [n for n in names if caps[n] >= MIN_SHARE_S or self.dry_run]
         for name in [n for n in caps if n not in names]:
             self.results[name] = {"status": "skipped: out of time", "seconds": 0.0}
             self.record(name, {"rows": [{"label": name, "status": "skipped: out of time"}], "notes": []})
@@ -241,7 +312,7 @@ class Suite:
         cmd = [sys.executable, str(SUITE_SCRIPT), "--worker", ",".join(names),
                "--part", str(self.parts), "--cap-s", ",".join(f"{caps[n]:.1f}" for n in names),
                "--min-window-s", f"{self.min_window_s:.3f}", "--cache", str(self.cache),
-               "--out", str(self.out)] + (["--dry-run"] if self.dry_run else []) \
+               "--out", str(self.work)] + (["--dry-run"] if self.dry_run else []) \
             + (["--idle-w", f"{self.measured['idle_watts']:.3f}"] if self.measured.get("idle_watts") else []) \
             + (["--hang", self.args.hang] if self.args.hang else []) \
             + (["--hang-start", self.args.hang_start] if self.args.hang_start else [])
@@ -249,7 +320,18 @@ class Suite:
         for name in names:  # a part file left by an earlier call to this folder is not this run's
             (self.parts / f"{name}.json").unlink(missing_ok=True)
         self.say(f"[{tag}] {'retry' if retry else 'start'} (share {cap_s:.0f} s, watchdog at {cap_s + grace:.0f} s)")
-        code, seconds, tail = self.stream(cmd, _child_env(self.paths), cap_s + grace, f"  {tag}| ")
+        self.running = list(names)
+        try:
+            code, seconds, tail = self.stream(cmd, _child_env(self.paths), cap_s + grace, f"  {tag}| ")
+        finally:
+            with self._bundle_lock:
+                self.running = []
+        with self._bundle_lock:
+            return self._collect(names, code, seconds, tail)
+
+    def _collect(self, names: list, code, seconds: float, tail: list) -> list:
+        """Record what a worker for ``names`` left (exit ``code``, ``seconds``, its last lines);
+        returns the experiments it did not start."""
         not_started = [n for n in names if not (self.parts / f"{n}.json").exists()] if code != 0 else []
         for name in [n for n in names if n not in not_started]:
             data = _read_json(self.parts / f"{name}.json") or {"rows": [], "notes": [], "measured": {}}
@@ -276,11 +358,16 @@ class Suite:
     def record(self, experiment: str, data: dict) -> dict:
         """The reference record of ``experiment`` from its worker's ``data``; a stage of
         ``MERGED_INTO`` adds its rows and notes to its experiment's record."""
+        with self._bundle_lock:
+            return self._merge(experiment, data)
+
+    def _merge(self, experiment: str, data: dict) -> dict:
         self.raw[experiment] = data
         target = MERGED_INTO.get(experiment, experiment)
         data = dict(self.raw.get(target) or {"rows": [], "notes": []})
         for stage in (s for s, t in MERGED_INTO.items() if t == target and s in self.raw):
-            data["rows"] = list(data.get("rows") or []) + list(self.raw[stage].get("rows") or [])
+            data["rows"] = list(data.get("rows") or []) + [{**r, "stage": stage}  # --unpack replaces them by stage
+                                                           for r in self.raw[stage].get("rows") or []]
             data["notes"] = list(data.get("notes") or []) + list(self.raw[stage].get("notes") or [])
             data.setdefault("energy_source", self.raw[stage].get("energy_source"))
         return self._record(target, data)
@@ -318,32 +405,54 @@ class Suite:
 
     # --- lessons ---
     def run_lessons(self) -> None:
-        """Every selected lesson headless in quick mode, ``--lesson-jobs`` at a time (they are
-        checked, not measured), each under a watchdog; none starts after the phase's end."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        budget_end = time.monotonic() + self.lesson_s
+        """The selected lessons headless in quick mode, ``--lesson-jobs`` at a time (they are
+        checked, not measured), each under a watchdog of its own share (``lesson_share_s``), with
+        whatever time the experiments left: started in ``lesson_order``, the next one whose
+        share fits in what is left (``pick_lesson``); none starts after the phase's end."""
         if not self.dry_run:
-            budget_end = min(budget_end, self.deadline - self.pytest_s - 2)
+            budget_end = self.deadline - self.pytest_s - 2
         else:
             budget_end = time.monotonic() + self.sizes.lesson_cap_s * len(self.lessons)
         order = {path: i for i, path in enumerate(self.lessons)}
+        pending = lesson_order(self.lessons)
         done: dict = {}
+        pick_lock = threading.Lock()
 
-        def one(path):
-            row = self.run_lesson(path, budget_end)
-            with self._bundle_lock:  # written after each lesson: a lost shot keeps the lessons done
-                done[path] = row
-                self.lesson_rows = [done[p] for p in sorted(done, key=order.get)]
-                self.write_bundle()
-            return row
+        def slot():
+            while True:
+                with pick_lock:
+                    path = pick_lesson(pending, budget_end - time.monotonic(), self.lesson_share)
+                    if path is None:
+                        return
+                    pending.remove(path)
+                row = self.run_lesson(path, budget_end)
+                with self._bundle_lock:  # written after each lesson: a lost shot keeps the lessons done
+                    done[path] = row
+                    self.lesson_rows = [done[p] for p in sorted(done, key=order.get)]
+                    self.write_bundle()
 
-        with ThreadPoolExecutor(max_workers=max(1, self.args.lesson_jobs)) as pool:
-            list(pool.map(one, self.lessons))
+        threads = [threading.Thread(target=slot, name=f"gpu-suite-lessons-{i}", daemon=True)
+                   for i in range(max(1, self.args.lesson_jobs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with self._bundle_lock:  # what never started: out of time
+            for path in pending:
+                self.say(f"[lesson {path.stem}] not run: out of time")
+                done[path] = {"label": f"lesson {path.stem}", "status": "not run: out of time", "seconds": 0.0,
+                              "share_s": self.lesson_share(path)}
+            self.lesson_rows = [done[p] for p in sorted(done, key=order.get)]
+            self.write_bundle()
+
+    def lesson_share(self, path: Path) -> float:
+        """A lesson's watchdog share: ``LESSON_SHARES_S`` (measured) or ``sizes.lesson_cap_s``."""
+        return max(self.sizes.lesson_cap_s, LESSON_SHARES_S.get(Path(path).stem[:2], 0.0))
 
     def run_lesson(self, path: Path, budget_end: float) -> dict:
-        cap = min(budget_end - time.monotonic(), self.sizes.lesson_cap_s)
-        row = {"label": f"lesson {path.stem}"}
+        share = self.lesson_share(path)
+        cap = min(budget_end - time.monotonic(), share)
+        row = {"label": f"lesson {path.stem}", "share_s": share}
         if cap < 10.0:
             self.say(f"[lesson {path.stem}] not run: out of time")
             return {**row, "status": "not run: out of time", "seconds": 0.0}
@@ -360,7 +469,8 @@ class Suite:
         if code == 0:
             status = "passed"
         elif code is None:
-            status = f"killed by the watchdog after {seconds:.0f} s"
+            status = f"killed by the watchdog after {seconds:.0f} s" + (
+                f" (its share was {share:.0f} s; {cap:.0f} s were left)" if cap < share else "")
         else:
             failed = next((ln for ln in reversed(tail) if ln.startswith("FAILED ")), "")
             status = "failed: " + (failed[len("FAILED "):] or f"exit code {code}")[:300]
@@ -372,6 +482,9 @@ class Suite:
     def run_pytest(self) -> dict:
         files = gpu_test_files()
         shown = "python -m pytest -m gpu " + " ".join(str(f.relative_to(REPO_ROOT)) for f in files)
+        if self.args.skip_pytest:
+            self.say("pytest -m gpu: not run (--skip-pytest)")
+            return {"outcome": "not run", "summary": "--skip-pytest", "command": shown}
         if importlib.util.find_spec("pytest") is None:
             self.say("pytest -m gpu: not run (pytest is not installed)")
             return {"outcome": "not run", "summary": "pytest is not installed", "command": shown}
@@ -408,7 +521,8 @@ class Suite:
         p = self.pytest or {"outcome": "not run yet"}
         rows.append({"label": "pytest -m gpu", **p})
         rows.append({"label": "carried wheels", **(self.wheels or {"outcome": "none carried"})})
-        rows.append({"label": "gpu state", **{k: v for k, v in self.gpu_state.items()}})
+        rows.append({"label": "gpu state", **{k: v for k, v in self.gpu_state.items()},
+                     "cudnn": self.provenance["cudnn"], "cuda": self.provenance["cuda"]})
         rows.append({"label": "python packages", **preflight()})
         rows.append({"label": "total", "seconds": time.monotonic() - self.t_start,
                      "budget_seconds": self.budget_s, "shortest_window_s": self.min_window_s,
@@ -423,12 +537,20 @@ class Suite:
         return value, judge(value, op, threshold)
 
     def write_bundle(self) -> None:
+        with self._bundle_lock:
+            self._write_bundle()
+
+    def _write_bundle(self) -> None:
         self.record(SUMMARY, {"rows": self.summary_rows(), "notes": [
             "Summary of one gpu_suite call: experiment status, the lessons run headless in quick "
             "mode, targets (measured, not assumed), the GPU-only pytest run."]})
         bundle = {"bundle": "greenlab gpu_suite records", "bundle_version": BUNDLE_VERSION,
-                  "command": self.command, "records": [self.records[k] for k in self.records]}
-        write_json(self.out / BUNDLE, bundle)
+                  "command": self.command,  # the summary last, as before it was written first
+                  "records": [self.records[k] for k in self.records if k != SUMMARY] + [self.records[SUMMARY]]}
+        with self._publish_lock:  # the copy into --out never reads a half-written file
+            write_json(self.work / BUNDLE, bundle)
+            (self.work / SUMMARY_TEXT).write_text(self.summary_table() + "\n", encoding="utf-8")
+        self.publish(BUNDLE, SUMMARY_TEXT)
 
     def summary_table(self) -> str:
         """The short table printed last: experiments, lessons, targets, pytest."""
@@ -450,7 +572,7 @@ class Suite:
         lines.append(f"pytest -m gpu: {p.get('outcome', 'not run')} ({p.get('summary', '')})")
         w = self.wheels or {"outcome": "none carried"}
         lines.append(f"carried wheels: {w['outcome']}" + (f" ({w['packages']})" if w.get("packages") else ""))
-        lines.append(f"files: {BUNDLE} ({len(self.records)} records) and {LOG} in {self.out}")
+        lines.append(f"files: {BUNDLE} ({len(self.records)} records), {LOG} and {SUMMARY_TEXT} in {self.out}")
         lines.append(f"total {time.monotonic() - self.t_start:.0f} s")
         return "\n".join(lines)
 
@@ -466,7 +588,7 @@ class Suite:
                 gpu = torch.cuda.get_device_name(0)
             driver = self.gpu_state.get("driver") or "unknown (NVML not available)"
         return {"gpu": gpu, "driver": str(driver), "cuda": str(torch.version.cuda or "none (CPU build)"),
-                "torch": torch.__version__, "greenlab": greenlab.__version__,
+                "cudnn": cudnn_version(torch), "torch": torch.__version__, "greenlab": greenlab.__version__,
                 "python": platform.python_version()}
 
     def _state_note(self) -> str:
@@ -474,7 +596,9 @@ class Suite:
         keys = ("power_limit_w", "default_power_limit_w", "sm_clock_mhz", "max_sm_clock_mhz",
                 "persistence_mode", "compute_mode", "mig_mode", "counter_update_period_ms")
         parts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
-        return ("GPU state at start (read-only): " + ", ".join(parts) + ".") if parts else ""
+        software = (f"Software: driver {self.provenance['driver']}, CUDA {self.provenance['cuda']}, "
+                    f"cuDNN {self.provenance['cudnn']}, torch {self.provenance['torch']}.")
+        return (("GPU state at start (read-only): " + ", ".join(parts) + ". ") if parts else "") + software
 
 
 def install_wheels(folder: Path, target: Path, timeout_s: float = 120.0) -> dict:
@@ -494,6 +618,62 @@ def install_wheels(folder: Path, target: Path, timeout_s: float = 120.0) -> dict
         outcome = f"failed: {type(exc).__name__}: {exc}"[:300]
     return {"outcome": outcome, "packages": ", ".join(names), "folder": str(folder), "target": str(target),
             "seconds": time.monotonic() - t0}
+
+
+def cudnn_version(torch) -> str:
+    """cuDNN's version as torch reports it (e.g. "91002"), or why there is none."""
+    try:
+        version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except Exception as exc:  # recorded, never fatal
+        return f"unavailable ({type(exc).__name__})"
+    return str(version) if version is not None else "none (not available to this torch)"
+
+
+def plan_shares(selected, lessons: bool, pytest: bool, budget_s: float, dry_run: bool) -> tuple:
+    """(experiment -> seconds, lesson phase reserve, pytest reserve) for ``budget_s``: the plan's
+    shares (``EXPERIMENTS``), scaled down when they do not fit, and never below ``MIN_SHARE_S``."""
+    plan = {n: float(EXPERIMENTS[n][1]) for n in selected}
+    lesson_s = LESSONS_SECONDS if lessons else 0
+    pytest_s = PYTEST_SECONDS if pytest else 0
+    total = sum(plan.values()) + lesson_s + pytest_s + OVERHEAD_SECONDS
+    scale = min(1.0, budget_s / total) if not dry_run else 1.0
+    return {n: max(MIN_SHARE_S, s * scale) for n, s in plan.items()}, lesson_s * scale, pytest_s * scale
+
+
+def copy_capped(src: Path, dst: Path, tmp: Path, max_bytes: int = OUT_FILE_MAX_BYTES) -> bool:
+    """Copy ``src`` to ``dst`` through ``tmp`` and an atomic rename; a file over ``max_bytes``
+    keeps its first tenth and its last part, with a line saying how much was left out between.
+    False when ``src`` does not exist."""
+    try:
+        size = src.stat().st_size
+    except FileNotFoundError:
+        return False
+    with open(src, "rb") as f, open(tmp, "wb") as g:
+        if size <= max_bytes:
+            shutil.copyfileobj(f, g)
+        else:
+            head = max_bytes // 10
+            tail = max_bytes - head - 200
+            g.write(f.read(head))
+            g.write(f"\n[... {size - head - tail} bytes left out of this copy ...]\n".encode())
+            f.seek(size - tail)
+            g.write(f.read(tail))
+    os.replace(tmp, dst)
+    return True
+
+
+def lesson_order(lessons) -> list:
+    """Lessons in start order: those of ``LESSON_PRIORITY`` in its order, then the rest as given."""
+    rank = {n: i for i, n in enumerate(LESSON_PRIORITY)}
+    return sorted(lessons, key=lambda p: (rank.get(Path(p).stem[:2], len(rank)),))
+
+
+def pick_lesson(pending: list, seconds_left: float, share_of, min_s: float = 10.0):
+    """The next lesson to start: the first of ``pending`` whose share fits in ``seconds_left``;
+    when none fits, the first one (it runs with what is left); None under ``min_s`` left."""
+    if not pending or seconds_left < min_s:
+        return None
+    return next((p for p in pending if share_of(p) <= seconds_left), pending[0])
 
 
 def shortest_window_s(floor_s: float, counter_period_ms) -> tuple:
@@ -538,17 +718,23 @@ def gpu_test_files() -> list:
                   if mark.search(p.read_text(encoding="utf-8", errors="replace")))
 
 
-def unpack(bundle_path, into, allow_dry_run: bool = False) -> int:
-    """Write each record of a bundle as ``<gpu-slug>_<date>_<experiment>.json`` in ``into``,
-    after checking it against the reference schema. Dry-run records are refused unless allowed."""
+def unpack(bundle_paths, into, allow_dry_run: bool = False) -> int:
+    """Write each record of one or more bundles as ``<gpu-slug>_<date>_<experiment>.json`` in
+    ``into``, after checking it against the reference schema (``merge_bundles``: a later bundle's
+    records over an earlier one's). Dry-run records are refused unless allowed."""
     from greenlab.course import reference
 
-    bundle = _read_json(Path(bundle_path))
-    if not bundle or bundle.get("bundle_version") != BUNDLE_VERSION or not isinstance(bundle.get("records"), list):
-        print(f"error: {bundle_path} is not a gpu_suite bundle (version {BUNDLE_VERSION})", file=sys.stderr)
-        return 2
+    paths = [bundle_paths] if isinstance(bundle_paths, (str, Path)) else list(bundle_paths)
+    bundles = []
+    for bundle_path in paths:
+        bundle = _read_json(Path(bundle_path))
+        if not bundle or bundle.get("bundle_version") != BUNDLE_VERSION or not isinstance(bundle.get("records"), list):
+            print(f"error: {bundle_path} is not a gpu_suite bundle (version {BUNDLE_VERSION})", file=sys.stderr)
+            return 2
+        bundles.append(bundle)
+    bundle_path = ", ".join(str(p) for p in paths)
     folder = Path(into)
-    records = bundle["records"]
+    records = merge_bundles(bundles)
     dry = [r.get("experiment") for r in records if r.get("gpu") == DRY_RUN_GPU]
     if dry and not allow_dry_run:
         print(f"error: {bundle_path} holds dry-run records ({DRY_RUN_MARK}); they are not references. "
@@ -571,6 +757,43 @@ def unpack(bundle_path, into, allow_dry_run: bool = False) -> int:
         reference.load_file(path)
         print(f"wrote {path}")
     return 0
+
+
+def merge_bundles(bundles: list) -> list:
+    """The records of ``bundles`` (a first call's, then a fallback's), a later record replacing an
+    earlier one of the same experiment, except: where the later run ran only stages of an
+    experiment (``MERGED_INTO``; its summary says the experiment itself was "not selected"), the
+    earlier record keeps its other rows and the stages' rows are replaced; the summary keeps
+    every row, a later one replacing the earlier of the same label (rows "not selected" never do)."""
+    merged: dict = {}
+    for bundle in bundles:
+        summary = next((r for r in bundle["records"] if r.get("experiment") == SUMMARY), None)
+        status = {str(r.get("label")): str(r.get("status", "")) for r in (summary or {}).get("results") or []}
+        for record in bundle["records"]:
+            name = record.get("experiment")
+            old = merged.get(name)
+            if old is None:
+                merged[name] = record
+            elif name == SUMMARY:
+                rows = {str(r.get("label")): r for r in old.get("results") or []}
+                for row in record.get("results") or []:
+                    if not str(row.get("status", "")).startswith("not selected"):
+                        rows[str(row.get("label"))] = row
+                merged[name] = {**record, "results": list(rows.values())}
+            elif status.get(name, "").startswith("not selected"):
+                rerun = {s for s, t in MERGED_INTO.items() if t == name and s in status
+                         and not status[s].startswith("not selected")}
+                kept = [r for r in old.get("results") or []
+                        if r.get("stage") not in rerun and r.get("label") not in rerun]
+                merged[name] = {**old, "results": kept + list(record.get("results") or []),
+                                "units": {**(old.get("units") or {}), **(record.get("units") or {})},
+                                "notes": (old.get("notes") or "") + f" Rows of {', '.join(sorted(rerun))} from a "
+                                f"later run ({record.get('date')}, {record.get('command')})."}
+                if not merged[name]["units"]:
+                    del merged[name]["units"]
+            else:
+                merged[name] = record
+    return list(merged.values())
 
 
 def preflight() -> dict:
@@ -603,17 +826,21 @@ def judge(value, op: str, threshold: float) -> str:
 def _parse_args(argv):
     p = argparse.ArgumentParser(prog="gpu_suite.py",
                                 description="Every GPU check, reference recording and lesson run, in one call.")
-    p.add_argument("--out", help="folder for gpu_suite_records.json and gpu_suite_log.txt (created)")
+    p.add_argument("--out", help=f"folder for {', '.join(OUT_FILES)} and nothing else (created)")
+    p.add_argument("--work", default="", help="the run's own folder (parts, cache, the files before they are "
+                   "copied to --out); default: a fresh one in the system's temp dir, removed at the end")
     p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
                    help=f"total wall-time budget in seconds (default {DEFAULT_BUDGET_S:g})")
-    p.add_argument("--only", default="", help=f"comma-separated experiments: {', '.join(EXPERIMENTS)}")
+    p.add_argument("--only", default="", help=f"comma-separated experiments, or none: {', '.join(EXPERIMENTS)}")
+    p.add_argument("--skip-pytest", action="store_true", help="do not run the gpu-marked tests")
     p.add_argument("--lessons", default="", help="instructor lessons to run headless: all, none or "
                    "numbers such as 00,03 (default: all; the dry run: 03)")
     p.add_argument("--lesson-jobs", type=int, default=None,
                    help=f"lessons run at the same time (default {LESSON_JOBS} on the GPU, 1 in the dry run)")
     p.add_argument("--dry-run", action="store_true",
                    help="run everything on the CPU with tiny sizes (not a reference)")
-    p.add_argument("--unpack", help="a gpu_suite_records.json to write out as reference-run files")
+    p.add_argument("--unpack", nargs="+", metavar="RECORDS", help="gpu_suite_records.json files to write "
+                   "out as reference-run files (a fallback's after its first call's: its records replace theirs)")
     p.add_argument("--into", default=str(REPO_ROOT / "data" / "reference_runs"),
                    help="folder for --unpack (default data/reference_runs)")
     p.add_argument("--allow-dry-run", action="store_true", help="let --unpack write dry-run records")
@@ -640,7 +867,8 @@ def _parse_args(argv):
     if not args.out:
         p.error("--out is required (a folder for the records and the log)")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
-    unknown = [s for s in only if s not in EXPERIMENTS]
+    # "none": no experiment (lessons and pytest only)
+    unknown = [] if only == ["none"] else [s for s in only if s not in EXPERIMENTS]
     if unknown:
         p.error(f"unknown experiment(s) {unknown}; allowed: {', '.join(EXPERIMENTS)}")
     args.only = set(only)

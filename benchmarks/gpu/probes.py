@@ -11,17 +11,25 @@ from benchmarks.gpu.records import percentile
 
 
 def counter_vs_power(read_counter, read_power, seconds: float, interval_s: float = 0.005,
-                     clock=time.perf_counter, sleep=time.sleep) -> dict:
+                     clock=time.perf_counter, sleep=time.sleep, align: bool = False,
+                     tick_poll_s: float = 0.0002, tick_timeout_s: float = 0.5) -> dict:
     """Compare an energy counter (joules) with power samples (watts) integrated over ``seconds``.
 
     Returns counter joules, integrated joules (trapezoid rule), their difference in percent of
-    the integrated value, the number of power samples and the mean power.
+    the integrated value, the number of power samples and the mean power. With ``align`` both
+    edges are on counter ticks: the window starts when the counter's value changes (polled every
+    ``tick_poll_s``) and, after ``seconds``, ends at its next change, with a power sample at each
+    edge, so the counter's update period does not quantise the comparison (``edges_on_ticks``
+    says whether both ticks came within ``tick_timeout_s``).
     """
     from greenlab.energy import trapezoid_joules
 
     if not seconds > 0 or not interval_s > 0:
         raise ValueError(f"seconds and interval_s must be > 0, got {seconds!r}, {interval_s!r}")
+    aligned = None
     c0 = read_counter()
+    if align:
+        c0, aligned = _next_tick(read_counter, c0, clock, sleep, tick_poll_s, tick_timeout_s)
     t0 = clock()
     times, watts, missed = [], [], 0
     now = 0.0
@@ -37,7 +45,19 @@ def counter_vs_power(read_counter, read_power, seconds: float, interval_s: float
         sleep(interval_s)
         now = clock() - t0
     c1 = read_counter()
+    if align:
+        c1, end_aligned = _next_tick(read_counter, c1, clock, sleep, tick_poll_s, tick_timeout_s)
+        aligned = aligned and end_aligned
+        now = clock() - t0
+        value = read_power()
+        if value is None:
+            missed += 1
+        elif not times or now > times[-1]:
+            times.append(now)
+            watts.append(value)
     out = {"seconds": now, "power_samples": len(watts), "power_reads_missed": missed}
+    if align:
+        out["edges_on_ticks"] = bool(aligned)
     if c0 is None or c1 is None or len(watts) < 2:
         why = "the energy counter gave no value" if (c0 is None or c1 is None) else "fewer than 2 power readings"
         return {**out, "counter_joules": None, "integrated_joules": None, "difference_pct": None,
@@ -48,6 +68,60 @@ def counter_vs_power(read_counter, read_power, seconds: float, interval_s: float
     span = times[-1] - times[0]
     return {**out, "counter_joules": counter, "integrated_joules": integrated, "difference_pct": diff,
             "mean_watts": integrated / span if span > 0 else None}
+
+
+def _next_tick(read_counter, last, clock, sleep, poll_s: float, timeout_s: float) -> tuple:
+    """(the counter's first value other than ``last``, True), or (its value, False) after ``timeout_s``."""
+    end = clock() + timeout_s
+    while clock() < end:
+        sleep(poll_s)
+        value = read_counter()
+        if value != last:
+            return value, True
+    return read_counter(), False
+
+
+def counter_vs_power_windows(read_counter, read_power, seconds: float, windows: int, interval_s: float = 0.005,
+                             read_temperature=None, clock=time.perf_counter, sleep=time.sleep) -> dict:
+    """``windows`` counter-vs-power windows of ``seconds`` each, edges on counter ticks
+    (``counter_vs_power(align=True)``): the median difference, its spread (max - min, percentage
+    points), each window's difference, mean power and temperature at its end (``read_temperature``,
+    an NVML query, when given)."""
+    if not isinstance(windows, int) or windows < 1:
+        raise ValueError(f"windows must be a positive integer, got {windows!r}")
+    each = []
+    for _ in range(windows):
+        r = counter_vs_power(read_counter, read_power, seconds, interval_s, clock=clock, sleep=sleep, align=True)
+        if read_temperature is not None:
+            try:
+                r["temperature_c"] = read_temperature()
+            except Exception:
+                r["temperature_c"] = None
+        each.append(r)
+    diffs = [r["difference_pct"] for r in each if r.get("difference_pct") is not None]
+    out = {"windows": windows, "window_seconds": seconds, "windows_measured": len(diffs),
+           "edges_on_ticks": all(r.get("edges_on_ticks") for r in each),
+           "power_samples": sum(r["power_samples"] for r in each),
+           "power_reads_missed": sum(r["power_reads_missed"] for r in each),
+           "difference_pct": statistics.median(diffs) if diffs else None,
+           "difference_pct_min": min(diffs) if diffs else None,
+           "difference_pct_max": max(diffs) if diffs else None,
+           "difference_spread_pct": (max(diffs) - min(diffs)) if diffs else None,
+           "difference_pct_each": ",".join(f"{d:.3f}" for d in diffs),
+           "mean_watts": _median_of(r.get("mean_watts") for r in each),
+           "counter_joules": sum(r["counter_joules"] for r in each if r.get("counter_joules") is not None),
+           "integrated_joules": sum(r["integrated_joules"] for r in each if r.get("integrated_joules") is not None)}
+    temps = [r.get("temperature_c") for r in each]
+    if any(t is not None for t in temps):
+        out["window_end_temperature_c"] = ",".join(str(t) for t in temps)
+    if not diffs:
+        out["status"] = next((r["status"] for r in each if r.get("status")), "not measured")
+    return out
+
+
+def _median_of(values):
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
 
 
 def counter_update_period(read_counter, seconds: float, clock=time.perf_counter) -> dict:

@@ -22,7 +22,7 @@ def worker_main(args) -> int:
 
     die_with_parent()  # the orchestrator's death ends this worker (and, through it, torchrun's)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # unwinds: run_ddp then ends its torchrun group
-    if args.cache:  # temporary files (DDP's dataset copy, torchrun's logs, checkpoints) under --out
+    if args.cache:  # temporary files (DDP's dataset copy, torchrun's logs, checkpoints) in the work folder
         tmp = Path(args.cache) / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         tempfile.tempdir = os.environ["TMPDIR"] = str(tmp)  # this process's and its children's

@@ -9,7 +9,9 @@ import time
 
 from benchmarks.gpu.context import Context, StepLoop, _cnn_fn
 from benchmarks.gpu.probes import (
-    SteadyLoad, _nvml_handle, counter_update_period, counter_vs_power, paired_overhead)
+    SteadyLoad, _nvml_handle, counter_update_period, counter_vs_power_windows, paired_overhead)
+
+IDLE_DIVERGENCE_PCT = 3.0  # idle windows whose median difference passes this are flagged (judged under load)
 
 
 def exp_measurement_core(ctx: Context) -> None:
@@ -37,27 +39,49 @@ def exp_measurement_core(ctx: Context) -> None:
         why = f"NVML handle failed: {type(exc).__name__}: {exc}"[:300]
     if handle is None:
         ctx.row({"label": "counter vs instant power", "status": f"not measured: {why}"})
+        ctx.row({"label": "counter vs instant power, idle", "status": f"not measured: {why}"})
         ctx.row({"label": "counter update period", "status": f"not measured: {why}"})
     else:
         instant = _safe(lambda: lib.instant_power_watts(handle)) is not None
         read_power = (lambda: _safe(lambda: lib.instant_power_watts(handle))) if instant \
             else (lambda: _safe(lambda: lib.power_watts(handle)))
+        counter = lambda: _safe(lambda: lib.energy_joules(handle))  # noqa: E731
+        m = lib.module
+        temperature = lambda: m.nvmlDeviceGetTemperature(handle, m.NVML_TEMPERATURE_GPU)  # noqa: E731
+        reading = ("NVML_FI_DEV_POWER_INSTANT" if instant
+                   else "nvmlDeviceGetPowerUsage (1 s average on Ampere+ other than A100)")
         with SteadyLoad(ctx.torch, ctx.device, z.matmul_n):
             time.sleep(1.0)  # clocks and power settle
-            counter = lambda: _safe(lambda: lib.energy_joules(handle))  # noqa: E731
-            check = counter_vs_power(counter, read_power, z.steady_load_s, z.power_interval_s)
+            check = counter_vs_power_windows(counter, read_power, z.steady_load_s, z.power_windows,
+                                             z.power_interval_s, read_temperature=temperature)
             try:
                 period = counter_update_period(lambda: lib.energy_joules(handle), z.poll_s)
             except Exception as exc:
                 period = {"status": f"not measured: {type(exc).__name__}: {exc}"[:300]}
-        ctx.row({"label": "counter vs instant power", **check,
-                 "power_reading": "NVML_FI_DEV_POWER_INSTANT" if instant
-                 else "nvmlDeviceGetPowerUsage (1 s average on Ampere+ other than A100)"})
+        ctx.row({"label": "counter vs instant power", "load": "steady", **check, "power_reading": reading})
+        time.sleep(1.0)  # power falls back after the load
+        idle_check = counter_vs_power_windows(counter, read_power, z.steady_load_s, z.power_windows,
+                                              z.power_interval_s, read_temperature=temperature)
+        idle_diff = idle_check.get("difference_pct")
+        diverges = idle_diff is not None and abs(idle_diff) > IDLE_DIVERGENCE_PCT
+        ctx.row({"label": "counter vs instant power, idle", "load": "idle", **idle_check, "power_reading": reading,
+                 "idle_divergence": diverges})
         ctx.row({"label": "counter update period", **period})
         if check.get("difference_pct") is not None:
             ctx.measured["counter_vs_power_pct"] = abs(check["difference_pct"])
-        ctx.note(f"Steady load: repeated bf16 {z.matmul_n}x{z.matmul_n} matrix products in a background "
-                 f"thread; power sampled every {z.power_interval_s * 1000:g} ms, trapezoid rule.")
+            ctx.measured["counter_vs_power_spread_pct"] = check["difference_spread_pct"]
+        if diverges:
+            ctx.note(f"Idle divergence: at idle ({_fmt(idle_check.get('mean_watts'))} W) the counter and the "
+                     f"integrated power differ by a median {idle_diff:+.2f} % over {idle_check['windows_measured']} "
+                     f"windows (more than {IDLE_DIVERGENCE_PCT:g} %); the target is judged under load "
+                     f"({_fmt(check.get('difference_pct'), '+.2f')} %).")
+        ctx.note(f"Counter against power: {z.power_windows} windows of {z.steady_load_s:g} s under a steady load "
+                 "(repeated bf16 "
+                 f"{z.matmul_n}x{z.matmul_n} matrix products in a background thread), then {z.power_windows} at "
+                 "idle; each window starts and ends on a tick of the energy counter; power sampled every "
+                 f"{z.power_interval_s * 1000:g} ms, trapezoid rule; difference_pct is the median over the "
+                 "windows, difference_spread_pct their max - min (percentage points), window_end_temperature_c "
+                 "each window's GPU temperature (NVML query).")
     overhead = monitor_overhead(ctx)
     ctx.row({"label": "PowerMonitor overhead (10 Hz)", **overhead})
     if overhead.get("overhead_pct_median") is not None:
@@ -100,6 +124,10 @@ def monitor_overhead(ctx: Context) -> dict:
     result.update({"steps_per_run": n, "batch_size": z.loader_batch, "precision": precision,
                    "monitor_hz_achieved_median": statistics.median(rates) if rates else None})
     return result
+
+
+def _fmt(value, spec: str = ".0f") -> str:
+    return "unknown" if value is None else format(value, spec)
 
 
 def _safe(read):

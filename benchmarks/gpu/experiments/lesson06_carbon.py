@@ -14,11 +14,14 @@ def exp_carbon(ctx: Context) -> None:
     ds = ctx.dataset("fashion-mnist", *z.fmnist)
     precision = "bf16" if ctx.device == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     loop = StepLoop(ctx, _cnn_fn(ctx)(), ds, z.cnn_batch, precision)
-    steps, _ = ctx.calibrate(loop.run)
+    steps, per_step = ctx.calibrate(loop.run)
+    ctx.warm_first(loop.run, per_step)
     w = ctx.window("carbon", lambda: loop.run(steps))
     joules = w["joules"]
     ctx.row({"label": "training window", "precision": precision, "steps": steps,
              "window_seconds": w["seconds"], "window_ok": w["window_ok"], "joules": joules,
+             "window_start_temperature_c": w.get("start_temperature_c"),
+             "window_end_temperature_c": w.get("end_temperature_c"),
              **ctx.per_sample(w, steps * loop.samples_per_step),
              "energy_source": ctx.energy_source if ctx.energy_ok else "not measured"})
     samples = steps * loop.samples_per_step

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from benchmarks.gpu.context import Context, _cnn_fn, _inference_row, _model_text
+from benchmarks.gpu.context import Context, _cnn_fn, _model_text, inference_rows
 from benchmarks.gpu.records import _ratio
 
 
@@ -24,10 +24,9 @@ def exp_compression(ctx: Context) -> None:
     variants["unstructured 50%"] = compress.prune_unstructured(copy.deepcopy(dense), 0.5)
     variants["channels 50%"] = compress.prune_channels(copy.deepcopy(dense).cpu(), 0.5).to(ctx.device).eval()
     base = None
-    for label, net in variants.items():
-        if not ctx.enough_for(ctx.min_window_s * 1.5 + 1):
-            break
-        row = _inference_row(ctx, label, net, x, "fp32")
+    rows = inference_rows(ctx, [(label, net, x) for label, net in variants.items()], "fp32")  # A B C A B C
+    for row in rows:
+        net = variants[row["label"]]
         row.update({"params": count_params(net), "sparsity": compress.sparsity(net),
                     "model_size_mib": compress.model_size_bytes(net) / 2**20})
         base = base or row
@@ -37,4 +36,5 @@ def exp_compression(ctx: Context) -> None:
              "quantisation has CPU kernels only (GPU int8 goes through other tools)"})
     ctx.note(f"Reference CNN ({_model_text(_cnn_fn(ctx))}), fp32 inference (PyTorch defaults), batch "
              f"{z.infer_batch}; gl.compress.prune_unstructured (zeros kept in dense tensors) and "
-             "prune_channels (a smaller dense model).")
+             "prune_channels (a smaller dense model). Windows interleaved across the variants (A B C A B C), "
+             "medians with min/max.")

@@ -45,5 +45,5 @@ def exp_operations(ctx: Context) -> None:
     ctx.note("Idle: greenlab.energy.measure_idle over the device's sources while the process sleeps. Checkpoint "
              "writes: gl.preemption.checkpoint_write_cost (save_checkpoint: atomic, fsync'd, checksummed) of the "
              "reference CNN and its SGD momentum, copied from the GPU to the host on each write, into a temporary "
-             f"folder under --out ({Path(tempfile.gettempdir()).name}/ in the suite's cache, on --out's file "
-             "system); joules are the GPU's (it idles during the write), cpu_joules the host's.")
+             f"folder in the suite's work folder ({Path(tempfile.gettempdir()).name}/ in its cache, on that "
+             "folder's file system); joules are the GPU's (it idles during the write), cpu_joules the host's.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.gpu.context import Context, _inference_row
+from benchmarks.gpu.context import Context, inference_rows
 
 LESSON_CNN = {"depth": 2, "width": 16}  # the lesson's model in full mode (gl.budget's full width)
 
@@ -14,13 +14,13 @@ def exp_beyond_the_data_centre(ctx: Context) -> None:
 
     torch = ctx.torch
     net = models.build("cnn", in_channels=1, **LESSON_CNN).to(ctx.device).eval()
-    for batch in (ctx.sizes.infer_batch, 1):
-        if not ctx.enough_for(ctx.min_window_s * 1.5 + 1):
-            break
-        x = torch.randn((batch, 1, 28, 28), device=ctx.device)
-        row = _inference_row(ctx, f"lesson CNN fp32, batch {batch}", net, x, "fp32")
+    batches = (ctx.sizes.infer_batch, 1)
+    items = [(f"lesson CNN fp32, batch {batch}", net, torch.randn((batch, 1, 28, 28), device=ctx.device))
+             for batch in batches]
+    for batch, row in zip(batches, inference_rows(ctx, items, "fp32")):  # A B A B: drift falls on both
         row["batch_size"] = batch
         ctx.row(row)
     ctx.note(f"The lesson's CNN ({LESSON_CNN}), fp32 inference (PyTorch defaults) on the GPU: joules per "
-             "image from NVML over one window per row (GPU only: the host, network and facility are not "
-             "counted). The lesson adds the network's share from a cited kWh/GB figure.")
+             "image from NVML over windows interleaved between the two rows (A B A B), medians (GPU only: "
+             "the host, network and facility are not counted). The lesson adds the network's share from a "
+             "cited kWh/GB figure.")
