@@ -732,7 +732,7 @@ def _use_text_display(tree: ast.Module) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m greenlab.course build|check|new|run``; returns the exit code."""
+    """``python -m greenlab.course build|check|new|run|results``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m greenlab.course",
                                      description="Build and check the lesson notebooks.")
     parser.add_argument("--lessons", default=None, help="lessons folder (default: lessons/ beside the package)")
@@ -747,9 +747,15 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="execute lessons' code cells in order, headless (no Jupyter needed)")
     run.add_argument("notebooks", nargs="+", help="notebook files, e.g. lessons/instructor/00_measuring_energy.ipynb")
     run.add_argument("--full", action="store_true", help="full mode (default: quick mode, GREENLAB_QUICK=1)")
+    from greenlab.course import results as course_results  # lazy: only the results command needs it
+
+    course_results.add_arguments(sub.add_parser("results", help="run every lesson's headline headless and write "
+                                                "one table (markdown, CSV, JSON)"))
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run_command(args.notebooks, quick=not args.full)
+    if args.command == "results":
+        return course_results.run_from_args(args)
     root = lessons_dir(args.lessons)
     try:
         if args.command == "build":
