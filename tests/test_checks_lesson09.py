@@ -85,7 +85,7 @@ def test_quick_green_recipe_reaches_its_target():
 
     green = recipes.green_recipe(device="cpu", quick=True)
     model_fn, config, spec = green
-    config = dataclasses.replace(config, lr=green.lr_candidates()[2])  # a rate inside its search grid
+    config = dataclasses.replace(config, lr=green.lr_candidates()[3])  # a rate inside its search grid
     ds = gl.data.load(**spec, verbose=False)
     gl.config.seed_everything(config.seed)
     run = gl.train(model_fn(), ds, config, device="cpu", log=False, save=False)

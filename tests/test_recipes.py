@@ -24,7 +24,7 @@ def test_recipes_share_seed_passes_and_data_and_the_naive_one_is_the_tutorials()
             4, 0.001, 0.9, "sgd", "fp32", "dataloader")
         assert cfg.eval_every_samples is None and not cfg.stop_at_target  # scored once per pass, no stop
         assert green.config.stop_at_target and green.config.lr_schedule == "warmup-linear"
-        assert naive.lr_candidates() == (0.001, 0.003, 0.01, 0.03)
+        assert naive.lr_candidates() == (0.000333, 0.001, 0.003, 0.01, 0.03)
         assert len(green.lr_candidates()) == len(naive.lr_candidates())  # the same search budget
 
 

@@ -71,10 +71,11 @@ EPOCHS, CPU_EPOCHS, QUICK_EPOCHS = 6, 6, 5
 GREEN_BATCH, CPU_GREEN_BATCH, QUICK_GREEN_BATCH = 256, 64, 32
 GREEN_WARMUP_STEPS, CPU_GREEN_WARMUP_STEPS, QUICK_GREEN_WARMUP_STEPS = 20, 5, 3
 EVAL_EVERY_SAMPLES, CPU_EVAL_EVERY_SAMPLES, QUICK_EVAL_EVERY_SAMPLES = 10240, 1024, 256
-# The learning-rate search every recipe gets: four candidates over a factor of 30 from the recipe's
-# own starting rate (x1, x3, x10, x30), each trained on the same number of samples at most, judged by
-# validation accuracy. The green recipe's trials stop at the target, as the green recipe does.
-LR_FACTORS = (1.0, 3.0, 10.0, 30.0)
+# The learning-rate search every recipe gets: five candidates from a third of the recipe's own
+# starting rate to 30 times it (x1/3, x1, x3, x10, x30), so that neither recipe's choice sits at an end
+# of its grid, each trained on the same number of samples at most, judged by validation accuracy. The
+# green recipe's trials stop at the target, as the green recipe does.
+LR_FACTORS = (1 / 3, 1.0, 3.0, 10.0, 30.0)
 LR_CANDIDATES = (0.01, 0.03, 0.1)
 GREEN_LR = 0.01
 TUNING_SAMPLES, CPU_TUNING_SAMPLES, QUICK_TUNING_SAMPLES = 60000, 8192, 2048
