@@ -37,7 +37,8 @@ def capstone(settings, size: str | None, repeats: int) -> None:
     cmp = recipes.compare_ends(naive, green, ds, repeats=repeats, warmup=0)
     search = {n: t.joules for n, t in tuning.items()}
     print(recipes.bill_table(cmp, search))
-    print(f"lesson 09 ({size}, {green.config.precision}):", recipes.compare_bills(cmp, "naive", "green", search).sentence())
+    verdict = recipes.compare_bills(cmp, "naive", "green", search)
+    print(f"lesson 09 ({size}, {green.config.precision}):", verdict.sentence())
 
 
 def language_model(settings, repeats: int) -> None:

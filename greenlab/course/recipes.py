@@ -10,24 +10,28 @@ same runs.
   "Training a Classifier" (pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.html, CIFAR-10):
   its LeNet-style network, SGD with momentum 0.9 at lr 0.001, batches of 4 from a ``DataLoader``,
   a fixed number of passes, fp32, scored once per pass. Scaled to the lesson's data: one input
-  channel and 28x28 images, and enough passes to reach the target (the tutorial's 2 passes over
-  50,000 images are 25,000 steps; quick mode's 1024 images need more passes for as many steps).
+  channel and 28x28 images, and the passes it needs to reach the target in every repeat.
 - :func:`green_recipe` is built from the course: a larger batch with its own tuned rate and a
-  warm-up (04), the course's reference CNN with batch normalisation (which trains at that batch
-  and rate where the tutorial network does not), device-resident data (08), a one-cycle schedule (04), a stop at the
-  validation target checked every few hundred samples (08, 09), bf16 only where
-  ``gl.hardware.precision_support`` says it is native (02), channels-last only on CUDA.
+  warm-up (04), a network with less work per image that reaches the target (05: the reference CNN
+  with batch normalisation in full mode, SMALL_MLP on a CPU), device-resident data (08), a one-cycle
+  schedule (04), a stop at the validation target checked every few hundred samples (08, 09), bf16 on
+  the full-size network where ``gl.hardware.precision_support`` says it is native (02), channels-last
+  only on CUDA.
 
-Both recipes share the seed, the data and the epoch budget (the green one stops at the target
-well before it). ``tune_lr`` gives each recipe the same learning-rate search (the same number of
-candidates, the same samples each at most, judged on the validation split), and
-``one_change_at_a_time`` builds the ladder from one recipe to the other, one change per row;
-``compare_ends`` runs the headline (naive against green, paired repeats) and ``compare_ladder``
-the rows, reusing the headline's runs for the ladder's two ends.
+Three sizes (SIZES, :func:`capstone_size`): "full" (a CUDA GPU, what the suite records), "cpu" (a
+learner's CPU: ``gl.budget(cpu=...)``) and "quick" (CI and ``GREENLAB_QUICK=1``). Both recipes share
+the seed, the data and the epoch budget (the green one stops at the target well before it).
+``tune_lr`` gives each recipe the same learning-rate search (the same candidates around its own rate,
+the same samples each at most, judged on the validation split), and ``one_change_at_a_time`` builds
+the ladder from one recipe to the other, one change per row; ``compare_ends`` runs the headline
+(naive against green, paired repeats) and ``compare_ladder`` the rows, reusing the headline's runs for
+the ladder's two ends. ``compare_bills`` states the honest bill: the energy to a model that reaches
+the validation target, the search included, only for a recipe that reached it in every repeat.
 
 Lesson 10's language-model recipes go through the same ladder: :func:`naive_lm_recipe` (the
 defaults of a public GPT tutorial) and :func:`green_lm_recipe` (the course's changes), both with
-``LMConfig``s, compared to one validation loss (LM_LADDER).
+``LMConfig``s, compared to one validation loss (LM_LADDER); the green one searches its rate by
+successive halving (:func:`halving_lm_lr`).
 
     from greenlab import recipes
     model_fn, cfg, spec = recipes.green_recipe(quick=True)
@@ -660,8 +664,8 @@ def halving_lm_lr(model_fn, corpus, config, rates, first_share: float = 0.1, kee
     """The green recipe's learning-rate search for a language model (lesson 10): successive halving
     (Jamieson & Talwalkar, AISTATS 2016; the rung of Li et al.'s Hyperband, JMLR 2018) over the same
     ``rates`` and the same most steps per trial as ``gl.lm.tune_lr``. Rung 1 trains every rate for
-    ``first_share`` of ``config.steps`` (its schedule compressed to them) and scores each by its validation loss there (on the
-    config's evaluation batches); rung 2 runs the ``keep`` best again from the start through
+    ``first_share`` of ``config.steps`` (its schedule compressed to them) and scores each by its
+    validation loss there (on the config's evaluation batches); rung 2 runs the ``keep`` best again from the start through
     ``gl.lm.tune_lr`` with ``config`` as it is (its stop at the target included). Returns (best
     rate, {rate: the rung-2 LMRun, or the rung-1 one for a rate dropped there, or None where it
     diverged}, joules of both rungs, {rate: "rung 1" or "rung 2"})."""
