@@ -256,3 +256,8 @@ def test_halving_keeps_the_best_rates_of_a_short_rung_and_counts_both_rungs(monk
     assert [where[r] for r in rates] == ["rung 1", "rung 1", "rung 2", "rung 2", "rung 1"]
     with pytest.raises(ValueError, match="keep"):
         recipes.halving_lm_lr(None, None, green.config, rates, keep=9)
+
+
+def test_a_bill_verdict_names_every_recipe_without_an_energy_to_the_target():
+    cmp = _fake_comparison({"naive": [10.0, None, 12.0], "green": [None, 2.2, 1.9]})
+    assert "naive and green have no energy to the target" in recipes.compare_bills(cmp, "naive", "green").sentence()

@@ -439,8 +439,9 @@ class BillVerdict:
         reach = (f"{b.name} reached the target in {b.reached} of {b.repeats} repeats, "
                  f"{v.name} in {v.reached} of {v.repeats}")
         if self.factor is None:
-            missing = " and ".join(x.name for x in (b, v) if not x.complete)
-            return f"{reach}: {missing} has no energy to the target, so there is no factor"
+            missing = [x.name for x in (b, v) if not x.complete]
+            verb = "have" if len(missing) > 1 else "has"
+            return f"{reach}: {' and '.join(missing)} {verb} no energy to the target, so there is no factor"
         f = self.factor
         if f.low is None:
             return (f"{reach}; {b.name} / {v.name}: {f.estimate:.3g}x over {f.n} paired repeat(s), too few "
