@@ -29,7 +29,7 @@ EXTRAS := $(if $(wildcard /opt/rocm),$(comma)amd,)
 MAKE_EXTRAS := lab,lowbit,scheduling,grading,test
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=300
 
-.PHONY: lab my-lessons test unit lessons notebooks check-notebooks site benchmarks gpu-check clean
+.PHONY: lab my-lessons test unit lessons notebooks check-notebooks site results benchmarks gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "greenlab: installing into $(VENV): PyTorch, JupyterLab and the test tools (several GB the first time,"
@@ -72,6 +72,13 @@ check-notebooks: $(STAMP)
 ## make site: the course as a website (every learner copy, an index, Colab/Binder links), offline
 site: $(STAMP)
 	$(PY) -m greenlab.course.website --out artifacts/site
+
+## make results: every lesson headless in the mode this machine gives a learner, each lesson's headline
+## (factor, interval, repeats, energy source, load) in one table: results/course/results.{md,csv,json}
+## (RESULTS_ARGS="--quick" for CI's sizes; name notebooks to run only those)
+RESULTS_ARGS ?=
+results: $(STAMP)
+	OMP_WAIT_POLICY=$(OMP_WAIT_POLICY) MPLBACKEND=Agg TORCHINDUCTOR_CACHE_DIR=$(INDUCTOR_CACHE) $(PY) -m greenlab.course results $(RESULTS_ARGS)
 
 benchmarks: $(STAMP)
 	$(PY) benchmarks/monitor_overhead.py

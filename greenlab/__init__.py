@@ -66,6 +66,7 @@ from greenlab.training import optimizers  # noqa: E402  gl.optimizers: fp32 or 8
 # gl.sharding_run: DDP against FSDP, measured in 2 processes
 from greenlab.techniques.lm import sharding_run  # noqa: E402
 from greenlab.course.leaderboard import Leaderboard, LeaderboardError  # noqa: E402
+from greenlab.course.headline import headline  # noqa: E402  gl.headline: a lesson's verdict as a record for the results table
 # lesson 13: scheduling, tuning, asynchronous training
 from greenlab.techniques import cluster, hogwild, tuning  # noqa: E402
 

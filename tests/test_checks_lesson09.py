@@ -66,7 +66,7 @@ def test_quick_recipes_are_small_and_share_the_target():
     for model_fn, config, spec in (naive, green):
         assert config.target_accuracy == recipes.CAPSTONE_QUICK_TARGET_ACCURACY
         assert spec == recipes.QUICK_DATA
-    assert naive.model_fn is recipes.tutorial_cnn and green.model_fn is recipes.quick_cnn
+    assert naive.model_fn is recipes.tutorial_cnn and green.model_fn is recipes.small_mlp
     assert (naive.config.batch_size, naive.config.lr, naive.config.momentum) == (4, 0.001, 0.9)  # the tutorial's
     assert green[1].batch_size > naive[1].batch_size and green[1].stop_at_target
     assert not naive[1].stop_at_target and naive[1].loader == "dataloader"
@@ -81,7 +81,11 @@ def test_quick_green_recipe_reaches_its_target():
     import greenlab as gl
     from greenlab.course import recipes
 
-    model_fn, config, spec = recipes.green_recipe(device="cpu", quick=True)
+    import dataclasses
+
+    green = recipes.green_recipe(device="cpu", quick=True)
+    model_fn, config, spec = green
+    config = dataclasses.replace(config, lr=green.lr_candidates()[3])  # a rate inside its search grid
     ds = gl.data.load(**spec, verbose=False)
     gl.config.seed_everything(config.seed)
     run = gl.train(model_fn(), ds, config, device="cpu", log=False, save=False)

@@ -147,6 +147,30 @@ def test_budget_picks_by_mode_and_validates(monkeypatch):
         config.budget(full=-1, quick=1)
 
 
+def test_budget_gives_a_learners_cpu_its_own_size_but_not_asked_for_quick_mode(monkeypatch):
+    monkeypatch.setattr(config, "_current", None)  # restored after the test
+    monkeypatch.delenv("GREENLAB_QUICK", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(config, "_choose_device", lambda requested: "cpu")
+    config.setup(verbose=False)  # quick because there is no CUDA GPU
+    assert config.is_quick() and not config.quick_asked()
+    assert config.budget(full=60000, quick=2000, cpu=8000) == 8000
+    assert config.budget(full=60000, quick=2000) == 2000  # no cpu size: the quick one
+    for asked in ({"GREENLAB_QUICK": "1"}, {"CI": "true"}):
+        with monkeypatch.context() as m:
+            for key, value in asked.items():
+                m.setenv(key, value)
+            config.setup(verbose=False)
+            assert config.quick_asked() and config.budget(full=60000, quick=2000, cpu=8000) == 2000
+    config.setup(quick=True, verbose=False)
+    assert config.budget(full=60000, quick=2000, cpu=8000) == 2000
+    monkeypatch.setenv("GREENLAB_QUICK", "0")
+    config.setup(verbose=False)
+    assert config.budget(full=60000, quick=2000, cpu=8000) == 60000 and not config.quick_asked()
+    with pytest.raises(ValueError, match="positive"):
+        config.budget(full=10, quick=5, cpu=0)
+
+
 def test_paths_default_to_checkout_and_follow_environment(monkeypatch, tmp_path):
     root = config.repo_root()
     assert config.results_dir() == root / "results"

@@ -107,7 +107,7 @@ def test_naive_lm_recipe_is_the_tutorials_and_green_shares_its_task():
             assert getattr(n, field) == getattr(g, field), field
         assert g.stop_at_target and g.lr_schedule == "warmup-cosine" and g.warmup_steps == g.steps // 10
         assert g.eval_batches * n.eval_every < n.eval_batches * g.eval_every  # less evaluation per step
-        assert naive.model_fn is green.model_fn and naive.lr_candidates() == (0.0003, 0.0009, 0.003)
+        assert naive.model_fn is green.model_fn and naive.lr_candidates() == (0.0003, 0.0009, 0.003, 0.009, 0.03)
         assert len(green.lr_candidates()) == len(naive.lr_candidates())
     with pytest.raises(ValueError, match="fused"):
         recipes.green_lm_recipe(device="cpu", quick=True, fused="yes")
@@ -125,7 +125,7 @@ def test_green_lm_uses_bf16_only_where_native_and_fused_only_when_asked(monkeypa
     green = recipes.green_lm_recipe(device="cpu", quick=True, fused=True)
     assert green.config.precision == "bf16" and green.config.fused
     ladder = recipes.one_change_at_a_time(recipes.naive_lm_recipe(quick=True), green)
-    assert list(ladder) == ["naive", "+ stop at target", "+ warm-up 15 and cosine, lr 0.003",
+    assert list(ladder) == ["naive", "+ stop at target", "+ warm-up 15 and cosine, lr 0.001",
                             "+ evaluate every 5 steps on 2 batches", "+ fused AdamW", "+ bf16"]
     assert dataclasses.replace(list(ladder.values())[-1].config, label="green") == green.config
     assert recipes.green_lm_recipe(device="cpu", quick=True, bf16=False).config.precision == "fp32"

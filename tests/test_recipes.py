@@ -24,7 +24,7 @@ def test_recipes_share_seed_passes_and_data_and_the_naive_one_is_the_tutorials()
             4, 0.001, 0.9, "sgd", "fp32", "dataloader")
         assert cfg.eval_every_samples is None and not cfg.stop_at_target  # scored once per pass, no stop
         assert green.config.stop_at_target and green.config.lr_schedule == "warmup-linear"
-        assert naive.lr_candidates() == (0.001, 0.003, 0.01)
+        assert naive.lr_candidates() == (0.000333, 0.001, 0.003, 0.01, 0.03)
         assert len(green.lr_candidates()) == len(naive.lr_candidates())  # the same search budget
 
 
@@ -49,10 +49,16 @@ def test_green_uses_bf16_only_where_native(monkeypatch):
         return lambda precision, device="cpu", **kw: hardware.PrecisionSupport(precision, device, native, "test")
 
     monkeypatch.setattr(hardware, "precision_support", support(False))
-    assert recipes.green_recipe(device="cpu", quick=True).config.precision == "fp32"
+    assert recipes.green_recipe(device="cpu").config.precision == "fp32"
+    with pytest.raises(ValueError, match="emulated"):
+        recipes.green_recipe(device="cpu", bf16=True)
     monkeypatch.setattr(hardware, "precision_support", support(True))
-    green = recipes.green_recipe(device="cpu", quick=True)
+    green = recipes.green_recipe(device="cpu")
     assert green.config.precision == "bf16" and not green.config.channels_last  # channels-last: CUDA only
+    # the CPU and quick sizes' 64-wide MLP leaves bf16 out unless asked for
+    for size in ("cpu", "quick"):
+        assert recipes.green_recipe(device="cpu", size=size).config.precision == "fp32"
+        assert recipes.green_recipe(device="cpu", size=size, bf16=True).config.precision == "bf16"
 
 
 def test_the_ladder_changes_one_thing_per_row_and_ends_at_green():
@@ -60,7 +66,7 @@ def test_the_ladder_changes_one_thing_per_row_and_ends_at_green():
     green = recipes.green_recipe(device="cpu", quick=True)
     green = green._replace(config=dataclasses.replace(green.config, precision="bf16", channels_last=True))
     ladder = recipes.one_change_at_a_time(naive, green)
-    assert list(ladder) == ["naive", "+ batch 32, lr 0.01, warm-up 3", "+ batch-norm CNN", "+ stop at target",
+    assert list(ladder) == ["naive", "+ batch 32, lr 0.01, warm-up 3", "+ MLP 784-64-10", "+ stop at target",
                             "+ device data", "+ one-cycle schedule", "+ evaluate every 256 samples", "+ bf16",
                             "+ channels-last"]
     rows = list(ladder.values())
@@ -75,7 +81,7 @@ def test_the_ladder_changes_one_thing_per_row_and_ends_at_green():
     assert dataclasses.replace(rows[-1].config, label=green.config.label) == green.config
     # configs alone: no network row
     configs = recipes.one_change_at_a_time(naive.config, green.config)
-    assert "+ batch-norm CNN" not in configs and list(configs)[-1] == "+ channels-last"
+    assert "+ MLP 784-64-10" not in configs and list(configs)[-1] == "+ channels-last"
 
 
 def test_the_ladder_refuses_recipes_that_differ_elsewhere():
@@ -186,3 +192,72 @@ def test_tune_lr_gives_each_candidate_the_same_samples_and_picks_by_validation(m
         recipes.tune_lr(model_fn, ds, base, candidates=())
     with pytest.raises(ValueError, match="samples"):
         recipes.tune_lr(model_fn, ds, base, samples=0)
+
+
+# --- the honest bill: energy to the target, search included, only where every repeat reached it -----
+
+def _fake_comparison(rows):
+    """{row: [joules_to_target per repeat, None where missed]} as the parts of a Comparison the bills read."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(names=list(rows), runs={name: [SimpleNamespace(joules_to_target=j) for j in values]
+                                                   for name, values in rows.items()})
+
+
+def test_a_row_that_missed_in_any_repeat_has_no_energy_to_the_target():
+    cmp = _fake_comparison({"naive": [10.0, None, 12.0], "green": [2.0, 2.2, 1.9]})
+    assert not recipes.reached_in_every_repeat(cmp, "naive") and recipes.reached_in_every_repeat(cmp, "green")
+    bill = recipes.target_bill(cmp, "naive", tuning_joules=5.0)
+    assert (bill.reached, bill.repeats, bill.joules) == (2, 3, None) and bill.per_repeat == [15.0, None, 17.0]
+    assert bill.cell() == "none: 2 of 3 reached"
+    verdict = recipes.compare_bills(cmp, "naive", "green", {"naive": 5.0, "green": 1.0})
+    assert verdict.factor is None
+    assert "naive reached the target in 2 of 3 repeats, green in 3 of 3" in verdict.sentence()
+    assert "no factor" in verdict.sentence()
+    table = recipes.bill_table(cmp, {"naive": 5.0})
+    assert "none" in table.splitlines()[1] and "missed the target" in table.splitlines()[2]
+    with pytest.raises(ValueError, match="unknown row"):
+        recipes.target_bill(cmp, "other")
+    with pytest.raises(ValueError, match="tuning_joules"):
+        recipes.target_bill(cmp, "green", tuning_joules=-1)
+
+
+def test_the_honest_bill_adds_each_search_to_every_repeat_and_pairs_the_ratios():
+    cmp = _fake_comparison({"naive": [10.0, 11.0, 12.0], "green": [2.0, 2.0, 2.0]})
+    verdict = recipes.compare_bills(cmp, "naive", "green", {"naive": 20.0, "green": 1.0}, names={"green": "the green"})
+    assert verdict.baseline.joules == pytest.approx(31.0) and verdict.variant.joules == pytest.approx(3.0)
+    ratios = [30 / 3, 31 / 3, 32 / 3]
+    assert verdict.factor.estimate == pytest.approx((ratios[0] * ratios[1] * ratios[2]) ** (1 / 3))
+    assert verdict.factor.detectable and "the green" in verdict.sentence() and "detectable" in verdict.sentence()
+    without = recipes.compare_bills(cmp, "naive", "green")  # the runs alone
+    assert without.factor.estimate == pytest.approx((5 * 5.5 * 6) ** (1 / 3))
+
+
+def test_halving_keeps_the_best_rates_of_a_short_rung_and_counts_both_rungs(monkeypatch):
+    from types import SimpleNamespace
+
+    from greenlab.techniques.lm import model as lm
+
+    calls = []
+
+    def fake_tune(model_fn, corpus, config, rates, device=None):
+        calls.append((config.steps, config.stop_at_target, list(rates)))
+        runs = {r: SimpleNamespace(val_loss=abs(r - 0.03) + (0 if config.stop_at_target else 1),
+                                   steps_to_target=10 if config.stop_at_target else None) for r in rates}
+        return min(rates, key=lambda r: runs[r].val_loss), runs, 1.0 * len(rates)
+
+    monkeypatch.setattr(lm, "tune_lr", fake_tune)
+    green = recipes.green_lm_recipe(device="cpu", quick=True, bf16=False)
+    rates = green.lr_candidates()
+    best, trials, spent, where = recipes.halving_lm_lr(None, None, green.config, rates)
+    assert calls[0] == (round(green.config.steps * 0.1), False, list(rates))  # every rate, a tenth of the steps
+    assert calls[1][0] == green.config.steps and calls[1][1] and sorted(calls[1][2]) == [0.01, 0.03]
+    assert best == 0.03 and spent == len(rates) + 2
+    assert [where[r] for r in rates] == ["rung 1", "rung 1", "rung 2", "rung 2", "rung 1"]
+    with pytest.raises(ValueError, match="keep"):
+        recipes.halving_lm_lr(None, None, green.config, rates, keep=9)
+
+
+def test_a_bill_verdict_names_every_recipe_without_an_energy_to_the_target():
+    cmp = _fake_comparison({"naive": [10.0, None, 12.0], "green": [None, 2.2, 1.9]})
+    assert "naive and green have no energy to the target" in recipes.compare_bills(cmp, "naive", "green").sentence()

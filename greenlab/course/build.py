@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from greenlab.course import results as course_results
 from greenlab.course.claims import claim_problems
 from greenlab.course.headless import SILENCE_LIMIT_S, LessonRunError, run_notebook
 from greenlab.course.hosted import with_launch_cells  # Colab/Binder badges and the install cell
@@ -110,7 +111,7 @@ def new_lesson(number: int | str, slug: str, title: str, folder: str | os.PathLi
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m greenlab.course build|check|new|run``; returns the exit code."""
+    """``python -m greenlab.course build|check|new|run|results``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m greenlab.course",
                                      description="Build and check the lesson notebooks.")
     parser.add_argument("--lessons", default=None, help="lessons folder (default: lessons/ beside the package)")
@@ -128,9 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-silence-s", type=float, default=None, metavar="S",
                      help=f"exit 1 when a cell writes nothing for more than S seconds (the course's limit is "
                           f"{SILENCE_LIMIT_S:g}); without it, such cells are listed but do not fail the run")
+    course_results.add_arguments(sub.add_parser("results", help="run every lesson's headline headless and write "
+                                                "one table (markdown, CSV, JSON)"))
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run_command(args.notebooks, quick=not args.full, max_silence_s=args.max_silence_s)
+    if args.command == "results":
+        return course_results.run_from_args(args)
     root = lessons_dir(args.lessons)
     try:
         if args.command == "build":

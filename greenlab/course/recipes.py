@@ -10,24 +10,28 @@ same runs.
   "Training a Classifier" (pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.html, CIFAR-10):
   its LeNet-style network, SGD with momentum 0.9 at lr 0.001, batches of 4 from a ``DataLoader``,
   a fixed number of passes, fp32, scored once per pass. Scaled to the lesson's data: one input
-  channel and 28x28 images, and enough passes to reach the target (the tutorial's 2 passes over
-  50,000 images are 25,000 steps; quick mode's 1024 images need more passes for as many steps).
+  channel and 28x28 images, and the passes it needs to reach the target in every repeat.
 - :func:`green_recipe` is built from the course: a larger batch with its own tuned rate and a
-  warm-up (04), the course's reference CNN with batch normalisation (which trains at that batch
-  and rate where the tutorial network does not), device-resident data (08), a one-cycle schedule (04), a stop at the
-  validation target checked every few hundred samples (08, 09), bf16 only where
-  ``gl.hardware.precision_support`` says it is native (02), channels-last only on CUDA.
+  warm-up (04), a network with less work per image that reaches the target (05: the reference CNN
+  with batch normalisation in full mode, SMALL_MLP on a CPU), device-resident data (08), a one-cycle
+  schedule (04), a stop at the validation target checked every few hundred samples (08, 09), bf16 on
+  the full-size network where ``gl.hardware.precision_support`` says it is native (02), channels-last
+  only on CUDA.
 
-Both recipes share the seed, the data and the epoch budget (the green one stops at the target
-well before it). ``tune_lr`` gives each recipe the same learning-rate search (the same number of
-candidates, the same samples each at most, judged on the validation split), and
-``one_change_at_a_time`` builds the ladder from one recipe to the other, one change per row;
-``compare_ends`` runs the headline (naive against green, paired repeats) and ``compare_ladder``
-the rows, reusing the headline's runs for the ladder's two ends.
+Three sizes (SIZES, :func:`capstone_size`): "full" (a CUDA GPU, what the suite records), "cpu" (a
+learner's CPU: ``gl.budget(cpu=...)``) and "quick" (CI and ``GREENLAB_QUICK=1``). Both recipes share
+the seed, the data and the epoch budget (the green one stops at the target well before it).
+``tune_lr`` gives each recipe the same learning-rate search (the same candidates around its own rate,
+the same samples each at most, judged on the validation split), and ``one_change_at_a_time`` builds
+the ladder from one recipe to the other, one change per row; ``compare_ends`` runs the headline
+(naive against green, paired repeats) and ``compare_ladder`` the rows, reusing the headline's runs for
+the ladder's two ends. ``compare_bills`` states the honest bill: the energy to a model that reaches
+the validation target, the search included, only for a recipe that reached it in every repeat.
 
 Lesson 10's language-model recipes go through the same ladder: :func:`naive_lm_recipe` (the
 defaults of a public GPT tutorial) and :func:`green_lm_recipe` (the course's changes), both with
-``LMConfig``s, compared to one validation loss (LM_LADDER).
+``LMConfig``s, compared to one validation loss (LM_LADDER); the green one searches its rate by
+successive halving (:func:`halving_lm_lr`).
 
     from greenlab import recipes
     model_fn, cfg, spec = recipes.green_recipe(quick=True)
@@ -48,27 +52,38 @@ REFERENCE_RESNET = {"depth": 20, "width": 16, "norm": "batch"}
 # test split gives the accuracy reported at the end.
 CAPSTONE_TARGET_ACCURACY = 0.90
 CAPSTONE_DATA = {"name": "fashion-mnist", "n_train": 60000, "n_test": 10000}
-# Quick mode (``quick=True``, for CPU lessons and CI): the same recipes on 1024/256 images with a
+# Quick mode (``quick=True``, for CI and GREENLAB_QUICK=1): the same recipes on 1024/256 images with a
 # lower target, since a tiny run on the (often generated) stand-in data does not reach 90%.
 # Full mode (the default) is what the GPU suite records.
 QUICK_CNN = {**REFERENCE_CNN, "width": 8}
 QUICK_DATA = {"name": "fashion-mnist", "n_train": 1024, "n_test": 256}
 CAPSTONE_QUICK_TARGET_ACCURACY = 0.60
-# The tutorial's settings, and the passes that carry them to the target on the lesson's data.
+# A learner's CPU (quick mode that the device chose, not GREENLAB_QUICK=1 or CI: ``gl.budget(cpu=...)``):
+# 8192 training images (819 of them held out for validation), an 80% target, a few minutes at most.
+CPU_DATA = {"name": "fashion-mnist", "n_train": 8192, "n_test": 2048}
+CAPSTONE_CPU_TARGET_ACCURACY = 0.80
+# The green recipe's network on a CPU: a one-hidden-layer MLP (784-64-10). On a CPU a step's cost
+# follows its arithmetic; this network reaches the CPU sizes' targets with a fraction of the tutorial
+# CNN's work per image (the smallest network that reaches the target: lesson 05's question).
+SMALL_MLP = {"hidden": (64,)}
+# The tutorial's settings, and the passes that carry them to the target on the lesson's data (the
+# naive recipe scores once per pass and must reach the target in every repeat, so it gets the passes
+# it needs; the green recipe has the same budget and stops at the target).
 TUTORIAL_LR, TUTORIAL_BATCH = 0.001, 4
-EPOCHS, QUICK_EPOCHS = 2, 5
+EPOCHS, CPU_EPOCHS, QUICK_EPOCHS = 6, 6, 5
 # The green recipe's batch, warm-up (optimizer steps) and evaluation cadence (samples).
-GREEN_BATCH, QUICK_GREEN_BATCH = 256, 32
-GREEN_WARMUP_STEPS, QUICK_GREEN_WARMUP_STEPS = 20, 3
-EVAL_EVERY_SAMPLES = 10240
-QUICK_EVAL_EVERY_SAMPLES = 256
-# The learning-rate search every recipe gets: three candidates over a decade from the recipe's
-# own starting rate (x1, x3, x10), each trained on the same number of samples at most, judged by
-# validation accuracy. The green recipe's trials stop at the target, as the green recipe does.
-LR_FACTORS = (1.0, 3.0, 10.0)
+GREEN_BATCH, CPU_GREEN_BATCH, QUICK_GREEN_BATCH = 256, 64, 32
+GREEN_WARMUP_STEPS, CPU_GREEN_WARMUP_STEPS, QUICK_GREEN_WARMUP_STEPS = 20, 5, 3
+EVAL_EVERY_SAMPLES, CPU_EVAL_EVERY_SAMPLES, QUICK_EVAL_EVERY_SAMPLES = 10240, 1024, 256
+# The learning-rate search every recipe gets: five candidates from a third of the recipe's own
+# starting rate to 30 times it (x1/3, x1, x3, x10, x30), so that neither recipe's choice sits at an end
+# of its grid, each trained on the same number of samples at most, judged by validation accuracy. The
+# green recipe's trials stop at the target, as the green recipe does.
+LR_FACTORS = (1 / 3, 1.0, 3.0, 10.0, 30.0)
 LR_CANDIDATES = (0.01, 0.03, 0.1)
 GREEN_LR = 0.01
-TUNING_SAMPLES, QUICK_TUNING_SAMPLES = 60000, 1536
+TUNING_SAMPLES, CPU_TUNING_SAMPLES, QUICK_TUNING_SAMPLES = 60000, 8192, 2048
+SIZES = ("full", "cpu", "quick")
 
 # Lesson 10's language-model recipes (naive_lm_recipe, green_lm_recipe): a byte-level TinyGPT on
 # CPython's pydoc topics. Quick mode is tiny on purpose, so that the lesson's ladder of paired
@@ -81,7 +96,15 @@ LM_FULL = {"d_model": 128, "n_layers": 4, "n_heads": 4, "seq_len": 128, "batch_s
            "target_loss": 2.8}
 LM_TUTORIAL_LR = 3e-4
 LM_TUTORIAL_EVAL_SHARE = 0.8  # evaluation batches per training step: 2 x 200 every 500 steps
-LM_GREEN_LR = 3e-3
+LM_GREEN_LR = 1e-3
+# The language-model search: five candidates over a factor of 100 (x1 to x100 of each recipe's own
+# rate), wide enough that neither recipe's chosen rate sits at an end of its grid (the tutorial's
+# 3e-4 is far below what this small model trains best at).
+LM_LR_FACTORS = (1.0, 3.0, 10.0, 30.0, 100.0)
+# Lesson 10 chooses the green recipe's changes (bf16, the fused optimizer) and its rate on runs seeded
+# from 0; the paired comparison that then estimates the recipes' factor starts from this seed, so the
+# repeats that select a change are not the repeats that estimate it.
+ESTIMATE_SEED = 1000
 LM_GREEN_EVAL = (5, 2)  # every 5 steps, on 2 validation batches
 LM_SCORE_BATCHES = 16  # the final model of every run is scored on these, after its energy window
 
@@ -100,8 +123,10 @@ class Recipe(NamedTuple):
         return getattr(self.model_fn, "model_name", getattr(self.model_fn, "__name__", "model"))
 
     def lr_candidates(self) -> tuple:
-        """The learning rates this recipe's search tries: LR_FACTORS times its own rate."""
-        return tuple(round(self.config.lr * f, 6) for f in LR_FACTORS)
+        """The learning rates this recipe's search tries: LR_FACTORS times its own rate
+        (LM_LR_FACTORS for a language-model recipe)."""
+        factors = LM_LR_FACTORS if hasattr(self.config, "target_loss") else LR_FACTORS
+        return tuple(round(self.config.lr * f, 6) for f in factors)
 
 
 def one_cycle(step: int, total_steps: int, warmup_steps: int) -> float:
@@ -146,36 +171,40 @@ def reference_resnet(in_channels: int = 3, num_classes: int = 10):
 
 
 def naive_recipe(device: str | None = None, n_train: int | None = None, n_test: int | None = None,
-                 quick: bool = False) -> Recipe:
+                 quick: bool = False, size: str | None = None) -> Recipe:
     """The tutorial recipe (see the module docstring): the tutorial's network, SGD with momentum
     0.9 at its rate, batches of 4 from a ``DataLoader``, fp32, a fixed number of passes scored
     once per pass; the target is only recorded (no stop).
 
     ``device`` is accepted for symmetry with :func:`green_recipe` (the naive recipe is the same
-    everywhere). ``n_train``/``n_test`` shrink the data (None: the full split in CAPSTONE_DATA).
-    ``quick``: the CPU-sized version (QUICK_DATA, CAPSTONE_QUICK_TARGET_ACCURACY).
+    everywhere). ``n_train``/``n_test`` shrink the data (None: the size's split).
+    ``size``: "full" (CAPSTONE_DATA, the GPU suite's), "cpu" (CPU_DATA, a learner's CPU) or
+    "quick" (QUICK_DATA, CI); None: "quick" when ``quick`` else "full".
     """
     from greenlab.training.loop import TrainConfig
 
     _check_device(device)
-    _check_quick(quick)
+    plan = capstone_size(_size(quick, size))
     cfg = TrainConfig(precision="fp32", batch_size=TUTORIAL_BATCH, lr=TUTORIAL_LR, momentum=0.9,
-                      epochs=QUICK_EPOCHS if quick else EPOCHS, loader="dataloader", num_workers=0,
+                      epochs=plan["epochs"], loader="dataloader", num_workers=0,
                       pin_memory=False, eval_every_samples=None, stop_at_target=False,
-                      target_accuracy=CAPSTONE_QUICK_TARGET_ACCURACY if quick else CAPSTONE_TARGET_ACCURACY,
-                      label="naive")
-    return Recipe(tutorial_cnn, cfg, _data_spec(n_train, n_test, QUICK_DATA if quick else CAPSTONE_DATA))
+                      target_accuracy=plan["target_accuracy"], label="naive")
+    return Recipe(tutorial_cnn, cfg, _data_spec(n_train, n_test, plan["data"]))
 
 
 def green_recipe(device: str | None = None, n_train: int | None = None, n_test: int | None = None,
-                 quick: bool = False) -> Recipe:
-    """The course's recipe: the reference CNN (batch norm), device-resident data, a larger batch
-    with its warm-up and a one-cycle schedule (linear warm-up, then linear decay), a stop at the target
-    checked every EVAL_EVERY_SAMPLES (quick: QUICK_EVAL_EVERY_SAMPLES), bf16 autocast where
-    ``gl.hardware.precision_support`` says the device runs bf16 natively (fp32 elsewhere), and
-    channels-last memory on CUDA. Its rate is a starting point for ``tune_lr``.
+                 quick: bool = False, size: str | None = None, bf16: bool | None = None) -> Recipe:
+    """The course's recipe: a network that reaches the target with little work per image (the
+    reference CNN with batch norm in full mode; on a CPU, SMALL_MLP), device-resident data, a larger
+    batch with its warm-up and a one-cycle schedule (linear warm-up, then linear decay), a stop at the
+    target checked every few hundred samples, bf16 autocast where it can pay, and channels-last
+    memory on CUDA. Its rate is a starting point for ``tune_lr``.
 
-    ``device``: "cuda"/"cpu" (None: CUDA when available). ``quick``: the CPU-sized version.
+    ``device``: "cuda"/"cpu" (None: CUDA when available). ``size``: as for :func:`naive_recipe`.
+    ``bf16``: None takes it in full mode wherever ``gl.hardware.precision_support`` says the device
+    runs bf16 natively, and leaves it out of the CPU and quick sizes, whose 64-wide matrices are too
+    small for it to pay (casting to bf16 and back costs more than the products save; lesson 02
+    measures where it pays); True is refused where bf16 is emulated; False leaves it out.
     """
     import torch
 
@@ -186,17 +215,42 @@ def green_recipe(device: str | None = None, n_train: int | None = None, n_test: 
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     on_cuda = device.startswith("cuda") and torch.cuda.is_available()
-    _check_quick(quick)
-    bf16 = hardware.precision_support("bf16", device if on_cuda else "cpu").native
-    cfg = TrainConfig(precision="bf16" if bf16 else "fp32", batch_size=QUICK_GREEN_BATCH if quick else GREEN_BATCH,
-                      lr=GREEN_LR, momentum=0.9, epochs=QUICK_EPOCHS if quick else EPOCHS, loader="device",
-                      lr_schedule="warmup-linear",
-                      warmup_steps=QUICK_GREEN_WARMUP_STEPS if quick else GREEN_WARMUP_STEPS,
-                      eval_every_samples=QUICK_EVAL_EVERY_SAMPLES if quick else EVAL_EVERY_SAMPLES,
-                      target_accuracy=CAPSTONE_QUICK_TARGET_ACCURACY if quick else CAPSTONE_TARGET_ACCURACY,
+    name = _size(quick, size)
+    plan = capstone_size(name)
+    if bf16 is not None and not isinstance(bf16, bool):
+        raise ValueError(f"bf16 must be True, False or None, got {bf16!r}")
+    native = hardware.precision_support("bf16", device if on_cuda else "cpu").native
+    if bf16 and not native:
+        raise ValueError("bf16=True, but bf16 is emulated on this device: the green recipe takes it only "
+                         "where it is native")
+    use_bf16 = (native and name == "full") if bf16 is None else bf16
+    cfg = TrainConfig(precision="bf16" if use_bf16 else "fp32", batch_size=plan["green_batch"],
+                      lr=GREEN_LR, momentum=0.9, epochs=plan["epochs"], loader="device",
+                      lr_schedule="warmup-linear", warmup_steps=plan["warmup_steps"],
+                      eval_every_samples=plan["eval_every_samples"], target_accuracy=plan["target_accuracy"],
                       stop_at_target=True, channels_last=on_cuda, label="green")
-    return Recipe(quick_cnn if quick else reference_cnn, cfg,
-                  _data_spec(n_train, n_test, QUICK_DATA if quick else CAPSTONE_DATA))
+    return Recipe(plan["green_model"], cfg, _data_spec(n_train, n_test, plan["data"]))
+
+
+def capstone_size(size: str) -> dict:
+    """What a capstone size holds: ``data`` (a ``gl.data.load`` spec), ``target_accuracy``
+    (validation), ``epochs`` (both recipes' pass budget), ``green_model``, ``green_batch``,
+    ``warmup_steps``, ``eval_every_samples`` (the green recipe's) and ``tuning_samples`` (each
+    learning-rate trial's most). ``size``: "full", "cpu" or "quick" (SIZES)."""
+    if size == "full":
+        return {"data": CAPSTONE_DATA, "target_accuracy": CAPSTONE_TARGET_ACCURACY, "epochs": EPOCHS,
+                "green_model": reference_cnn, "green_batch": GREEN_BATCH, "warmup_steps": GREEN_WARMUP_STEPS,
+                "eval_every_samples": EVAL_EVERY_SAMPLES, "tuning_samples": TUNING_SAMPLES}
+    if size == "cpu":
+        return {"data": CPU_DATA, "target_accuracy": CAPSTONE_CPU_TARGET_ACCURACY, "epochs": CPU_EPOCHS,
+                "green_model": small_mlp, "green_batch": CPU_GREEN_BATCH, "warmup_steps": CPU_GREEN_WARMUP_STEPS,
+                "eval_every_samples": CPU_EVAL_EVERY_SAMPLES, "tuning_samples": CPU_TUNING_SAMPLES}
+    if size == "quick":
+        return {"data": QUICK_DATA, "target_accuracy": CAPSTONE_QUICK_TARGET_ACCURACY, "epochs": QUICK_EPOCHS,
+                "green_model": small_mlp, "green_batch": QUICK_GREEN_BATCH,
+                "warmup_steps": QUICK_GREEN_WARMUP_STEPS, "eval_every_samples": QUICK_EVAL_EVERY_SAMPLES,
+                "tuning_samples": QUICK_TUNING_SAMPLES}
+    raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
 
 
 # What the ladder changes, in order: TrainConfig field groups and the network ("model": a
@@ -315,6 +369,133 @@ def compare_ladder(ladder: dict, data, repeats: int = 3, ends=None, **compare_kw
         repeat_runs.append({n: runs[n] for n in names})
     order = [{"naive": first, "green": last}[n] for n in ends.order] + (inner.order if inner is not None else [])
     return Comparison(names, repeat_runs, order, requested_repeats=repeats)
+
+
+def reached_in_every_repeat(comparison, row) -> bool:
+    """True when every finished run of ``row`` reached its target (the validation split): only then
+    does the row have an energy to the target (each run's ``joules_to_target``)."""
+    runs = comparison.runs[row]
+    return bool(runs) and all(_to_target_joules(r) is not None for r in runs)
+
+
+@dataclasses.dataclass
+class TargetBill:
+    """The energy to a model that reaches the target on the validation split, for one row of a
+    comparison: per repeat, the learning-rate search (paid once, the same figure in every repeat)
+    plus the run's energy until its first evaluation at the target; None in a repeat that missed.
+    A row that missed in any repeat has no energy to the target: ``joules`` is then None."""
+
+    name: str
+    repeats: int
+    reached: int
+    tuning_joules: float
+    per_repeat: list
+
+    @property
+    def complete(self) -> bool:
+        """Every repeat reached the target."""
+        return self.repeats > 0 and self.reached == self.repeats
+
+    @property
+    def joules(self) -> float | None:
+        """The mean over the repeats, search included; None unless every repeat reached the target."""
+        if not self.complete:
+            return None
+        return sum(self.per_repeat) / len(self.per_repeat)
+
+    def cell(self) -> str:
+        """A table cell: "12.3 J (3 of 3 reached)" or "none: 1 of 3 reached"."""
+        if not self.complete:
+            return f"none: {self.reached} of {self.repeats} reached"
+        return f"{plain_number(self.joules, 4)} J ({self.reached} of {self.repeats} reached)"
+
+
+def target_bill(comparison, row, tuning_joules: float = 0.0) -> TargetBill:
+    """``row``'s :class:`TargetBill` in ``comparison`` (a ``gl.compare`` or ``compare_ladder``
+    result): ``tuning_joules`` (its learning-rate search, 0 where none ran for it) plus each run's
+    energy to the target."""
+    if row not in comparison.names:
+        raise ValueError(f"unknown row {row!r}; this comparison has {', '.join(comparison.names)}")
+    if isinstance(tuning_joules, bool) or not isinstance(tuning_joules, (int, float)) or not tuning_joules >= 0:
+        raise ValueError(f"tuning_joules must be a number >= 0, got {tuning_joules!r}")
+    values = [_to_target_joules(r) for r in comparison.runs[row]]
+    per_repeat = [None if v is None else float(tuning_joules) + v for v in values]
+    return TargetBill(row, len(values), sum(v is not None for v in values), float(tuning_joules), per_repeat)
+
+
+@dataclasses.dataclass
+class BillVerdict:
+    """``baseline``'s :class:`TargetBill` against ``variant``'s: ``factor`` is the paired verdict of
+    baseline / variant per repeat (``greenlab.experiments.verdicts.Paired``, so 5 means the variant
+    needs a fifth of the energy), or None unless both reached the target in every repeat."""
+
+    baseline: TargetBill
+    variant: TargetBill
+    factor: object
+
+    def sentence(self) -> str:
+        """The verdict in one sentence, with how many repeats of each reached the target."""
+        b, v = self.baseline, self.variant
+        reach = (f"{b.name} reached the target in {b.reached} of {b.repeats} repeats, "
+                 f"{v.name} in {v.reached} of {v.repeats}")
+        if self.factor is None:
+            missing = [x.name for x in (b, v) if not x.complete]
+            verb = "have" if len(missing) > 1 else "has"
+            return f"{reach}: {' and '.join(missing)} {verb} no energy to the target, so there is no factor"
+        f = self.factor
+        if f.low is None:
+            return (f"{reach}; {b.name} / {v.name}: {f.estimate:.3g}x over {f.n} paired repeat(s), too few "
+                    "for an interval, so no difference is claimed")
+        if not f.detectable:
+            return (f"{reach}; no detectable difference in energy to the target (95% CI of {b.name} / {v.name}: "
+                    f"{f.low:.3g}-{f.high:.3g}x, {f.n} paired repeats)")
+        return (f"{reach}; {b.name} / {v.name}: {f.estimate:.3g}x (95% CI {f.low:.3g}-{f.high:.3g}x, "
+                f"{f.n} paired repeats), a detectable difference")
+
+
+def compare_bills(comparison, baseline, variant, tuning_joules: dict | None = None,
+                  names: dict | None = None) -> BillVerdict:
+    """The honest bill: ``baseline`` against ``variant`` (rows of ``comparison``) on energy to a
+    model that reaches the validation target, each row's search from ``tuning_joules`` ({row: J},
+    0 where absent) included, paired by repeat; no factor unless both rows reached the target in
+    every repeat. ``names`` ({row: word}) renames rows in the sentences."""
+    from greenlab.experiments.verdicts import paired
+
+    tuning_joules, names = dict(tuning_joules or {}), dict(names or {})
+    b = target_bill(comparison, baseline, tuning_joules.get(baseline, 0.0))
+    v = target_bill(comparison, variant, tuning_joules.get(variant, 0.0))
+    b.name, v.name = names.get(baseline, baseline), names.get(variant, variant)
+    factor = None
+    if b.complete and v.complete:
+        factor = paired(b.per_repeat, v.per_repeat, "joules_to_target", b.name, v.name)
+    return BillVerdict(b, v, factor)
+
+
+def bill_table(comparison, tuning_joules: dict | None = None) -> str:
+    """One line per row of ``comparison``: how many repeats reached the target, the row's energy to
+    the target (its search included where ``tuning_joules`` names it), and its change against the
+    row before it, paired (a verdict only where both rows reached the target in every repeat)."""
+    tuning_joules = dict(tuning_joules or {})
+    names = list(comparison.names)
+    width = max(len(n) for n in names)
+    lines = [f"{'row':{width}}  {'reached':>7}  {'search J':>9}  {'energy to target J':>18}  against the row before"]
+    previous = None
+    for name in names:
+        bill = target_bill(comparison, name, tuning_joules.get(name, 0.0))
+        search = plain_number(bill.tuning_joules, 4) if name in tuning_joules else "-"
+        energy = plain_number(bill.joules, 4) if bill.complete else "none"
+        if previous is None:
+            against = "(first row)"
+        elif not (bill.complete and previous.complete):
+            against = "no figure: a row missed the target in some repeat"
+        else:
+            runs = [[_to_target_joules(r) for r in comparison.runs[n]] for n in (name, previous.name)]
+            from greenlab.experiments.verdicts import paired
+
+            against = paired(runs[0], runs[1], "joules_to_target", name, previous.name).short()
+        lines.append(f"{name:{width}}  {bill.reached:>3} of {bill.repeats}  {search:>9}  {energy:>18}  {against}")
+        previous = bill
+    return "\n".join(lines)
 
 
 def _compare_rows(ladder, data, repeats, compare_kwargs):
@@ -472,6 +653,47 @@ def green_lm_recipe(device: str | None = None, quick: bool = False, fused: bool 
     return naive._replace(config=cfg)
 
 
+def small_mlp(num_classes: int = 10, input_shape=(1, 28, 28)):
+    """A fresh SMALL_MLP (flatten, one hidden layer of 64 with ReLU, a linear head): the green
+    recipe's network on a CPU."""
+    from greenlab.training import models
+
+    return models.build("mlp", num_classes=num_classes, input_shape=input_shape, **SMALL_MLP)
+
+
+def halving_lm_lr(model_fn, corpus, config, rates, first_share: float = 0.1, keep: int = 2,
+                  device=None) -> tuple:
+    """The green recipe's learning-rate search for a language model (lesson 10): successive halving
+    (Jamieson & Talwalkar, AISTATS 2016; the rung of Li et al.'s Hyperband, JMLR 2018) over the same
+    ``rates`` and the same most steps per trial as ``gl.lm.tune_lr``. Rung 1 trains every rate for
+    ``first_share`` of ``config.steps`` (its schedule compressed to them) and scores each by its
+    validation loss there (on the config's evaluation batches); rung 2 runs the ``keep`` best again from the start through
+    ``gl.lm.tune_lr`` with ``config`` as it is (its stop at the target included). Returns (best
+    rate, {rate: the rung-2 LMRun, or the rung-1 one for a rate dropped there, or None where it
+    diverged}, joules of both rungs, {rate: "rung 1" or "rung 2"})."""
+    import math
+
+    from greenlab.techniques.lm.model import tune_lr
+
+    rates = list(rates)
+    if not rates:
+        raise ValueError("rates must hold at least one learning rate")
+    if isinstance(first_share, bool) or not isinstance(first_share, (int, float)) or not 0 < first_share < 1:
+        raise ValueError(f"first_share must be a fraction in (0, 1), got {first_share!r}")
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= len(rates):
+        raise ValueError(f"keep must be a whole number from 1 to {len(rates)}, got {keep!r}")
+    short = max(1, round(config.steps * first_share))
+    rung1 = dataclasses.replace(config, steps=short, eval_every=short, stop_at_target=False,
+                                warmup_steps=min(config.warmup_steps, short - 1), label=f"{config.label} rung 1")
+    _, first, spent1 = tune_lr(model_fn, corpus, rung1, rates, device=device)
+    ranked = sorted(rates, key=lambda r: math.inf if first[r] is None else first[r].val_loss)  # stable: first of equals
+    kept = ranked[:keep]
+    best, second, spent2 = tune_lr(model_fn, corpus, config, kept, device=device)
+    trials = {r: second[r] if r in second else first[r] for r in rates}
+    where = {r: "rung 2" if r in second else "rung 1" for r in rates}
+    return best, trials, spent1 + spent2, where
+
+
 def quick_cnn(in_channels: int = 1, num_classes: int = 10):
     """A fresh quick-mode CNN: the reference CNN's shape at an eighth of its width (8, 16, 32)."""
     from greenlab.training import models
@@ -514,6 +736,13 @@ def _ladder_for(config):
     return LM_LADDER if isinstance(config, LMConfig) else LADDER
 
 
+def _to_target_joules(run):
+    """A run's energy until its first evaluation at the target (an image run's validation accuracy,
+    a language-model run's validation loss), or None where it missed."""
+    value = getattr(run, "joules_to_target", None)
+    return None if value is None else float(value)
+
+
 def _samples_to_target(res):
     if res.steps_to_target is None:
         return None
@@ -527,6 +756,17 @@ def _data_spec(n_train, n_test, base=CAPSTONE_DATA) -> dict:
     if n_test is not None:
         spec["n_test"] = n_test
     return spec
+
+
+def _size(quick, size):
+    _check_quick(quick)
+    if size is None:
+        return "quick" if quick else "full"
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {', '.join(SIZES)} or None, got {size!r}")
+    if quick and size == "full":
+        raise ValueError("quick=True and size='full' disagree: give one of them")
+    return size
 
 
 def _check_quick(quick):
@@ -544,3 +784,4 @@ def _check_device(device):
 
 tutorial_cnn.model_name = "tutorial CNN"
 reference_cnn.model_name = quick_cnn.model_name = "batch-norm CNN"
+small_mlp.model_name = "MLP 784-64-10"

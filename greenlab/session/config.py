@@ -59,6 +59,7 @@ class Settings:
     native_precisions: dict = field(default_factory=dict)
     threads: int = 0
     threads_reason: str = ""
+    quick_asked: bool = False  # quick mode asked for (GREENLAB_QUICK=1, CI, setup(quick=True)), not the device's
 
     def line(self) -> str:
         """The one line ``setup()`` prints."""
@@ -106,14 +107,16 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
     seed_everything(seed)
     if quick is None:
         quick, reason = quick_decision(os.environ, chosen)
+        asked = quick and quick_decision(os.environ, "cuda")[0]  # quick even with a CUDA GPU: asked for
     else:
         quick, reason = bool(quick), "set by setup(quick=...)"
+        asked = quick
     from greenlab.session.hardware import native_precisions
 
     _current = Settings(device=chosen, quick=quick, seed=seed, sources=_energy_sources(),
                         device_name=_device_name(chosen), quick_reason=reason,
                         native_precisions=native_precisions(chosen), threads=_torch_threads(),
-                        threads_reason=thread_choice.reason)
+                        threads_reason=thread_choice.reason, quick_asked=asked)
     if verbose:
         print(_current.line())
     return _current
@@ -124,11 +127,14 @@ def settings() -> Settings | None:
     return _current
 
 
-def budget(full=None, quick=None, *, gpu=None, emulated=None, precision=None):
+def budget(full=None, quick=None, *, gpu=None, cpu=None, emulated=None, precision=None):
     """Pick a size for this machine: the single place a lesson sizes its work.
 
     - ``emulated`` when ``precision`` ("bf16"/"fp16") is emulated on the chosen device, where
       it runs many times slower than fp32 (e.g. bf16 on a CPU without bf16 units), in any mode;
+    - else ``cpu``, when given, in quick mode that the device chose (no CUDA GPU) rather than
+      ``GREENLAB_QUICK=1``, ``CI`` or ``setup(quick=True)``: a learner's own machine, where a lesson
+      may spend a few minutes of work that CI's quick sizes would not show;
     - else ``quick`` in quick mode;
     - else ``gpu`` on a GPU (CUDA or MPS), when given: work big enough to keep it busy;
     - else ``full``.
@@ -142,7 +148,7 @@ def budget(full=None, quick=None, *, gpu=None, emulated=None, precision=None):
     if (emulated is None) != (precision is None):
         raise ValueError("budget(emulated=..., precision=...) go together, e.g. "
                          "budget(full=2048, quick=2048, emulated=512, precision='bf16')")
-    for name, value in (("full", full), ("quick", quick), ("gpu", gpu), ("emulated", emulated)):
+    for name, value in (("full", full), ("quick", quick), ("gpu", gpu), ("cpu", cpu), ("emulated", emulated)):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0:
             raise ValueError(f"budget({name}=...) must be positive, got {value!r}")
     if precision is not None:
@@ -151,7 +157,7 @@ def budget(full=None, quick=None, *, gpu=None, emulated=None, precision=None):
         if not precision_support(precision, device()).native:
             return emulated
     if is_quick():
-        return quick
+        return cpu if cpu is not None and not quick_asked() else quick
     if gpu is not None and device() != "cpu":
         return gpu
     return full
@@ -162,6 +168,14 @@ def is_quick() -> bool:
     if _current is not None:
         return _current.quick
     return quick_decision(os.environ, _choose_device(None))[0]
+
+
+def quick_asked() -> bool:
+    """True when quick mode was asked for (``GREENLAB_QUICK=1``, ``CI``, ``setup(quick=True)``)
+    rather than chosen because there is no CUDA GPU; False outside quick mode."""
+    if _current is not None:
+        return _current.quick and _current.quick_asked
+    return quick_decision(os.environ, "cuda")[0]
 
 
 def device() -> str:

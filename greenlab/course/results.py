@@ -1,0 +1,269 @@
+"""The course's results table, made in one run: ``python -m greenlab.course results`` (``make results``).
+
+Every lesson (its instructor copy, headless, each in a process of its own) runs in the mode a learner
+gets by default on this machine (``--quick``: CI's quick mode, ``GREENLAB_QUICK=1``). A lesson's headline
+cell calls ``gl.headline(...)`` (``greenlab.course.headline``), which appends its record to the file that
+``GREENLAB_HEADLINE_FILE`` names; this module collects the records into one table: lesson, technique,
+what it saves, the factor with its 95% interval, detectable or not, repeats, how the energy was obtained,
+the CPU (native bf16 or not), the machine's load while the lesson ran (1-minute load average before and
+after), and each lesson's energy and time, with the run's totals. A lesson without a record reads "no
+headline recorded"; one that failed says so with its error line.
+
+Written to ``--out`` (default ``results/course`` in the results folder): ``results.md``, ``results.csv``
+and ``results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from greenlab.course.headline import HEADLINE_FILE_ENV, HEADLINE_LESSON_ENV, read_headlines
+
+COLUMNS = ("lesson", "technique", "saves", "factor", "interval_95", "detectable", "repeats", "reached",
+           "energy_source", "cpu_bf16", "load_before", "load_after", "lesson_joules", "lesson_seconds", "status")
+TIMEOUT_S = 1800.0  # one lesson, at most (seconds)
+
+
+@dataclass
+class LessonOutcome:
+    """One lesson's run: its headline records, status ("passed", "failed: ...", "timed out"), the
+    wall-clock seconds and the energy of its process (J, with how it was obtained), the 1-minute
+    load average before and after."""
+
+    lesson: str
+    path: str
+    status: str
+    seconds: float
+    joules: float | None
+    energy_how: str
+    load_before: float | None
+    load_after: float | None
+    headlines: list = field(default_factory=list)
+
+
+@dataclass
+class CourseResults:
+    """Every lesson's outcome, the machine, the mode, and the totals (J, s)."""
+
+    lessons: list
+    mode: str
+    cpu: str
+    cpu_bf16: bool | None
+    cpu_capability: str
+    total_joules: float | None
+    total_seconds: float
+
+    def rows(self) -> list[dict]:
+        """One row per headline record (a lesson without one gets a row saying so), COLUMNS as keys."""
+        out = []
+        for lesson in self.lessons:
+            common = {"lesson": lesson.lesson, "cpu_bf16": _yes_no(self.cpu_bf16),
+                      "load_before": _fixed(lesson.load_before), "load_after": _fixed(lesson.load_after),
+                      "lesson_joules": _fixed(lesson.joules, 1), "lesson_seconds": _fixed(lesson.seconds, 1),
+                      "status": lesson.status}
+            if not lesson.headlines:
+                out.append({**dict.fromkeys(COLUMNS, ""), **common,
+                            "technique": "no headline recorded" if lesson.status == "passed" else "-"})
+                continue
+            for h in lesson.headlines:
+                out.append({**dict.fromkeys(COLUMNS, ""), **common, "technique": h.get("technique", ""),
+                            "saves": h.get("saves", ""), "factor": _factor(h.get("factor")),
+                            "interval_95": _interval(h.get("low"), h.get("high")),
+                            "detectable": _yes_no(h.get("detectable")), "repeats": _plain(h.get("repeats")),
+                            "reached": h.get("reached", ""), "energy_source": h.get("energy_source", ""),
+                            "cpu_bf16": _yes_no(h.get("cpu_bf16", self.cpu_bf16))})
+        return out
+
+    def markdown(self) -> str:
+        """The table in markdown, with the machine, the mode and the totals above it."""
+        total = "unknown" if self.total_joules is None else f"{self.total_joules:,.0f} J"
+        lines = [f"# Course results ({self.mode})", "",
+                 f"CPU: {self.cpu} (bf16 {'native' if self.cpu_bf16 else 'not native'}; "
+                 f"ATEN_CPU_CAPABILITY={self.cpu_capability or 'default'}). "
+                 f"Total: {self.total_seconds:,.0f} s, {total} ({self._how()}). "
+                 "Factors are baseline / technique per paired repeat (5x: a fifth of the energy); "
+                 "load is the 1-minute load average before and after each lesson.", ""]
+        header = list(COLUMNS)
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + " --- |" * len(header))
+        for row in self.rows():
+            lines.append("| " + " | ".join(str(row[c]).replace("|", "/") for c in header) + " |")
+        return "\n".join(lines) + "\n"
+
+    def write(self, out) -> dict:
+        """Write results.md, results.csv and results.json under ``out``; {kind: path}."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {"md": out / "results.md", "csv": out / "results.csv", "json": out / "results.json"}
+        paths["md"].write_text(self.markdown(), encoding="utf-8")
+        with open(paths["csv"], "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
+            writer.writeheader()
+            writer.writerows(self.rows())
+        paths["json"].write_text(json.dumps({**{k: v for k, v in asdict(self).items() if k != "lessons"},
+                                             "lessons": [asdict(x) for x in self.lessons]}, indent=1),
+                                 encoding="utf-8")
+        return paths
+
+    def _how(self) -> str:
+        hows = sorted({x.energy_how for x in self.lessons if x.energy_how})
+        return "; ".join(hows) or "no energy figure"
+
+
+def run_results(paths, quick: bool = False, echo: bool = True, timeout_s: float = TIMEOUT_S) -> CourseResults:
+    """Run each notebook in ``paths`` headless, in a process of its own, and collect its headline
+    records. ``quick``: CI's quick mode (GREENLAB_QUICK=1); otherwise the mode this machine gives a
+    learner (the environment's GREENLAB_QUICK, if any, is left as it is)."""
+    from greenlab.session.hardware import precision_support
+
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise ValueError("no lessons to run")
+    outcomes = []
+    t0 = time.perf_counter()
+    for path in paths:
+        outcome = _run_one(path, quick, timeout_s)
+        outcomes.append(outcome)
+        if echo:
+            energy = "" if outcome.joules is None else f", {outcome.joules:,.0f} J"
+            print(f"greenlab.results {outcome.lesson}: {outcome.status}, {outcome.seconds:,.1f} s{energy}, "
+                  f"{len(outcome.headlines)} headline(s), load {outcome.load_before} -> {outcome.load_after}",
+                  flush=True)
+    joules = [x.joules for x in outcomes]
+    total = None if any(j is None for j in joules) else sum(joules)
+    try:
+        bf16 = bool(precision_support("bf16", "cpu").native)
+    except Exception:  # noqa: BLE001 - the table says "unknown"
+        bf16 = None
+    mode = "CI quick mode (GREENLAB_QUICK=1)" if quick else "this machine's default mode"
+    return CourseResults(outcomes, mode, _cpu_name(), bf16, os.environ.get("ATEN_CPU_CAPABILITY", ""),
+                         total, time.perf_counter() - t0)
+
+
+def default_lessons() -> list[Path]:
+    """Every instructor copy, in order (the headless runner needs the worked solutions)."""
+    from greenlab.base.paths import lessons_dir
+
+    return sorted(Path(lessons_dir(), "instructor").glob("[0-9][0-9]_*.ipynb"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m greenlab.course results",
+                                     description="run every lesson's headline headless and write one table")
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
+
+
+def add_arguments(parser) -> None:
+    """The ``results`` subcommand's options (shared with ``python -m greenlab.course``)."""
+    parser.add_argument("notebooks", nargs="*", help="notebooks to run (default: every lessons/instructor copy)")
+    parser.add_argument("--quick", action="store_true", help="CI's quick mode (GREENLAB_QUICK=1)")
+    parser.add_argument("--out", default=None, help="folder for results.md/.csv/.json (default: results/course)")
+
+
+def run_from_args(args) -> int:
+    from greenlab.base.paths import results_dir
+
+    paths = [Path(p) for p in args.notebooks] or default_lessons()
+    results = run_results(paths, quick=args.quick)
+    written = results.write(args.out or Path(results_dir(), "course"))
+    print(results.markdown())
+    print("written:", ", ".join(str(p) for p in written.values()))
+    return 0 if all(x.status == "passed" for x in results.lessons) else 1
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+_CHILD = ("import sys\n"
+          "from greenlab.course.build import run_notebook\n"
+          "run_notebook(sys.argv[1], quick=True if sys.argv[2] == 'quick' else None)\n")
+
+
+def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
+    from greenlab.energy.provenance import how_measured
+    from greenlab.energy.windows import measure
+
+    lesson = path.stem
+    with tempfile.TemporaryDirectory(prefix="greenlab-results-") as tmp:
+        record_file = Path(tmp, "headlines.jsonl")
+        env = {**os.environ, HEADLINE_FILE_ENV: str(record_file), HEADLINE_LESSON_ENV: lesson[:2],
+               "PYTHONPATH": os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH")) if p)}
+        load_before = _load()
+        t0 = time.perf_counter()
+        window = measure(f"lesson {lesson}")
+        window.start()
+        try:
+            proc = subprocess.run([sys.executable, "-c", _CHILD, str(path), "quick" if quick else "default"],
+                                  env=env, capture_output=True, text=True, timeout=timeout_s)
+            status = "passed" if proc.returncode == 0 else f"failed: {_last_line(proc.stderr or proc.stdout)}"
+        except subprocess.TimeoutExpired:
+            status = f"timed out after {timeout_s:.0f} s"
+        energy = window.stop()
+        seconds = time.perf_counter() - t0
+        records = read_headlines(record_file)
+    joules = getattr(energy, "joules", None)
+    try:
+        how = how_measured(energy, short=True)
+    except Exception:  # noqa: BLE001 - a table without a provenance phrase still says it has none
+        how = ""
+    return LessonOutcome(lesson, str(path), status, seconds, None if joules is None else float(joules), how,
+                         load_before, _load(), records)
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+def _load():
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def _cpu_name() -> str:
+    try:
+        from greenlab.energy.estimate import cpu_model_name
+
+        return cpu_model_name() or platform.processor() or "unknown CPU"
+    except Exception:  # noqa: BLE001
+        return platform.processor() or "unknown CPU"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else "no output"
+
+
+def _factor(value) -> str:
+    return "-" if value is None else f"{value:.3g}x"
+
+
+def _interval(low, high) -> str:
+    return "-" if low is None or high is None else f"{low:.3g}-{high:.3g}x"
+
+
+def _yes_no(value) -> str:
+    return {True: "yes", False: "no"}.get(value, "-")
+
+
+def _plain(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def _fixed(value, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

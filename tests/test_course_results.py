@@ -1,0 +1,78 @@
+"""Tests for the course's results table (greenlab.course.results, greenlab.course.headline): fake
+lessons written here, never the real ones."""
+
+import csv
+import json
+
+import nbformat
+import pytest
+
+from greenlab.course import headline as headline_mod
+from greenlab.course import results
+from greenlab.experiments.verdicts import paired
+
+HEADLINE_CELL = """
+import greenlab as gl
+factor = gl.experiments.paired([10.0, 12.0, 11.0], [2.0, 2.5, 2.1], "joules", "naive", "green")
+gl.headline(None, "a fake technique", "energy to a fake target", factor, reached="3/3 both")
+"""
+
+
+def _lesson(folder, name, *cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    path = folder / name
+    nbformat.write(nb, path)
+    return path
+
+
+def test_headline_writes_a_record_only_where_the_variable_names_a_file(tmp_path, monkeypatch):
+    factor = paired([10.0, 12.0, 11.0], [2.0, 2.5, 2.1], "joules", "naive", "green")
+    monkeypatch.delenv(headline_mod.HEADLINE_FILE_ENV, raising=False)
+    record = headline_mod.headline("09", "t", "s", factor)
+    assert record["factor"] == pytest.approx(factor.estimate) and record["detectable"] is True
+    assert record["repeats"] == 3 and record["low"] < record["factor"] < record["high"]
+    target = tmp_path / "h.jsonl"
+    monkeypatch.setenv(headline_mod.HEADLINE_FILE_ENV, str(target))
+    headline_mod.headline("09", "t", "s", None, note="no factor: a recipe missed the target")
+    (only,) = headline_mod.read_headlines(target)
+    assert only["factor"] is None and only["note"].startswith("no factor")
+    with pytest.raises(ValueError, match="ratio"):
+        headline_mod.headline("09", "t", "s", paired([0.5, 0.6, 0.7], [0.4, 0.5, 0.6], "final_accuracy"))
+
+
+def test_results_collects_headlines_and_says_which_lessons_have_none(tmp_path):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    with_headline = _lesson(lessons, "01_fake.ipynb", HEADLINE_CELL)
+    without = _lesson(lessons, "02_plain.ipynb", "x = sum(range(1000))")
+    failing = _lesson(lessons, "03_broken.ipynb", "raise RuntimeError('a fake failure')")
+    out = results.run_results([with_headline, without, failing], quick=True, echo=False)
+    by_lesson = {x.lesson: x for x in out.lessons}
+    assert by_lesson["01_fake"].status == "passed" and len(by_lesson["01_fake"].headlines) == 1
+    assert by_lesson["01_fake"].headlines[0]["lesson"] == "01"  # from the runner's variable
+    assert by_lesson["02_plain"].status == "passed" and not by_lesson["02_plain"].headlines
+    assert by_lesson["03_broken"].status.startswith("failed") and "fake failure" in by_lesson["03_broken"].status
+    rows = {r["lesson"]: r for r in out.rows()}
+    assert rows["01_fake"]["factor"] == f"{paired([10.0, 12.0, 11.0], [2.0, 2.5, 2.1], 'joules').estimate:.3g}x"
+    assert rows["01_fake"]["detectable"] == "yes" and rows["01_fake"]["repeats"] == "3"
+    assert rows["02_plain"]["technique"] == "no headline recorded"
+    assert all(x.seconds > 0 for x in out.lessons) and out.total_seconds > 0
+
+    paths = out.write(tmp_path / "out")
+    md = paths["md"].read_text()
+    assert "a fake technique" in md and "no headline recorded" in md and "Total:" in md
+    with open(paths["csv"], newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert [r["lesson"] for r in table] == ["01_fake", "02_plain", "03_broken"]
+    assert list(table[0]) == list(results.COLUMNS)
+    saved = json.loads(paths["json"].read_text())
+    assert saved["lessons"][0]["headlines"][0]["technique"] == "a fake technique"
+
+
+def test_results_subcommand_is_wired_and_exits_1_when_a_lesson_fails(tmp_path):
+    from greenlab.course.build import main
+
+    lesson = _lesson(tmp_path, "05_broken.ipynb", "assert False, 'fails on purpose'")
+    assert main(["results", "--quick", "--out", str(tmp_path / "out"), str(lesson)]) == 1
+    assert (tmp_path / "out" / "results.md").exists()
