@@ -222,7 +222,7 @@ def test_run_main_stops_on_interrupt_and_prints_the_finished_runs(monkeypatch, c
 
     def train_then_interrupt(*args, **kwargs):
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == 5:  # after the two warm-up runs, the third measured run
             def boom(state):
                 raise KeyboardInterrupt
             kwargs["callbacks"] = [boom]
@@ -236,7 +236,7 @@ def test_run_main_stops_on_interrupt_and_prints_the_finished_runs(monkeypatch, c
                               "--quick", "--no-save"])
     assert run_command.run_main(args) == 130
     out, err = capsys.readouterr()
-    assert calls["n"] == 3 and "INTERRUPTED" in out and "interrupted" in err
+    assert calls["n"] == 5 and "INTERRUPTED" in out and "interrupted" in err
 
 
 def test_equal_accuracy_saving_states_the_accuracy_cost():

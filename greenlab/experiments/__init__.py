@@ -11,7 +11,10 @@ a repeat (a t-interval on the log of the per-repeat ratios), so noise shared by 
 Schedule evaluations in samples (``TrainConfig(eval_every_samples=...)``) when variants differ in
 batch size, so that every variant is checked after the same amount of data.
 
-``equal_accuracy_saving`` states a saving only beside the accuracy it was bought at.
+``equal_accuracy_saving`` states a saving only beside the accuracy it was bought at. An energy
+verdict built on windows too short for their meters says "not measurable at this size"
+(``window_short``), and every helper that measures arms in sequence warms each up first
+(``arms``: ``warm_up``, ``measure_arms``, ``train_each``).
 
 The ``greenlab run`` command that drives it is ``greenlab.cli.run``.
 
@@ -22,17 +25,38 @@ The package (layer ``experiments``: it imports ``training`` and the layers below
 
 from greenlab.experiments.stats import MIN_REPEATS_FOR_INTERVAL, Stat, summarize, t_quantile_975
 from greenlab.experiments.verdicts import (
+    CHANCE_MARGIN,
+    EQUIVALENCE_LEVEL,
+    AboveChance,
+    AccuracyVerdict,
+    Equivalence,
+    TargetNotReached,
+    ToTarget,
+    above_chance,
+    accuracy_verdict,
+    equivalence,
+    target_ratio,
+    to_target,
+    ENERGY_METRICS,
     METRIC_WORDS,
     METRICS,
+    NOT_MEASURABLE,
     Paired,
     Saving,
     equal_accuracy_saving,
     paired,
+    short_flags,
+    window_short,
 )
+from greenlab.experiments.arms import WARMUP_STEPS, measure_arms, rotated, train_each, warm_up, warmup_config
 from greenlab.experiments.presentation import CLIPPED_NOTE
 from greenlab.experiments.comparison import Comparison
 from greenlab.experiments.runner import PARTIAL_STATUSES, compare
 
-__all__ = ["CLIPPED_NOTE", "METRICS", "METRIC_WORDS", "MIN_REPEATS_FOR_INTERVAL", "PARTIAL_STATUSES",
-           "Comparison", "Paired", "Saving", "Stat", "compare", "equal_accuracy_saving", "paired",
-           "summarize", "t_quantile_975"]
+__all__ = ["CHANCE_MARGIN", "EQUIVALENCE_LEVEL", "AboveChance", "AccuracyVerdict", "Equivalence",
+           "TargetNotReached", "ToTarget", "above_chance", "accuracy_verdict", "equivalence", "target_ratio",
+           "to_target", "CLIPPED_NOTE", "ENERGY_METRICS", "METRICS", "METRIC_WORDS", "MIN_REPEATS_FOR_INTERVAL",
+           "NOT_MEASURABLE", "PARTIAL_STATUSES", "WARMUP_STEPS",
+           "Comparison", "Paired", "Saving", "Stat", "compare", "equal_accuracy_saving", "measure_arms",
+           "paired", "rotated", "short_flags", "summarize", "t_quantile_975", "train_each", "warm_up",
+           "warmup_config", "window_short"]
