@@ -149,7 +149,7 @@ def test_equivalence_needs_the_90_percent_interval_inside_the_margin():
 
 def test_the_check_refuses_equivalence_words_in_fixed_text_and_passes_the_verdict():
     planted = {"cells": [
-        {"cell_type": "markdown", "source": "bf16 reaches the same accuracy. Its accuracy is close to fp32's."},
+        {"cell_type": "markdown", "source": "Here bf16 reaches the same accuracy."},
         {"cell_type": "code", "source": 'print(f"bf16 is as good as fp32 ({acc:.1%})")'},
         {"cell_type": "code", "source": 'print("no worse than fp32")'},
     ]}
@@ -157,13 +157,15 @@ def test_the_check_refuses_equivalence_words_in_fixed_text_and_passes_the_verdic
     assert [p.split(":")[1].strip() for p in problems] == ["cell 0", "cell 1", "cell 2"]
     assert build.notebook_claim_problems(planted, "planted")[-3:] == problems  # hooked into the check
     fine = {"cells": [
-        {"cell_type": "markdown", "source": 'An "as good" claim needs a margin; train to reach the same accuracy.'},
+        {"cell_type": "markdown", "source": 'An "as good" claim needs a margin; train to reach the same accuracy, '
+                                            "and a saving counts only if it reaches the same accuracy."},
         {"cell_type": "code", "source": 'print(f"bf16: {cmp.equivalence(\'bf16\').words()}")'},
         {"cell_type": "code", "source": "# the same accuracy in a comment is not shown\nx = 1"},
     ]}
     assert notebook_equivalence_problems(fine, "fine") == []
     assert equivalence_word("matched fp32 accuracy (Micikevicius et al. 2018)") is None
     assert equivalence_word("our model matched fp32 accuracy") is not None
+    assert equivalence_word("Its accuracy is close to fp32's.") is not None
 
 
 # --- 4. energy to a target exists only for the repeats that reached it --------------------------------

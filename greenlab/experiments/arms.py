@@ -70,8 +70,9 @@ def warmup_config(cfg):
 
 def train_each(models: dict, data, config, train_fn=None, **train_kwargs) -> dict:
     """Train several models one after another on the same ``data`` and ``config`` (a
-    TrainConfig, or a dict of its fields), each warmed up first by a short run
-    (``warmup_config``), so the first is not charged with the process's one-off costs.
+    TrainConfig, or a dict of its fields, or {label: TrainConfig} with one per model), each warmed
+    up first by a short run (``warmup_config``), so the first is not charged with the process's
+    one-off costs.
     ``models``: {label: model_fn} (a callable returning a fresh model). Returns {label: RunResult}.
     ``train_fn``: the training function (default ``greenlab.training.train``)."""
     # lazy: torch is imported by the training loop only when something is trained
@@ -85,8 +86,12 @@ def train_each(models: dict, data, config, train_fn=None, **train_kwargs) -> dic
         if not callable(fn):
             raise validation.ArgumentTypeError(f"models[{label!r}] must be a callable that returns a fresh "
                                                f"model, got {type(fn).__name__}")
-    base = TrainConfig(**config) if isinstance(config, dict) else config
-    configs = {label: dataclasses.replace(base, label=label) for label in models}
+    if isinstance(config, dict) and set(config) == set(models) and all(
+            isinstance(c, TrainConfig) for c in config.values()):
+        configs = {label: c if c.label else dataclasses.replace(c, label=label) for label, c in config.items()}
+    else:
+        base = TrainConfig(**config) if isinstance(config, dict) else config
+        configs = {label: dataclasses.replace(base, label=label) for label in models}
     kwargs = dict(train_kwargs, log=train_kwargs.get("log", False))
     warm_up({label: (lambda label=label: train_fn(models[label](), data, warmup_config(configs[label]),
                                                    **dict(kwargs, save=False, log=False)))

@@ -9,6 +9,7 @@ from greenlab.base.units import format_energy, plain_number
 from greenlab.experiments.stats import MIN_REPEATS_FOR_INTERVAL
 from greenlab.experiments.verdicts import NOT_MEASURABLE
 
+ACCURACY_MARGIN = 0.01  # the paragraph calls two accuracies equivalent only within one point
 SHORT_CELL = "too short*"
 SHORT_NOTE = ("* too short: the energy window was shorter than its meters read reliably "
               "(ShortWindowWarning), so its energy is " + NOT_MEASURABLE)
@@ -120,10 +121,11 @@ def stakeholder_summary(cmp) -> str:
             sentences.append(f"Time {goal}: {n} {plain_number(t_n)} s, {base} {plain_number(t_b)} s; "
                              f"{n} against {base}: {cmp.paired(n, base, t_metric).plain()}.")
         a_n, a_b = cmp.stats[n]["final_accuracy"].mean, cmp.stats[base]["final_accuracy"].mean
-        if not to_target and a_n is not None and a_b is not None and abs(a_n - a_b) >= 0.005:
-            sentences.append(f"The two did not reach the same accuracy ({n} {a_n:.1%}, {base} "
-                             f"{a_b:.1%} on the test split), so the energy figures are not a "
-                             "like-for-like saving.")
+        if not to_target and a_n is not None and a_b is not None:
+            same = cmp.equivalence(n, base, "final_accuracy", ACCURACY_MARGIN)
+            if not same.equivalent:
+                sentences.append(f"Their test accuracies ({n} {a_n:.1%}, {base} {a_b:.1%}) are {same.words()}, "
+                                 "so the energy figures are not shown to be a like-for-like saving.")
     if cmp.target is not None and not to_target:
         missed = [n for n in cmp.names if not cmp.reached_target(n)]
         sentences.append(f"Not every run reached the {cmp.target:.0%} target ({', '.join(missed)} "
