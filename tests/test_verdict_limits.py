@@ -210,3 +210,24 @@ def test_a_run_records_its_classes_so_a_comparison_can_find_chance():
     assert cmp.runs["a"][0].num_classes == ds.num_classes
     assert cmp.accuracy_verdict("b").chance.classes == ds.num_classes
     json.dumps(cmp.runs["a"][0].to_dict())
+
+
+# --- sizing: how much work fills a readable window ------------------------------------------------------
+
+def test_work_is_sized_to_a_window_the_meter_can_read():
+    assert experiments.min_window_seconds([SlowCounter()]) == pytest.approx(10.0)
+    assert experiments.min_window_seconds([SlopeSource()]) == 0.0
+    assert experiments.repeats_to_fill(0.01, min_seconds=0.1) == 30  # 3 x 0.1 s of 10 ms pieces
+    assert experiments.repeats_to_fill(1.0, min_seconds=0.1) == 1
+    assert experiments.repeats_to_fill(0.01, min_seconds=0.0) == 1
+
+    class Epoch:
+        seconds = 0.02
+
+    cfg = TrainConfig(epochs=2)
+    calls = []
+    needed = experiments.epochs_to_fill(lambda: None, None, cfg, sources=[SlopeSource()],
+                                        train_fn=lambda *a, **k: calls.append(a[2]) or Epoch())
+    assert needed == 2 and len(calls) == 2 and calls[0].epochs == 1  # nothing to fill: the config's own epochs
+    assert experiments.epochs_to_fill(lambda: None, None, cfg, sources=[SlowCounter()],
+                                      train_fn=lambda *a, **k: Epoch()) == 1000  # capped at max_epochs

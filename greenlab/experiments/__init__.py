@@ -14,7 +14,8 @@ batch size, so that every variant is checked after the same amount of data.
 ``equal_accuracy_saving`` states a saving only beside the accuracy it was bought at. An energy
 verdict built on windows too short for their meters says "not measurable at this size"
 (``window_short``), and every helper that measures arms in sequence warms each up first
-(``arms``: ``warm_up``, ``measure_arms``, ``train_each``).
+(``arms``: ``warm_up``, ``measure_arms``, ``train_each``); ``sizing`` says how much work fills a
+readable window (``min_window_seconds``, ``repeats_to_fill``, ``epochs_to_fill``).
 
 The ``greenlab run`` command that drives it is ``greenlab.cli.run``.
 
@@ -48,12 +49,13 @@ from greenlab.experiments.verdicts import (
     short_flags,
     window_short,
 )
+from greenlab.experiments.sizing import FILL_MARGIN, epochs_to_fill, min_window_seconds, repeats_to_fill
 from greenlab.experiments.arms import WARMUP_STEPS, measure_arms, rotated, train_each, warm_up, warmup_config
 from greenlab.experiments.presentation import CLIPPED_NOTE
 from greenlab.experiments.comparison import Comparison
 from greenlab.experiments.runner import PARTIAL_STATUSES, compare
 
-__all__ = ["CHANCE_MARGIN", "EQUIVALENCE_LEVEL", "AboveChance", "AccuracyVerdict", "Equivalence",
+__all__ = ["FILL_MARGIN", "epochs_to_fill", "min_window_seconds", "repeats_to_fill", "CHANCE_MARGIN", "EQUIVALENCE_LEVEL", "AboveChance", "AccuracyVerdict", "Equivalence",
            "TargetNotReached", "ToTarget", "above_chance", "accuracy_verdict", "equivalence", "target_ratio",
            "to_target", "CLIPPED_NOTE", "ENERGY_METRICS", "METRICS", "METRIC_WORDS", "MIN_REPEATS_FOR_INTERVAL",
            "NOT_MEASURABLE", "PARTIAL_STATUSES", "WARMUP_STEPS",

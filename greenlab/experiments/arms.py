@@ -16,21 +16,25 @@ times larger). Every helper that measures two or more arms one after another goe
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 from greenlab.base import validation
+from greenlab.energy.measure import ShortWindowWarning
 
 WARMUP_STEPS = 3  # optimizer steps of a warm-up training run: every code path once, little energy
 
 
 def warm_up(arms: dict, rounds: int = 1) -> None:
     """Call every arm (``{name: callable()}``) ``rounds`` times (at least 1), in order, and
-    discard what they return. Nothing may be measured between these calls and the measured ones
+    discard what they return (a ``ShortWindowWarning`` from these discarded windows is not shown). Nothing may be measured between these calls and the measured ones
     that should not also be warmed."""
     _check_arms(arms)
     rounds = validation.integer("rounds", rounds, low=1)
-    for _ in range(rounds):
-        for fn in arms.values():
-            fn()
+    with warnings.catch_warnings():  # a discarded window's shortness is nobody's figure: no warning box
+        warnings.simplefilter("ignore", ShortWindowWarning)
+        for _ in range(rounds):
+            for fn in arms.values():
+                fn()
 
 
 def rotated(names, round_index: int) -> list:
