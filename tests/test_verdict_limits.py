@@ -231,3 +231,19 @@ def test_work_is_sized_to_a_window_the_meter_can_read():
     assert needed == 2 and len(calls) == 2 and calls[0].epochs == 1  # nothing to fill: the config's own epochs
     assert experiments.epochs_to_fill(lambda: None, None, cfg, sources=[SlowCounter()],
                                       train_fn=lambda *a, **k: Epoch()) == 1000  # capped at max_epochs
+
+
+# --- sentences about the library: a path a lesson names exists -------------------------------------------
+
+def test_a_lesson_pointing_at_a_moved_table_is_caught():
+    from greenlab.course.claims_paths import missing_path, notebook_path_problems
+
+    drifted = {"cells": [
+        {"cell_type": "markdown", "source": "The intensities are in `data/carbon_intensity.csv`."},
+        {"cell_type": "code", "source": 'print("see greenlab/cited_tables/no_such_table.csv")'},
+    ]}
+    problems = notebook_path_problems(drifted, "drifted")
+    assert [p.split(":")[1].strip() for p in problems] == ["cell 0", "cell 1"]
+    assert build.notebook_claim_problems(drifted, "drifted")[-2:] == problems  # hooked into the check
+    assert missing_path("the table `greenlab/cited_tables/carbon_intensity.csv`, folder `greenlab/cited_tables/`, "
+                        "runs in data/reference_runs/ and data/README.md.") is None

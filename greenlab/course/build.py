@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from greenlab.course.claims_equivalence import notebook_equivalence_problems
+from greenlab.course.claims_paths import notebook_path_problems
 
 SOLUTION_BEGIN = "# BEGIN SOLUTION"
 SOLUTION_END = "# END SOLUTION"
@@ -350,7 +351,8 @@ def notebook_claim_problems(nb: dict[str, Any], where: str = "notebook") -> list
                                 "the validation split; call it validation accuracy")
         elif cell.get("cell_type") == "code":
             problems += [f"{at}: {p}" for p in _code_claim_problems(text)]
-    return problems + notebook_equivalence_problems(nb, where)  # the "as good as" rule
+    # the "as good as" rule, and paths to project files that exist
+    return problems + notebook_equivalence_problems(nb, where) + notebook_path_problems(nb, where)
 
 
 def _code_claim_problems(source: str) -> list[str]:
@@ -770,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
             if claims:
                 print("\n".join(claims))
                 print(f"\n{len(claims)} claim(s) the lessons must not make (validation figures called test "
-                      "accuracy, break-evens or savings without a verdict, equivalence in fixed text).")
+                      "accuracy, break-evens or savings without a verdict, equivalence in fixed text, paths that do not exist).")
             if problems or claims:
                 return 1
             print(f"{len(instructor_notebooks(root))} lesson(s) in sync; no claim without its verdict.")
