@@ -247,3 +247,15 @@ def test_a_lesson_pointing_at_a_moved_table_is_caught():
     assert build.notebook_claim_problems(drifted, "drifted")[-2:] == problems  # hooked into the check
     assert missing_path("the table `greenlab/cited_tables/carbon_intensity.csv`, folder `greenlab/cited_tables/`, "
                         "runs in data/reference_runs/ and data/README.md.") is None
+
+
+def test_a_carbon_statement_of_a_short_window_gives_no_figure():
+    from greenlab.impact.report import carbon_statement
+
+    short = carbon_statement(short_measurement("tiny"))
+    assert "not measurable at this size" in short.markdown and "CO2e +-" not in short.markdown
+    assert short.values["short"]
+    with measure("long enough", sources=[SlopeSource()]) as window:
+        pass
+    whole = carbon_statement(window.result)
+    assert "not measurable" not in whole.markdown and "CO2e +-" in whole.markdown
