@@ -259,3 +259,13 @@ def test_a_carbon_statement_of_a_short_window_gives_no_figure():
         pass
     whole = carbon_statement(window.result)
     assert "not measurable" not in whole.markdown and "CO2e +-" in whole.markdown
+
+
+def test_a_break_even_on_short_windows_is_not_stated():
+    from greenlab.techniques.compress.payback import break_even_interval
+
+    fine = break_even_interval(100.0, [2.0, 2.1, 2.05], [1.0, 1.05, 1.0], what="prediction")
+    assert fine.detectable and "repaid after" in fine.sentence()
+    short = break_even_interval(100.0, [2.0, 2.1, 2.05], [1.0, 1.05, 1.0], what="prediction",
+                                short=[False, True, False])
+    assert not short.detectable and NOT_MEASURABLE in short.sentence() and "repaid" not in short.sentence()
