@@ -48,8 +48,8 @@ def notebook_path_problems(nb: dict[str, Any], where: str = "notebook") -> list[
             path = missing_path(fixed)
             if path:
                 problems.append(f"{where}: cell {index}: \"{path}\" does not exist in this checkout; the cited "
-                                f"tables are in greenlab/cited_tables/ (greenlab.base.paths.tables_dir()), recorded runs "
-                                "in data/reference_runs/")
+                                "tables are in greenlab/cited_tables/ (greenlab.base.paths.tables_dir()), "
+                                "recorded runs in data/reference_runs/")
     return problems
 
 

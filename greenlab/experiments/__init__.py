@@ -11,7 +11,10 @@ a repeat (a t-interval on the log of the per-repeat ratios), so noise shared by 
 Schedule evaluations in samples (``TrainConfig(eval_every_samples=...)``) when variants differ in
 batch size, so that every variant is checked after the same amount of data.
 
-``equal_accuracy_saving`` states a saving only beside the accuracy it was bought at. An energy
+``equal_accuracy_saving`` states a saving only beside the accuracy it was bought at; "as good as"
+is said only by ``equivalence`` (two one-sided tests within a stated margin, ``Equivalence.words()``);
+energy to a target exists only for the repeats that reached it (``to_target``, ``target_ratio``);
+a baseline at chance compares no accuracy (``accuracy_verdict``). An energy
 verdict built on windows too short for their meters says "not measurable at this size"
 (``window_short``), and every helper that measures arms in sequence warms each up first
 (``arms``: ``warm_up``, ``measure_arms``, ``train_each``); ``sizing`` says how much work fills a
@@ -20,8 +23,10 @@ readable window (``min_window_seconds``, ``repeats_to_fill``, ``epochs_to_fill``
 The ``greenlab run`` command that drives it is ``greenlab.cli.run``.
 
 The package (layer ``experiments``: it imports ``training`` and the layers below): ``stats``
-(summaries and t-intervals), ``verdicts`` (``Paired``, ``paired``, ``Saving``), ``runner``
-(``compare``), ``comparison`` (``Comparison``) and ``presentation`` (how its figures are written).
+(summaries and t-intervals), ``verdicts`` (``Paired``, ``paired``, ``Saving``, ``Equivalence``,
+``ToTarget``, ``AboveChance``), ``arms`` (every arm warmed up, in one place), ``sizing`` (work
+that fills a readable window), ``runner`` (``compare``), ``comparison`` (``Comparison``) and
+``presentation`` (how its figures are written).
 """
 
 from greenlab.experiments.stats import MIN_REPEATS_FOR_INTERVAL, Stat, summarize, t_quantile_975
@@ -55,10 +60,10 @@ from greenlab.experiments.presentation import CLIPPED_NOTE
 from greenlab.experiments.comparison import Comparison
 from greenlab.experiments.runner import PARTIAL_STATUSES, compare
 
-__all__ = ["FILL_MARGIN", "epochs_to_fill", "min_window_seconds", "repeats_to_fill", "CHANCE_MARGIN", "EQUIVALENCE_LEVEL", "AboveChance", "AccuracyVerdict", "Equivalence",
-           "TargetNotReached", "ToTarget", "above_chance", "accuracy_verdict", "equivalence", "target_ratio",
-           "to_target", "CLIPPED_NOTE", "ENERGY_METRICS", "METRICS", "METRIC_WORDS", "MIN_REPEATS_FOR_INTERVAL",
-           "NOT_MEASURABLE", "PARTIAL_STATUSES", "WARMUP_STEPS",
-           "Comparison", "Paired", "Saving", "Stat", "compare", "equal_accuracy_saving", "measure_arms",
-           "paired", "rotated", "short_flags", "summarize", "t_quantile_975", "train_each", "warm_up",
-           "warmup_config", "window_short"]
+__all__ = ["CHANCE_MARGIN", "CLIPPED_NOTE", "ENERGY_METRICS", "EQUIVALENCE_LEVEL", "FILL_MARGIN", "METRICS",
+           "METRIC_WORDS", "MIN_REPEATS_FOR_INTERVAL", "NOT_MEASURABLE", "PARTIAL_STATUSES", "WARMUP_STEPS",
+           "AboveChance", "AccuracyVerdict", "Comparison", "Equivalence", "Paired", "Saving", "Stat",
+           "TargetNotReached", "ToTarget", "above_chance", "accuracy_verdict", "compare", "epochs_to_fill",
+           "equal_accuracy_saving", "equivalence", "measure_arms", "min_window_seconds", "paired",
+           "repeats_to_fill", "rotated", "short_flags", "summarize", "t_quantile_975", "target_ratio",
+           "to_target", "train_each", "warm_up", "warmup_config", "window_short"]

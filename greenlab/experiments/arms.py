@@ -26,8 +26,8 @@ WARMUP_STEPS = 3  # optimizer steps of a warm-up training run: every code path o
 
 def warm_up(arms: dict, rounds: int = 1) -> None:
     """Call every arm (``{name: callable()}``) ``rounds`` times (at least 1), in order, and
-    discard what they return (a ``ShortWindowWarning`` from these discarded windows is not shown). Nothing may be measured between these calls and the measured ones
-    that should not also be warmed."""
+    discard what they return (a ``ShortWindowWarning`` from these discarded windows is not
+    shown)."""
     _check_arms(arms)
     rounds = validation.integer("rounds", rounds, low=1)
     with warnings.catch_warnings():  # a discarded window's shortness is nobody's figure: no warning box

@@ -244,7 +244,8 @@ class Saving:
             change = f"used the same {self.what} as"
         accs = f"{self.candidate_accuracy:.1%} vs {self.baseline_accuracy:.1%}"
         if self.equal_accuracy:
-            return f"{self.candidate} {change} {self.baseline} at the same accuracy or better ({accs})"
+            return (f"{self.candidate} {change} {self.baseline}, at most {self.tolerance * 100:g} point(s) less "
+                    f"accurate ({accs}; single figures, not an equivalence test)")
         return (f"{self.candidate} {change} {self.baseline} but is {-self.accuracy_change * 100:.1f} "
                 f"points less accurate ({accs}): not a like-for-like saving")
 
