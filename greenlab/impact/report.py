@@ -234,12 +234,6 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
         + "The intensity is an annual average, not the hour-by-hour or marginal intensity of the grid "
         "while the job ran, and embodied emissions of the hardware (manufacturing) are not included.",
     ]
-    if estimated:
-        lines += ["", "**This is an estimate, not a measurement:** at least one component's energy comes "
-                  "from a power model (see the model above), because no hardware energy counter could be read."]
-    if info["problems"]:
-        lines += ["", "**Incomplete:** part of the energy could not be measured, so the figures above are "
-                  "a lower bound: " + "; ".join(info["problems"]) + "."]
     if info["short"]:  # the window cannot carry a figure: say so instead of giving one
         lines = [f"## Energy and carbon statement: {name}", "",
                  f"- **Hardware:** {hw}",
@@ -247,6 +241,12 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
                  f"- **Energy and emissions:** not measurable at this size: the energy window lasted "
                  f"{plain_number(info['seconds'], 4)} s, shorter than its meters read reliably "
                  f"({plain_number(info['reliable_from_s'], 4)} s); measure more work in one window."]
+    if estimated:
+        lines += ["", "**This is an estimate, not a measurement:** at least one component's energy comes "
+                  "from a power model (see the model above), because no hardware energy counter could be read."]
+    if info["problems"]:
+        lines += ["", "**Incomplete:** part of the energy could not be measured, so the figures above are "
+                  "a lower bound: " + "; ".join(info["problems"]) + "."]
     values = {
         "label": name, "hardware": hw, "seconds": info["seconds"], "joules": joules, "kwh": kwh,
         "energy_rel_uncertainty": rel_energy, "estimated": estimated, "region": grid.code,
