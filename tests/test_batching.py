@@ -283,10 +283,11 @@ def test_sweep_bookkeeping_and_cost():
     train, seen = _fake_train({32: (100.0, True), 128: (60.0, True), 512: (80.0, False)})
     res = gb.sweep_batch_sizes(lambda: nn.Linear(1, 1), None, [32, 128, 512], Cfg(), 0.8, repeats=2,
                                train_fn=train, verbose=False)
-    assert [c.batch_size for c in seen] == [32, 32, 128, 128, 512, 512]
-    assert [c.seed for c in seen] == [0, 1, 0, 1, 0, 1]
-    assert [c.lr for c in seen][::2] == pytest.approx([0.1, 0.4, 1.6])
-    assert all(c.target_accuracy == 0.8 for c in seen)
+    # every size is warmed up once before any is measured, then the repeats run in rotating order
+    assert [c.batch_size for c in seen[:3]] == [32, 128, 512]
+    assert [(c.batch_size, c.seed) for c in seen[3:]] == [(32, 0), (128, 0), (512, 0), (128, 1), (512, 1), (32, 1)]
+    assert {c.batch_size: c.lr for c in seen[3:]} == pytest.approx({32: 0.1, 128: 0.4, 512: 1.6})
+    assert all(c.target_accuracy == 0.8 for c in seen[3:])
     assert res.by_size() == {32: 50.0, 128: 30.0, 512: None}
     assert res.best() == 128
     cost = gb.sweep_cost(res)
@@ -305,7 +306,7 @@ def test_sweep_evaluates_every_size_after_the_same_samples():
     train, seen = _fake_train({16: (10.0, True), 64: (12.0, True)})
     gb.sweep_batch_sizes(lambda: None, None, [16, 64], TrainConfig(batch_size=16, accum_steps=2, eval_every=4),
                          0.8, train_fn=train, verbose=False)
-    assert [(c.eval_every, c.eval_every_samples) for c in seen] == [(None, 128), (None, 128)]
+    assert [(c.eval_every, c.eval_every_samples) for c in seen] == [(None, 128)] * 4  # 2 warm-ups, 2 runs
 
 
 def test_plot_sweep_runs():
@@ -334,7 +335,8 @@ def test_sweep_takes_tuned_rates_and_a_sample_cap():
     data = (torch.zeros(100, 2), torch.zeros(100))
     gb.sweep_batch_sizes(lambda: None, data, [16, 64], TrainConfig(batch_size=16, epochs=1), 0.8,
                          lrs={16: 0.05, 64: 0.3}, max_samples=640, train_fn=train, verbose=False)
-    assert [(c.lr, c.max_steps, c.epochs) for c in seen] == [(0.05, 40, 7), (0.3, 10, 7)]
+    assert [(c.lr, c.max_steps, c.epochs) for c in seen[2:]] == [(0.05, 40, 7), (0.3, 10, 7)]
+    assert [(c.max_steps, c.target_accuracy) for c in seen[:2]] == [(3, None), (3, None)]  # the warm-ups
     with pytest.raises(ValueError, match="no learning rate"):
         gb.sweep_batch_sizes(lambda: None, data, [16, 64], TrainConfig(batch_size=16), 0.8,
                              lrs={16: 0.05}, train_fn=train, verbose=False)

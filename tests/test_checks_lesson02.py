@@ -224,3 +224,24 @@ def test_loss_scaler_names_each_mistake(flag, hint):
 def test_loss_scaler_placeholders_are_not_attempted():
     assert checks.loss_scaler(None).status == NOT_ATTEMPTED
     assert checks.loss_scaler(lambda **kw: None).status == NOT_ATTEMPTED
+
+    class Untouched:  # the lesson's template, as a learner first finds it
+        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+            self.scale = None
+
+        def scale_loss(self, loss):
+            return None
+
+        def step(self, optimizer):
+            return None
+
+    assert checks.loss_scaler(Untouched).status == NOT_ATTEMPTED
+
+
+def test_loss_scaler_must_say_whether_it_stepped():
+    class Silent(_Scaler):  # right weights and scale, but step() returns nothing
+        def step(self, optimizer):
+            super().step(optimizer)
+
+    result = checks.loss_scaler(Silent)
+    assert result.status == FAILED and "must return True when the optimizer stepped" in result.message

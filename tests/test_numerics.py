@@ -31,3 +31,12 @@ def test_torch_loss_scaler_passes_the_lesson_checker_and_reports_skips():
     assert scaler.step(opt) is True and scaler.scale == 8.0
     with pytest.raises(ValueError, match="backoff_factor"):
         TorchLossScaler(backoff_factor=1.0)
+
+
+def test_autocast_dtypes_reports_what_this_torch_runs_in_fp32_on_the_cpu():
+    from greenlab.techniques.numerics import autocast_dtypes
+
+    seen = autocast_dtypes("cpu", torch.bfloat16)
+    assert seen["linear (matmul)"] == "bfloat16"  # lowered by autocast
+    assert seen["cross_entropy (loss)"] == "float32"  # on the CPU list of ops autocast runs in fp32
+    assert set(seen.values()) <= {"bfloat16", "float32"}

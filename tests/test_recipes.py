@@ -114,12 +114,13 @@ def test_compare_ladder_gives_each_row_its_network_and_pairs_the_repeats():
     ladder = recipes.one_change_at_a_time(naive, green)
     assert list(ladder) == ["naive", "+ small CNN", "+ device data"]
     result = recipes.compare_ladder(ladder, ds, repeats=1, warmup=0, save=False, sources=[SlopeSource()])
-    assert sorted(built) == ["cnn", "cnn", "mlp"] and result.names == list(ladder)
+    # each row is built twice: its short warm-up run, then its measured run
+    assert sorted(built) == ["cnn"] * 4 + ["mlp"] * 2 and result.names == list(ladder)
     # the headline's runs stand for the two ends: only the row between them is trained again
     ends = recipes.compare_ends(naive, green, ds, repeats=1, warmup=0, save=False, sources=[SlopeSource()])
     built.clear()
     again = recipes.compare_ladder(ladder, ds, repeats=1, ends=ends, warmup=0, save=False, sources=[SlopeSource()])
-    assert built == ["cnn"] and again.names == list(ladder)
+    assert built == ["cnn", "cnn"] and again.names == list(ladder)  # its warm-up, then its run
     assert again.runs["naive"][0] is ends.runs["naive"][0] and again.runs["+ device data"][0] is ends.runs["green"][0]
     with pytest.raises(ValueError, match="naive"):
         recipes.compare_ladder(recipes.one_change_at_a_time(recipes.Recipe(mlp, dataclasses.replace(small, lr=0.5), {}),

@@ -200,8 +200,10 @@ def test_an_interrupted_comparison_raises_one_line_with_the_partial_comparison(d
     assert cmp is gl_train.last_interrupted() and cmp.interrupted and cmp.repeats == 1
     assert [(n, r) for n, r, _ in cmp.partial] == [("b", 1)]
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("greenlab.compare [1/4] a repeat 1/2 ... ") and out[0].endswith(" J (estimate)")
-    assert out[2] == "greenlab.compare [3/4] b repeat 2/2 ... stopped"
+    # warmup=0 still warms every variant with a short discarded run before any is measured
+    assert out[0].startswith("greenlab.compare [1/6] warm-up a (discarded) ... ")
+    assert out[2].startswith("greenlab.compare [3/6] a repeat 1/2 ... ") and out[2].endswith(" J (estimate)")
+    assert out[4] == "greenlab.compare [5/6] b repeat 2/2 ... stopped"
 
 
 def test_a_comparison_stopped_by_its_event_returns_without_raising(ds):

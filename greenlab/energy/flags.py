@@ -38,6 +38,12 @@ class MeasuredFlags:
         """Component -> the source its figure came from (``nvml-counter``, ``rapl``, ``estimate`` ...)."""
         return {} if self.energy is None else dict(self.energy.sources)
 
+    @property
+    def short(self) -> bool:
+        """True when the energy window was shorter than its sources read reliably
+        (``Measurement.short``): verdicts then say "not measurable at this size"."""
+        return self.energy is not None and self.energy.short
+
     def flags(self) -> dict:
         """The four flags as plain data, under the keys ``to_dict()`` has always used."""
         return {"estimated": self.estimated, "complete": self.complete,

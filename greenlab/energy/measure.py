@@ -95,7 +95,12 @@ class Measurement:
     """The result of one window. ``joules`` is the sum over the components measured.
 
     ``problems``: one text per lost or doubtful figure ("component: what happened"); when there
-    are any the result is not ``complete`` and ``joules`` may be too small."""
+    are any the result is not ``complete`` and ``joules`` may be too small.
+
+    ``reliable_from_s``: the shortest window its sources read reliably (``SHORT_WINDOW_PERIODS``
+    update periods of the slowest source, seconds; None when unknown). ``short`` is True when
+    this window lasted less (a ``ShortWindowWarning`` was raised): verdicts read it and say
+    "not measurable at this size" instead of a figure."""
 
     label: str
     seconds: float
@@ -104,6 +109,19 @@ class Measurement:
     warnings: list = field(default_factory=list)
     children: list = field(default_factory=list)
     problems: list = field(default_factory=list)
+    reliable_from_s: float | None = None
+
+    @property
+    def short(self) -> bool:
+        """True when the window lasted fewer than ``SHORT_WINDOW_PERIODS`` update periods of its
+        slowest source: its energy is not measurable at this size."""
+        return self.is_short(self.seconds)
+
+    def is_short(self, seconds: float | None) -> bool:
+        """True when a span of ``seconds`` inside this window (e.g. the time to a target) is
+        shorter than its sources read reliably."""
+        return (self.reliable_from_s is not None and seconds is not None
+                and seconds < self.reliable_from_s)
 
     @property
     def complete(self) -> bool:
@@ -168,6 +186,8 @@ class Measurement:
             "warnings": list(self.warnings),
             "complete": self.complete,
             "problems": list(self.problems),
+            "reliable_from_s": self.reliable_from_s,
+            "short": self.short,
             "children": [c.to_dict() for c in self.children],
         }
 
@@ -181,7 +201,8 @@ class Measurement:
                                for k, c in data["components"].items()},
                    idle_watts=data.get("idle_watts"), warnings=list(data.get("warnings", [])),
                    children=[cls.from_dict(c) for c in data.get("children", [])],
-                   problems=list(data.get("problems", [])))
+                   problems=list(data.get("problems", [])),
+                   reliable_from_s=data.get("reliable_from_s"))
 
     def __repr__(self) -> str:
         return f"<Measurement {self.summary()}>"
@@ -400,7 +421,7 @@ class _Run:
                 self.problems.append(f"idle: no idle power for {', '.join(lacking)}, so the "
                                      "above-idle figure counts all of their energy")
         result = Measurement(self.window.label, seconds, components, idle_watts,
-                             self.warnings, self.children, self.problems)
+                             self.warnings, self.children, self.problems, self._reliable_from_s())
         above = result.joules_above_idle
         if above is not None and above < 0:
             self.problems.append(
@@ -410,6 +431,10 @@ class _Run:
         if self.parent is not None:
             self.parent.children.append(result)
         return result
+
+    def _reliable_from_s(self) -> float | None:
+        slowest = max(self.sources, key=lambda s: s.update_period_s, default=None)
+        return None if slowest is None else SHORT_WINDOW_PERIODS * slowest.update_period_s
 
     def _warn_if_short(self, seconds: float) -> None:
         slowest = max(self.sources, key=lambda s: s.update_period_s, default=None)

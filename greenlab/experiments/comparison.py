@@ -5,7 +5,22 @@ from __future__ import annotations
 
 from greenlab.experiments import presentation
 from greenlab.experiments.stats import summarize
-from greenlab.experiments.verdicts import _RATIO_METRICS, METRICS, Paired, paired
+from greenlab.experiments.verdicts import (
+    _RATIO_METRICS,
+    CHANCE_MARGIN,
+    METRICS,
+    AccuracyVerdict,
+    Equivalence,
+    Paired,
+    ToTarget,
+    accuracy_verdict,
+    equivalence,
+    paired,
+    short_flags,
+    target_ratio,
+    to_target,
+    window_short,
+)
 
 class Comparison:
     """Results of ``compare``.
@@ -63,7 +78,58 @@ class Comparison:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         rows = [rr for rr in self.repeat_runs if variant in rr and baseline in rr]
         return paired([getattr(rr[variant], metric, None) for rr in rows],
-                      [getattr(rr[baseline], metric, None) for rr in rows], metric, variant, baseline)
+                      [getattr(rr[baseline], metric, None) for rr in rows], metric, variant, baseline,
+                      short=short_flags([rr[variant] for rr in rows], [rr[baseline] for rr in rows], metric))
+
+    def short(self, name, metric: str = "joules") -> bool:
+        """True when any finished run of ``name`` had an energy window too short to carry
+        ``metric`` (see ``greenlab.experiments.window_short``)."""
+        return any(window_short(r, metric) for r in self.runs[name])
+
+    def equivalence(self, variant, baseline=None, metric: str = "final_accuracy",
+                    margin: float = 0.01) -> Equivalence:
+        """Is ``variant`` equivalent to ``baseline`` on ``metric`` within ``margin`` (fraction:
+        0.01 = one accuracy point)? Two one-sided tests: the 90% paired interval inside ±margin.
+        ``.words()`` is the only way to say "as good": "equivalent within ±1 point" or "not shown
+        equivalent within ±1 point"."""
+        baseline = self.baseline if baseline is None else baseline
+        p = self.paired(variant, baseline, metric)  # checks the names and the metric
+        rows = [rr for rr in self.repeat_runs if variant in rr and baseline in rr]
+        return equivalence([getattr(rr[variant], metric, None) for rr in rows],
+                           [getattr(rr[baseline], metric, None) for rr in rows], metric, margin, p.variant,
+                           p.baseline, short=short_flags([rr[variant] for rr in rows],
+                                                         [rr[baseline] for rr in rows], metric))
+
+    def accuracy_verdict(self, variant, baseline=None, margin: float = 0.01, classes: int | None = None,
+                         metric: str = "final_accuracy", chance_margin: float = CHANCE_MARGIN) -> AccuracyVerdict:
+        """The accuracy sentence a lesson may print about ``variant`` against ``baseline``: none
+        when the baseline is not clearly above chance (1 / ``classes``, default the data's number
+        of classes), else equivalence within ``margin`` and the paired difference."""
+        baseline = self.baseline if baseline is None else baseline
+        self.paired(variant, baseline, metric)  # checks the names and the metric
+        if classes is None:
+            found = {getattr(r, "num_classes", None) for rs in self.runs.values() for r in rs} - {None}
+            if len(found) != 1:
+                raise ValueError("the runs do not say how many classes the task has: pass classes=")
+            classes = found.pop()
+        rows = [rr for rr in self.repeat_runs if variant in rr and baseline in rr]
+        return accuracy_verdict([getattr(rr[variant], metric, None) for rr in rows],
+                                [getattr(rr[baseline], metric, None) for rr in rows], classes, margin,
+                                metric, variant, baseline, chance_margin)
+
+    def to_target(self, name, metric: str = "joules_to_target") -> ToTarget:
+        """Energy (or time) to the target for ``name``'s repeats, only those that reached it,
+        with the count ("2 of 3 repeats reached 85%")."""
+        if name not in self.names:
+            raise ValueError(f"unknown variant {name!r}; this comparison has {', '.join(self.names)}")
+        return to_target(self.runs[name], metric, name, self.target)
+
+    def target_ratio(self, variant, baseline=None, metric: str = "joules_to_target") -> Paired:
+        """The paired verdict on energy (or time) to target, refused (``TargetNotReached``) unless
+        both reached the target in every repeat."""
+        baseline = self.baseline if baseline is None else baseline
+        rows = [rr for rr in self.repeat_runs if variant in rr and baseline in rr]
+        return target_ratio([rr[variant] for rr in rows], [rr[baseline] for rr in rows], metric, variant, baseline)
 
     def verdict(self, variant, baseline=None, metric: str = "joules") -> str:
         """One sentence: "X is 23% lower in energy than Y (95% CI 15–31%)", "no detectable

@@ -7,7 +7,12 @@ import html
 
 from greenlab.base.units import format_energy, plain_number
 from greenlab.experiments.stats import MIN_REPEATS_FOR_INTERVAL
+from greenlab.experiments.verdicts import NOT_MEASURABLE
 
+ACCURACY_MARGIN = 0.01  # the paragraph calls two accuracies equivalent only within one point
+SHORT_CELL = "too short*"
+SHORT_NOTE = ("* too short: the energy window was shorter than its meters read reliably "
+              "(ShortWindowWarning), so its energy is " + NOT_MEASURABLE)
 CLIPPED_NOTE = ("* a low end shown as 0 is clipped: the interval (mean +- 95% half-width) reached "
                 "below zero, which energy and time cannot; it says the runs spread widely (more "
                 "repeats narrow it), not that 0 is a possible value")
@@ -40,9 +45,11 @@ def cells(cmp) -> list:
         lines.append([
             row["variant"], str(row["runs"]), _pct(row["accuracy"]),
             _ci(row["seconds"], row["seconds_interval"], row["seconds_interval_clipped"]),
+            SHORT_CELL if cmp.short(row["variant"], "joules") else
             _ci(row["joules"], row["joules_interval"], row["joules_interval_clipped"]),
+            "-" if not cmp.target else SHORT_CELL if cmp.short(row["variant"], "joules_to_target") else
             _ci(row["joules_to_target"], row["joules_to_target_interval"],
-                row["joules_to_target_interval_clipped"]) if cmp.target else "-",
+                row["joules_to_target_interval_clipped"]),
             _num(row["samples_per_second"]), row["energy_vs_baseline"] or "(baseline)"])
     return lines
 
@@ -104,16 +111,21 @@ def stakeholder_summary(cmp) -> str:
         t_n, t_b = cmp.stats[n][t_metric].mean, cmp.stats[base][t_metric].mean
         if e_n is None or e_b is None:
             continue
-        sentences.append(f"Energy {goal}: {n} {format_energy(e_n)}, {base} {format_energy(e_b)} "
-                         f"(means); {n} against {base}: {cmp.paired(n, base, e_metric).plain()}.")
+        if not cmp.paired(n, base, e_metric).measurable:
+            sentences.append(f"Energy {goal}, {n} against {base}: {NOT_MEASURABLE} (the runs' energy windows "
+                             "were shorter than the meters read reliably), so no energy figure is given.")
+        else:
+            sentences.append(f"Energy {goal}: {n} {format_energy(e_n)}, {base} {format_energy(e_b)} "
+                             f"(means); {n} against {base}: {cmp.paired(n, base, e_metric).plain()}.")
         if t_n is not None and t_b is not None:
             sentences.append(f"Time {goal}: {n} {plain_number(t_n)} s, {base} {plain_number(t_b)} s; "
                              f"{n} against {base}: {cmp.paired(n, base, t_metric).plain()}.")
         a_n, a_b = cmp.stats[n]["final_accuracy"].mean, cmp.stats[base]["final_accuracy"].mean
-        if not to_target and a_n is not None and a_b is not None and abs(a_n - a_b) >= 0.005:
-            sentences.append(f"The two did not reach the same accuracy ({n} {a_n:.1%}, {base} "
-                             f"{a_b:.1%} on the test split), so the energy figures are not a "
-                             "like-for-like saving.")
+        if not to_target and a_n is not None and a_b is not None:
+            same = cmp.equivalence(n, base, "final_accuracy", ACCURACY_MARGIN)
+            if not same.equivalent:
+                sentences.append(f"Their test accuracies ({n} {a_n:.1%}, {base} {a_b:.1%}) are {same.words()}, "
+                                 "so the energy figures are not shown to be a like-for-like saving.")
     if cmp.target is not None and not to_target:
         missed = [n for n in cmp.names if not cmp.reached_target(n)]
         sentences.append(f"Not every run reached the {cmp.target:.0%} target ({', '.join(missed)} "
@@ -150,11 +162,14 @@ def footnote(cmp) -> str:
         cut = ", ".join(f"{n} (repeat {r + 1}, {res.status})" for n, r, res in cmp.partial) or "none"
         stop = (f"; INTERRUPTED after {cmp.repeats} of {cmp.requested_repeats} repeats, "
                 f"cut short and left out: {cut}")
+    short = ""
+    if any(cmp.short(n, m) for n in cmp.names for m in ("joules", "joules_to_target")):
+        short = "; " + SHORT_NOTE
     clipped = ""
     if any(cmp.stats[n][m].clipped for n in cmp.names
            for m in ("seconds", "joules", "joules_to_target")):
         clipped = "; " + CLIPPED_NOTE
-    return (f"{spread}; verdicts vs {cmp.baseline} from per-repeat ratios{tgt}{est}{stop}{clipped}")
+    return (f"{spread}; verdicts vs {cmp.baseline} from per-repeat ratios{tgt}{est}{stop}{short}{clipped}")
 
 
 # --- helpers ----------------------------------------------------------------------------------

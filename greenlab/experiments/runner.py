@@ -7,6 +7,7 @@ import dataclasses
 
 from greenlab.base import progress, validation
 from greenlab.base.units import plain_number
+from greenlab.experiments.arms import rotated, warm_up, warmup_config
 from greenlab.experiments.comparison import Comparison
 
 # run statuses that mean "cut short by the user": such a run is kept but left out of every mean
@@ -30,8 +31,9 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
       within a repeat all variants see the same initial weights and sample order, and repeats
       differ from each other.
     warmup: rounds of every variant run first and discarded (not saved), to warm caches,
-      clocks and allocators. Repeat r runs the variants in an order rotated by r, so no
-      variant always goes first.
+      clocks and allocators; with 0, every variant still runs a short warm-up
+      (``greenlab.experiments.arms.warmup_config``: a few steps), so no arm is measured cold.
+      Repeat r runs the variants in an order rotated by r, so no variant always goes first.
     stop_event: a threading.Event; setting it stops the whole comparison. Runs finished before
       are kept; the run cut short is kept in ``partial`` and left out of every mean and verdict.
     Ctrl-C does the same, then raises ``greenlab.training.loop.Interrupted``: one line with the time
@@ -75,11 +77,15 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     names = list(variants)
     configs = {n: (c if c.label else dataclasses.replace(c, label=n)) for n, c in variants.items()}
 
-    def one(name, repeat_seed, keep):
+    def one(name, repeat_seed, keep, short=False):
         cfg = dataclasses.replace(configs[name], seed=repeat_seed)
+        if short:
+            cfg = warmup_config(cfg)
         seed_everything(repeat_seed)
         model = model_fns[name]()
-        return train(model, datasets[name], cfg, callbacks=callbacks, device=device, log=log, sources=sources,
+        # a short warm-up leaves the callbacks alone: they may count or keep state
+        return train(model, datasets[name], cfg, callbacks=() if short else callbacks, device=device, log=log,
+                     sources=sources,
                      idle=idle, save=save and keep, results_path=results_path, stop_event=stop_event)
 
     def cut_short(result) -> bool:
@@ -88,23 +94,26 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     repeat_runs = []  # one {name: RunResult} per repeat (finished runs only)
     order, partial, interrupted, ctrl_c = [], [], False, False
     where = "before the first run"
-    steps = progress.Steps("greenlab.compare", (warmup + repeats) * len(names), unit="run", show=show_progress)
+    steps = progress.Steps("greenlab.compare", (max(warmup, 1) + repeats) * len(names), unit="run",
+                           show=show_progress)
+
+    def warm(name):
+        nonlocal where
+        where = f"the warm-up run of {name!r}"
+        steps.start(f"warm-up {name} (discarded)")
+        try:
+            result = _train_kept(lambda *a: one(*a, short=warmup == 0), name, seed, False)
+        except _CutShort:
+            raise KeyboardInterrupt from None
+        if cut_short(result):
+            raise KeyboardInterrupt
+        steps.done(_run_note(result))
+
     try:
-        for _ in range(warmup):
-            for name in names:
-                where = f"the warm-up run of {name!r}"
-                steps.start(f"warm-up {name} (discarded)")
-                try:
-                    result = _train_kept(one, name, seed, False)
-                except _CutShort:
-                    raise KeyboardInterrupt from None
-                if cut_short(result):
-                    raise KeyboardInterrupt
-                steps.done(_run_note(result))
+        warm_up({name: (lambda name=name: warm(name)) for name in names}, rounds=max(warmup, 1))
         for r in range(repeats):
-            shift = r % len(names)
             repeat_runs.append({})
-            for name in names[shift:] + names[:shift]:
+            for name in rotated(names, r):
                 where = f"{name!r} repeat {r + 1} of {repeats}"
                 steps.start(f"{name} repeat {r + 1}/{repeats}")
                 try:

@@ -57,11 +57,18 @@ def summarize(values) -> Stat:
 def t_quantile_975(df: int) -> float:
     """The 0.975 quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF,
     which is integrated numerically from the density)."""
+    return t_quantile(0.975, df)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t (0.5 < p < 1) with ``df`` degrees of freedom; 0.95 gives
+    the half-width of a 90% interval, as an equivalence test (two one-sided tests at 5%) uses."""
     df = validation.integer("df", df, low=1, high=10**6)
-    lo, hi = 0.0, 20.0 if df > 1 else 100.0
+    p = validation.number("p", p, low=0.5, high=1, low_open=True, high_open=True)
+    lo, hi = 0.0, 20.0 if df > 1 else 700.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        if _t_cdf_from_zero(mid, df) < 0.475:
+        if _t_cdf_from_zero(mid, df) < p - 0.5:
             lo = mid
         else:
             hi = mid

@@ -234,6 +234,13 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
         + "The intensity is an annual average, not the hour-by-hour or marginal intensity of the grid "
         "while the job ran, and embodied emissions of the hardware (manufacturing) are not included.",
     ]
+    if info["short"]:  # the window cannot carry a figure: say so instead of giving one
+        lines = [f"## Energy and carbon statement: {name}", "",
+                 f"- **Hardware:** {hw}",
+                 f"- **Duration:** {plain_number(info['seconds'], 4)} s",
+                 f"- **Energy and emissions:** not measurable at this size: the energy window lasted "
+                 f"{plain_number(info['seconds'], 4)} s, shorter than its meters read reliably "
+                 f"({plain_number(info['reliable_from_s'], 4)} s); measure more work in one window."]
     if estimated:
         lines += ["", "**This is an estimate, not a measurement:** at least one component's energy comes "
                   "from a power model (see the model above), because no hardware energy counter could be read."]
@@ -246,7 +253,7 @@ def carbon_statement(run, region: str = "WORLD", pue=None, hardware: str | None 
         "g_per_kwh": grid.g_per_kwh, "intensity_year": grid.year, "intensity_source": grid.source,
         "pue": pue_value, "pue_source": pue_source, "co2e_g": grams, "co2e_rel_uncertainty": rel_co2e,
         "components": info["components"], "complete": not info["problems"],
-        "problems": list(info["problems"]),
+        "problems": list(info["problems"]), "short": info["short"],
     }
     return CarbonStatement(markdown="\n".join(lines) + "\n", values=values)
 
@@ -345,9 +352,13 @@ def _energy_info(run) -> dict:
             "model": _get(c, "model", "") or "", "note": _get(c, "note", "") or ""})
     if not comps:
         raise ValueError("the measurement has no energy components; nothing to report")
+    reliable = _get(measurement, "reliable_from_s")
     return {"label": label, "seconds": float(seconds), "hardware": hardware,
             "joules": math.fsum(c["joules"] for c in comps), "components": comps,
-            "problems": _problems(run) or _problems(measurement)}
+            "problems": _problems(run) or _problems(measurement),
+            # the shortest window its sources read reliably; a shorter one is not measurable at this size
+            "reliable_from_s": None if reliable is None else float(reliable),
+            "short": reliable is not None and float(seconds) < float(reliable)}
 
 
 def _problems(run) -> list:
@@ -445,6 +456,9 @@ def recipe_statement(comparison, baseline: str, candidate: str, region: str = "W
         lo, hi = sorted(((factor.low, factor.high) if factor.estimate > 1 else (1 / factor.high, 1 / factor.low)))
         parts.append(f"The {label[candidate]} recipe used {times:.1f} times {word} energy (95% interval "
                      f"{lo:.1f} to {hi:.1f} times).")
+    elif not factor.measurable:
+        parts.append("The energy windows were shorter than their meters read reliably, so the difference is "
+                     "not measurable at this size.")
     elif factor.low is None:
         parts.append(f"With {factor.n} paired run(s) there is no interval, so no difference is claimed.")
     else:

@@ -3,6 +3,7 @@
 
 - ``fp16_flush_fractions(grads, scale)``: of the non-zero values of ``grads x scale``, the fraction
   that float16 flushes to zero and the fraction it keeps only as a subnormal.
+- ``autocast_dtypes(device, dtype)``: the dtype autocast gives a few ops on this torch and device.
 - ``TorchLossScaler``: ``scale``, ``scale_loss(loss)`` and ``step(optimizer)`` (unscale, skip on
   inf/NaN, update the scale) done by ``GradScaler``, so a lesson can measure either scaler.
 """
@@ -58,3 +59,35 @@ class TorchLossScaler:
         self._inner.step(optimizer)
         self._inner.update()
         return self.scale >= before  # the scale backs off (factor < 1) exactly when a step was skipped
+
+
+# one op of each kind the lesson names, run under autocast: the matmul on fp32 inputs, the others
+# on 16-bit inputs, as they arrive from the matmul before them in a network
+_AUTOCAST_PROBES = {
+    "linear (matmul)": lambda x, w, y: torch.nn.functional.linear(x.float(), w),
+    "softmax": lambda x, w, y: torch.softmax(x, dim=1),
+    "log_softmax": lambda x, w, y: torch.log_softmax(x, dim=1),
+    "exp": lambda x, w, y: torch.exp(x),
+    "sum (reduction)": lambda x, w, y: x.sum(dim=1),
+    "layer_norm": lambda x, w, y: torch.nn.functional.layer_norm(x, x.shape[1:]),
+    "mse_loss": lambda x, w, y: torch.nn.functional.mse_loss(x, torch.zeros_like(x)),
+    "cross_entropy (loss)": lambda x, w, y: torch.nn.functional.cross_entropy(x, y),
+}
+
+
+def autocast_dtypes(device: str = "cpu", dtype=torch.bfloat16) -> dict:
+    """{op: dtype name of its output} for a few ops run under ``torch.autocast(device, dtype)``,
+    as this torch does it: which ops autocast lowers to 16 bits and which it runs in fp32 differ
+    between CPU and CUDA (PyTorch's autocast op lists), so the lesson asks torch instead of quoting
+    one list. The matmul gets fp32 inputs ("bfloat16" out: autocast lowered it); every other op
+    gets a 16-bit input, as from the layer before it ("float32" out: autocast runs it in fp32;
+    16 bits out: it is on neither list and follows its input)."""
+    device = str(device).split(":")[0]
+    x = torch.randn(4, 8, device=device).to(dtype)
+    w = torch.randn(8, 8, device=device)
+    y = torch.zeros(4, dtype=torch.long, device=device)
+    out = {}
+    with torch.autocast(device, dtype=dtype):
+        for name, op in _AUTOCAST_PROBES.items():
+            out[name] = str(op(x, w, y).dtype).replace("torch.", "")
+    return out

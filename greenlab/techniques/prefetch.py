@@ -76,7 +76,7 @@ def compare_loaders(model_fn: Callable, data, config, wrap: Callable, steps: int
     from greenlab.session.config import seed_everything
     from greenlab.training.data import make_dataloader
     from greenlab.energy import measure
-    from greenlab.experiments import paired
+    from greenlab.experiments import paired, short_flags, warm_up
 
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
@@ -96,6 +96,7 @@ def compare_loaders(model_fn: Callable, data, config, wrap: Callable, steps: int
                 opt.step()
         return window.result
 
+    warm_up({"plain": lambda: one(False, seed=0), name: lambda: one(True, seed=0)})  # both arms, discarded
     out = {"plain": [], name: []}
     for r in range(repeats):
         order = (False, True) if r % 2 == 0 else (True, False)
@@ -103,7 +104,8 @@ def compare_loaders(model_fn: Callable, data, config, wrap: Callable, steps: int
             out[name if use_wrap else "plain"].append(one(use_wrap, seed=r))
     for metric, attr in (("seconds", "seconds"), ("joules", "joules")):
         out[metric] = paired([getattr(m, attr) for m in out[name]], [getattr(m, attr) for m in out["plain"]],
-                             metric, variant=name, baseline="plain")
+                             metric, variant=name, baseline="plain",
+                             short=short_flags(out[name], out["plain"], metric))
     return out
 
 

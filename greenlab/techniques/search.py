@@ -403,6 +403,7 @@ def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, tra
     repeated runs instead of trusting one noisy evaluation each."""
     import dataclasses
 
+    from greenlab.experiments.arms import rotated, warm_up, warmup_config
     from greenlab.training.loop import train
 
     archs = list(dict.fromkeys(validation.items("archs", archs)))
@@ -411,8 +412,11 @@ def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, tra
     repeats = validation.integer("repeats", repeats, low=1)
     kwargs = {"log": False} if train_kwargs is None else dict(train_kwargs)
     runs = {a: [] for a in archs}
+    # every architecture warmed up by a short discarded run first, then the repeats in rotating order
+    warm_up({a: (lambda a=a: train(space.build(a), data, warmup_config(dataclasses.replace(config, label=str(a))),
+                                   **dict(kwargs, save=False))) for a in archs})
     for r in range(repeats):
-        for arch in archs:
+        for arch in rotated(archs, r):
             cfg = dataclasses.replace(config, seed=config.seed + r, label=f"{arch} repeat {r + 1}")
             runs[arch].append(train(space.build(arch), data, cfg, **kwargs))
     return ArchComparison(archs=archs, runs=runs, repeats=repeats)

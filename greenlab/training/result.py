@@ -66,6 +66,8 @@ class RunResult(MeasuredFlags):
     val_accuracy: float | None = None
     # callbacks that raised (each was dropped and the run went on): what failed, when and why
     callback_problems: list = field(default_factory=list)
+    # classes of the task (chance accuracy is 1 / num_classes); None when the data did not say
+    num_classes: int | None = None
 
     def summary(self) -> str:
         """One readable line."""
@@ -137,7 +139,8 @@ def pack_result(run, energy, flop_count, params, peak) -> RunResult:
         cumulative_joules=run.prior_joules + energy.joules,
         steps_this_session=run.step - run.start_step,
         samples_this_session=run.samples - run.start_samples,
-        callback_problems=list(run.callback_problems))
+        callback_problems=list(run.callback_problems),
+        num_classes=getattr(run.data, "num_classes", None))
 
 
 def _co2e(joules, region):

@@ -195,10 +195,12 @@ def loss_scaler(make_scaler: Any) -> Check:
     backoff_factor, growth_interval)`` returns an object with a ``scale`` attribute (the current
     factor), ``scale_loss(loss)`` (the loss times the scale) and ``step(optimizer)``, which
     divides every gradient by the scale, skips the optimizer step when any gradient is inf or
-    NaN, and then updates the scale as ``torch.amp.GradScaler`` does: times ``backoff_factor``
-    after an overflow (restarting the count of good steps), times ``growth_factor`` after
-    ``growth_interval`` good steps in a row. Run step by step beside ``GradScaler("cpu")`` on a
-    tiny model with overflows planted at steps 3, 4 and 9."""
+    NaN, updates the scale as ``torch.amp.GradScaler`` does (times ``backoff_factor`` after an
+    overflow, restarting the count of good steps; times ``growth_factor`` after
+    ``growth_interval`` good steps in a row) and returns True when the optimizer stepped, False
+    when the step was skipped (the lesson counts skipped steps from it). Run step by step beside
+    ``GradScaler("cpu")`` on a tiny model with overflows planted at steps 3, 4 and 9. A scaler
+    whose ``scale`` is still None (the untouched template) is not attempted."""
     import torch
 
     label = "loss_scaler"
@@ -218,6 +220,9 @@ def loss_scaler(make_scaler: Any) -> Check:
         return Check(label, FAILED, f"the scaler has no {', '.join(missing)}.",
                      ["it needs a scale attribute and the methods scale_loss(loss) and step(optimizer)."])
 
+    if is_placeholder(getattr(mine, "scale", None)):
+        return Check(label, NOT_ATTEMPTED, "the scaler's scale is still None; fill in __init__.")
+
     ref = torch.amp.GradScaler("cpu", **_SCALER_SETTINGS)
     models, optimizers, batches = _scaler_setup()
     for step in range(_SCALER_STEPS):
@@ -230,7 +235,7 @@ def loss_scaler(make_scaler: Any) -> Check:
             if is_placeholder(scaled):
                 return Check(label, NOT_ATTEMPTED, "scale_loss still returns None; fill it in.")
             scaled.backward()
-            mine.step(optimizers[1])
+            stepped = mine.step(optimizers[1])
             got_scale = float(mine.scale)
         except Exception as exc:  # the learner's code failed: report it, never raise
             return Check(label, FAILED, f"step {step}: your scaler raised {type(exc).__name__}: {exc}")
@@ -243,6 +248,10 @@ def loss_scaler(make_scaler: Any) -> Check:
         ref.step(optimizers[0])
         ref.update()
         problem = _scaler_problem(step, models, before_scale, got_scale, ref.get_scale())
+        skipped = step in _SCALER_OVERFLOWS  # GradScaler skips exactly the planted overflows
+        if not problem and stepped is not (not skipped):
+            problem = (f"step() returned {stepped!r}; it must return True when the optimizer stepped and False "
+                       f"when the step was skipped (here it was {'skipped' if skipped else 'taken'}).")
         if problem:
             return Check(label, FAILED, f"step {step}{' (overflow planted)' if step in _SCALER_OVERFLOWS else ''}: "
                          f"{problem}")

@@ -74,7 +74,7 @@ class SweepResult:
         """batch size -> ``gl.experiments.Paired`` of ``metric`` against batch ``baseline``,
         repeat by repeat (repeat r of every size shares seed and sample order). A repeat where
         either run missed the target has no figure and is left out of the pair."""
-        from greenlab.experiments import paired
+        from greenlab.experiments import paired, short_flags
 
         sizes = sorted({r.batch_size for r in self.rows})
         if baseline not in sizes:
@@ -84,8 +84,13 @@ class SweepResult:
             by_rep = {r.repeat: getattr(r, metric) for r in self.rows if r.batch_size == b}
             return [by_rep[k] for k in sorted(by_rep)]
 
+        def runs(b):  # each repeat's RunResult, so a verdict can refuse windows too short to read
+            by_rep = {r.repeat: run for r, run in zip(self.rows, self.runs) if r.batch_size == b}
+            return [by_rep.get(k) for k in sorted({r.repeat for r in self.rows if r.batch_size == b})]
+
         base = values(baseline)
-        return {b: paired(values(b), base, metric, variant=f"batch {b}", baseline=f"batch {baseline}")
+        return {b: paired(values(b), base, metric, variant=f"batch {b}", baseline=f"batch {baseline}",
+                          short=short_flags(runs(b), runs(baseline), metric) if self.runs else None)
                 for b in sizes if b != baseline}
 
     def to_dict(self) -> dict:
@@ -118,6 +123,7 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
         _check_positive_int("batch size", b)
     _check_positive_int("repeats", repeats)
     validation.number("target_accuracy", target_accuracy, low=0, high=1, low_open=True)
+    default_train = train_fn is None
     if train_fn is None:
         from greenlab.training.loop import train as train_fn
     if (getattr(base_config, "eval_every", None) is not None
@@ -134,21 +140,37 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
     if max_samples is not None:
         _check_positive_int("max_samples", max_samples)
     n_train = int(_xy(data)[0].shape[0]) if max_samples is not None else None
+    from greenlab.experiments.arms import rotated, warm_up, warmup_config
+
+    def config_for(b, rep):
+        if lrs is not None:
+            lr = float(lrs[b])
+        else:
+            lr = linear_scaling_lr(base_config.lr, base_config.batch_size, b) if scale_lr else base_config.lr
+        cap = {}
+        if max_samples is not None:
+            per_step = b * getattr(base_config, "accum_steps", 1)
+            cap = {"max_steps": math.ceil(max_samples / per_step),
+                   "epochs": max(base_config.epochs, math.ceil(max_samples / max(1, n_train)))}
+        return dataclasses.replace(base_config, batch_size=b, lr=lr, target_accuracy=target_accuracy,
+                                   seed=base_config.seed + rep, **cap)
+
+    # every size warmed up the same way before any is measured, then repeats in rotating order
+    warm_kwargs = dict(train_kwargs, save=False) if default_train else train_kwargs
+    warm_up({b: (lambda b=b: train_fn(model_fn(), data, warmup_config(config_for(b, 0)), **warm_kwargs))
+             for b in sizes})
+    measured = {}
+    for rep in range(repeats):
+        for b in rotated(sizes, rep):
+            cfg = config_for(b, rep)
+            res = train_fn(model_fn(), data, cfg, **train_kwargs)
+            measured[b, rep] = (cfg.lr, res)
+            if verbose:
+                print(f"batch {b:>5} repeat {rep}: {res.status}, {res.joules:.1f} J, {res.seconds:.1f} s")
     rows, runs = [], []
     for b in sizes:
         for rep in range(repeats):
-            if lrs is not None:
-                lr = float(lrs[b])
-            else:
-                lr = linear_scaling_lr(base_config.lr, base_config.batch_size, b) if scale_lr else base_config.lr
-            cap = {}
-            if max_samples is not None:
-                per_step = b * getattr(base_config, "accum_steps", 1)
-                cap = {"max_steps": math.ceil(max_samples / per_step),
-                       "epochs": max(base_config.epochs, math.ceil(max_samples / max(1, n_train)))}
-            cfg = dataclasses.replace(base_config, batch_size=b, lr=lr, target_accuracy=target_accuracy,
-                                      seed=base_config.seed + rep, **cap)
-            res = train_fn(model_fn(), data, cfg, **train_kwargs)
+            lr, res = measured[b, rep]
             reached = res.joules_to_target is not None
             rows.append(SweepRow(batch_size=b, repeat=rep, status=res.status, reached_target=reached,
                                  seconds=res.seconds, joules=res.joules,
@@ -156,8 +178,6 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
                                  final_accuracy=res.final_accuracy, lr=lr,
                                  estimated=res.estimated))
             runs.append(res)
-            if verbose:
-                print(f"batch {b:>5} repeat {rep}: {res.status}, {res.joules:.1f} J, {res.seconds:.1f} s")
     return SweepResult(rows=rows, target_accuracy=float(target_accuracy), runs=runs)
 
 

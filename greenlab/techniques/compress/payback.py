@@ -199,16 +199,18 @@ class BreakEven:
     high: float | None
     rounds: int
     what: str = "use"
+    short_windows: int = 0  # rounds resting on a window too short to read: then no break-even at all
 
     @property
     def detectable(self) -> bool:
-        """True when the interval of the per-use saving lies above zero."""
-        return self.low is not None and self.low > 0
+        """True when the interval of the per-use saving lies above zero (and every window was
+        long enough to read)."""
+        return self.low is not None and self.low > 0 and not self.short_windows
 
     @property
     def costs_more(self) -> bool:
         """True when the interval lies below zero: each use costs more, it never pays back."""
-        return self.high is not None and self.high < 0
+        return self.high is not None and self.high < 0 and not self.short_windows
 
     def _count(self, saving) -> int:
         if self.one_off_joules == 0:
@@ -232,6 +234,10 @@ class BreakEven:
         """The break-even in words, following the verdict on the saving."""
         format_energy = joules_text
         once = format_energy(self.one_off_joules)
+        if self.short_windows:
+            return (f"{once} spent once; the saving per {self.what} is not measurable at this size "
+                    f"({self.short_windows} of {self.rounds} round(s) rest on energy windows too short to read), "
+                    "so no break-even is stated")
         if self.low is None:
             return (f"{once} spent once; {self.rounds} paired round(s) are too few for an interval on "
                     f"the saving per {self.what}, so no break-even is stated")
@@ -252,10 +258,12 @@ class BreakEven:
                 "uses_high": self.uses_high}
 
 
-def break_even_interval(one_off_joules: float, before, after, what: str = "use") -> BreakEven:
+def break_even_interval(one_off_joules: float, before, after, what: str = "use", short=None) -> BreakEven:
     """The break-even of a one-off cost (joules) from paired per-round figures: ``before[i]`` and
     ``after[i]`` are the joules per use of the old and new model in round i (measured side by
-    side, so shared noise cancels in the difference). See ``BreakEven``."""
+    side, so shared noise cancels in the difference). ``short``: None, or one flag per round,
+    True where either window was too short to read; any such round means no break-even ("not
+    measurable at this size"). See ``BreakEven``."""
     from greenlab.experiments import summarize
 
     one_off_joules = validation.number("one_off_joules", one_off_joules, low=0)
@@ -268,7 +276,10 @@ def break_even_interval(one_off_joules: float, before, after, what: str = "use")
     low = high = None
     if stat.ci95 is not None and len(diffs) >= 3:
         low, high = stat.mean - stat.ci95, stat.mean + stat.ci95
-    return BreakEven(one_off_joules, stat.mean, low, high, len(diffs), validation.text("what", what))
+    flags = [False] * len(diffs) if short is None else [bool(f) for f in short]
+    if len(flags) != len(diffs):
+        raise ValueError(f"short needs one flag per round ({len(diffs)}), got {len(flags)}")
+    return BreakEven(one_off_joules, stat.mean, low, high, len(diffs), validation.text("what", what), sum(flags))
 
 
 @dataclass
@@ -323,7 +334,8 @@ class InferenceComparison(PooledFlags):
         if metric not in ("joules", "seconds"):
             raise ValueError(f"metric must be 'joules' or 'seconds', got {metric!r}")
         values = self.joules if metric == "joules" else self.seconds
-        return paired(values[name], values[self.baseline], metric, name, self.baseline)
+        return paired(values[name], values[self.baseline], metric, name, self.baseline,
+                      short=[a or b for a, b in zip(self.short[name], self.short[self.baseline])])
 
     def break_even(self, name: str, one_off_joules: float, baseline: str | None = None) -> BreakEven:
         """How many inferences of ``name`` repay ``one_off_joules`` against ``baseline``
@@ -331,7 +343,8 @@ class InferenceComparison(PooledFlags):
         self._check(name)
         base = self.baseline if baseline is None else baseline
         self._check(base)
-        return break_even_interval(one_off_joules, self.joules[base], self.joules[name], what="prediction")
+        return break_even_interval(one_off_joules, self.joules[base], self.joules[name], what="prediction",
+                                   short=[a or b for a, b in zip(self.short[base], self.short[name])])
 
     def table(self) -> str:
         """Median time per batch and energy per sample, with each model's paired energy verdict."""
