@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 from greenlab.base.units import plain_number
 from greenlab.energy.measure import ComponentEnergy, EnergyWindow, IdlePower, Measurement
+from greenlab.energy.sources import discover
 
 NODE_ID_ENV = "GREENLAB_NODE_ID"
 SCOPES = ("process", "device", "node")
@@ -72,8 +73,6 @@ def rank_sources() -> list:
     """The sources one rank measures: the GPUs this process uses, and the CPU estimate
     attributed to this process and its children (RAPL, where readable, is node-wide). The list
     carries discovery's ``problems``, as ``default_sources()`` does."""
-    from greenlab.energy.sources import discover
-
     return discover(gpus="used", attribution="process").sources
 
 

@@ -28,7 +28,10 @@ import warnings
 from dataclasses import dataclass, field, fields, replace
 
 from greenlab.base.units import plain_number
-from greenlab.energy.sources import EnergySource, discover
+from greenlab.energy.sources import EnergySource, _check_gpus, discover, used_cuda_devices
+from greenlab.base import validation
+from greenlab.energy.estimate import ATTRIBUTIONS
+from greenlab.base.validation import ArgumentTypeError
 
 
 SHORT_WINDOW_PERIODS = 10  # warn when a window lasts fewer update periods than this
@@ -67,8 +70,6 @@ class IdlePower:
     problems: list = field(default_factory=list)  # what the idle window could not measure
 
     def __post_init__(self):
-        from greenlab.base import validation
-
         if not isinstance(self.watts_by_component, dict):
             raise validation.ArgumentTypeError(
                 "watts_by_component must be a dict {component: idle watts}, e.g. {'cpu': 5.0}, "
@@ -210,12 +211,7 @@ class EnergyWindow:
     def __init__(self, label: str = "window", idle: IdlePower | None = None,
                  sources: list | None = None, sync: bool = True, gpus="used",
                  attribution: str = "process"):
-        from greenlab.energy.estimate import ATTRIBUTIONS
-        from greenlab.energy.sources import _check_gpus
-
         if idle is not None and not isinstance(idle, IdlePower):
-            from greenlab.base.validation import ArgumentTypeError
-
             raise ArgumentTypeError(f"idle must be an IdlePower from measure_idle(), or None, "
                                     f"got {type(idle).__name__}")
         if attribution not in ATTRIBUTIONS:
@@ -280,8 +276,6 @@ class EnergyWindow:
 def check_sources(sources, name: str = "sources") -> list:
     """``sources`` as a list, or a TypeError naming the argument: a list (or other iterable)
     of energy sources, each with ``read_joules()``, a ``component`` and a ``name``."""
-    from greenlab.base.validation import ArgumentTypeError
-
     if isinstance(sources, (str, bytes, dict)) or not hasattr(sources, "__iter__"):
         raise ArgumentTypeError(f"{name} must be a list of energy sources "
                                 f"(greenlab.energy.default_sources()), got {type(sources).__name__}")
@@ -513,8 +507,6 @@ def _cuda_sync() -> None:
     """Wait for queued CUDA work on the devices this process uses (torch's current device and
     any holding torch memory), if torch has initialised CUDA. Other GPUs are never touched, so
     no CUDA context is created on them."""
-    from greenlab.energy.sources import used_cuda_devices
-
     torch = sys.modules.get("torch")
     if torch is None:
         return

@@ -20,6 +20,7 @@ import weakref
 from dataclasses import dataclass
 
 from greenlab.energy.sources import EnergySource, discover
+from greenlab.energy.measure import check_sources
 
 MAX_HZ = 1000.0
 MAX_SAMPLES = 1_000_000
@@ -66,8 +67,6 @@ class PowerMonitor:
             found = discover()
             sources, self.problems = found.sources, list(found.problems)
         else:
-            from greenlab.energy.measure import check_sources
-
             self.problems = list(getattr(sources, "problems", []))
             sources = check_sources(sources)
         self._sources: list[EnergySource] = list(sources)
