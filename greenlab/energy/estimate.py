@@ -137,6 +137,8 @@ class CpuEstimateSource(EnergySource):
             return self._joules
 
     def describe(self) -> dict:
+        """What this source is, with how it attributes the CPU's power, the CPUs and cores it counts and how they
+        were sized."""
         out = super().describe()
         out.update(attribution=self.attribution, cpus=self.n_logical, cores=self.n_physical,
                    sizing=self.sizing)

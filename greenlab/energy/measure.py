@@ -57,6 +57,7 @@ class ComponentEnergy:
     attribution: str = ""  # "device", "machine" or "process": whose energy this is
 
     def to_dict(self) -> dict:
+        """The component's fields as a plain dict."""
         return dict(self.__dict__)
 
 
@@ -84,9 +85,11 @@ class IdlePower:
 
     @property
     def watts(self) -> float:
+        """Idle power of all components together, watts."""
         return sum(self.watts_by_component.values())
 
     def to_dict(self) -> dict:
+        """The idle reading as plain values, its total watts included."""
         return {"watts_by_component": dict(self.watts_by_component), "seconds": self.seconds,
                 "sources": dict(self.sources), "watts": self.watts, "problems": list(self.problems)}
 
@@ -113,6 +116,7 @@ class Measurement:
 
     @property
     def joules(self) -> float:
+        """Energy of all components together, joules."""
         return sum(c.joules for c in self.components.values())
 
     @property
@@ -122,10 +126,12 @@ class Measurement:
 
     @property
     def estimated(self) -> bool:
+        """True when any component's figure is an estimate rather than a reading."""
         return any(c.estimated for c in self.components.values())
 
     @property
     def sources(self) -> dict:
+        """The source of each component's figure: {component: source}."""
         return {name: c.source for name, c in self.components.items()}
 
     @property
@@ -156,6 +162,7 @@ class Measurement:
         return replace(self, problems=list(self.problems) + added) if added else self
 
     def to_dict(self) -> dict:
+        """The measurement as plain JSON-safe values."""
         return {
             "label": self.label,
             "seconds": self.seconds,
@@ -229,6 +236,7 @@ class EnergyWindow:
 
     # --- start/stop ---
     def start(self) -> "EnergyWindow":
+        """Begin the window (RuntimeError when it is already running); returns the window."""
         if self._run is not None:
             raise RuntimeError(f"window {self.label!r} is already running; stop() it first")
         self._run = _Run(self)
@@ -236,6 +244,7 @@ class EnergyWindow:
         return self
 
     def stop(self) -> Measurement:
+        """End the window; the ``Measurement`` of it, also kept as ``result``."""
         if self._run is None:
             raise RuntimeError(f"window {self.label!r} was not started")
         run, self._run = self._run, None
@@ -246,6 +255,7 @@ class EnergyWindow:
 
     @property
     def running(self) -> bool:
+        """True between ``start()`` and ``stop()``."""
         return self._run is not None
 
     # --- context manager ---

@@ -85,14 +85,17 @@ class PowerMonitor:
 
     @property
     def estimated(self) -> bool:
+        """True when any of the monitor's sources gives estimates rather than readings."""
         return any(s.estimated for s in self._sources)
 
     @property
     def complete(self) -> bool:
+        """True when no source has failed so far."""
         return not self.problems
 
     @property
     def running(self) -> bool:
+        """True while the sampling thread runs."""
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> "PowerMonitor":
@@ -128,6 +131,7 @@ class PowerMonitor:
         return list(self._buffer)
 
     def latest(self) -> PowerSample | None:
+        """The newest sample, or None before the first."""
         return self._buffer[-1] if self._buffer else None
 
     def subscribe(self, callback) -> None:
@@ -138,6 +142,7 @@ class PowerMonitor:
             self._subscribers = self._subscribers + [callback]
 
     def unsubscribe(self, callback) -> None:
+        """Stop calling ``callback`` after each sample (no-op when it was not subscribed)."""
         with self._lock:
             self._subscribers = [c for c in self._subscribers if c != callback]
 

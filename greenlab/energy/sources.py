@@ -51,6 +51,7 @@ class NvmlCounterSource(CounterSource):
         self._handle = handle
 
     def raw_joules(self) -> float:
+        """The GPU's cumulative energy counter, joules (NVML)."""
         return self._nvml.energy_joules(self._handle)
 
 
@@ -74,6 +75,8 @@ class NvmlPowerSource(SampledPowerSource):
         self.update_period_s = self.poll_interval_s if self.instant else 1.0
 
     def watts(self) -> float:
+        """The GPU's power now, watts: NVML's instantaneous reading when this source asks for one and the GPU gives
+        it, else NVML's averaged reading."""
         if self.instant:
             value = self._nvml.instant_power_watts(self._handle)
             if value is not None:

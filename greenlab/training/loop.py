@@ -236,8 +236,9 @@ class TrainingRun:
         self.interrupted_in_loop = False  # Ctrl-C before the last step (train() raises then)
         self.callback_problems: list[str] = []
 
-    # one pass over everything; sets self.status
     def loop(self):
+        """Train every epoch (or to a stop, a target, a divergence or a Ctrl-C), then evaluate, score the
+        test split and tell the callbacks the run ended; sets ``status`` and ``message``."""
         cfg = self.cfg
         bar = _progress(self.total_steps, self.log, cfg.label, initial=self.step)
         try:

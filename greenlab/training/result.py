@@ -86,6 +86,8 @@ class RunResult(MeasuredFlags):
         return line
 
     def to_dict(self) -> dict:
+        """The result as the results log stores it: its fields, its measurement flags, the energy's own dict and
+        ``kind`` "train"."""
         out = {k: v for k, v in self.__dict__.items() if k != "energy"}
         out.update(self.flags())
         out["energy"] = self.energy.to_dict()
