@@ -164,7 +164,8 @@ def test_nothing_but_the_face_imports_the_face():
 # Packages whose imports of greenlab stand at the top of their modules, where a reader sees what a module
 # needs: an import that must stay inside a function (an optional dependency, a heavy import on a cold path)
 # ends with a "# lazy: <why>" comment. The list grows layer by layer, from the bottom.
-AT_THE_TOP = ["greenlab.base", "greenlab.energy", "greenlab.impact", "greenlab.session", "greenlab.training"]
+AT_THE_TOP = ["greenlab.base", "greenlab.energy", "greenlab.impact", "greenlab.session", "greenlab.training",
+              "greenlab.experiments"]
 
 
 def deferred_imports(known: dict, packages=AT_THE_TOP) -> list:
