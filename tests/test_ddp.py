@@ -200,7 +200,7 @@ def test_a_timeout_that_finds_the_workers_training_kills_them_too(monkeypatch):
 def _shutdown_crash(monkeypatch, lose_marker=None):
     """Run the real launch, then report what torchrun says when a worker aborts at shutdown
     (gloo teardown: "terminate called without an active exception", exit code 1)."""
-    real = launch._run
+    real = launch.run_launch
 
     def run(command, env, timeout_s):
         returncode, stderr = real(command, env, timeout_s)
@@ -211,7 +211,7 @@ def _shutdown_crash(monkeypatch, lose_marker=None):
             (folder / f"finished-{lose_marker}").unlink()
         return 1, "terminate called without an active exception\n" + stderr
 
-    monkeypatch.setattr(launch, "_run", run)
+    monkeypatch.setattr(launch, "run_launch", run)
 
 
 def test_a_worker_crashing_at_shutdown_after_finishing_keeps_the_result_with_a_note(monkeypatch):
@@ -485,7 +485,7 @@ def test_ctrl_c_in_greenlab_run_workers_is_one_line_with_exit_code_130(cli_isola
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(launch, "_run", interrupted)
+    monkeypatch.setattr(launch, "run_launch", interrupted)
     code = main(CLI_TINY + ["--workers", "2"])
     err = capsys.readouterr().err.strip()
     assert code == 130
@@ -544,7 +544,7 @@ def test_ctrl_c_during_a_launch_is_one_line_in_a_notebook(monkeypatch, tmp_path)
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(launch, "_run", interrupted)
+    monkeypatch.setattr(launch, "run_launch", interrupted)
     with pytest.raises(Interrupted) as caught:
         ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, measure_energy=False)
     line = str(caught.value)

@@ -161,7 +161,52 @@ def test_nothing_but_the_face_imports_the_face():
     assert not users, f"these modules import the package face (greenlab/__init__.py): {users}"
 
 
+# Packages whose imports of greenlab stand at the top of their modules, where a reader sees what a module
+# needs: an import that must stay inside a function (an optional dependency, a heavy import on a cold path)
+# ends with a "# lazy: <why>" comment. The list grows layer by layer, from the bottom.
+AT_THE_TOP = ["greenlab.base", "greenlab.energy", "greenlab.impact", "greenlab.session", "greenlab.training",
+              "greenlab.experiments", "greenlab.widgets", "greenlab.cli"]
+
+
+def deferred_imports(known: dict, packages=AT_THE_TOP) -> list:
+    """"module:line: import" for every greenlab import inside a function, in ``packages``, without a
+    ``# lazy:`` reason on its last line."""
+    found = []
+    for name, (path, _) in sorted(known.items()):
+        if not any(name == p or name.startswith(p + ".") for p in packages):
+            continue
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for func in ast.walk(ast.parse(text, str(path))):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.Import):
+                    inside = any(a.name.split(".")[0] == "greenlab" for a in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    inside = bool(node.level) or (node.module or "").split(".")[0] == "greenlab"
+                else:
+                    continue
+                if inside and "# lazy:" not in lines[node.end_lineno - 1]:
+                    found.append(f"{name}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return sorted(set(found))
+
+
+def test_greenlab_imports_stand_at_the_top_of_a_module_unless_marked_lazy():
+    found = deferred_imports(KNOWN)
+    assert not found, ("move these imports to the top of their module, or say why one must wait with a "
+                       "trailing '# lazy: <why>':\n" + "\n".join(found))
+
+
 # --- the checker itself can fail -----------------------------------------------------------------
+
+
+def test_an_unmarked_import_inside_a_function_is_found_and_a_marked_one_is_not(tmp_path):
+    known = _tree(tmp_path, {"__init__.py": "", "base/__init__.py": "",
+                             "base/a.py": "def f():\n    from greenlab.base import b\n",
+                             "base/b.py": "def g():\n    import greenlab.base.a  # lazy: a cold path\n",
+                             "cli.py": "def h():\n    from greenlab.base import a\n"})
+    assert deferred_imports(known, ["greenlab.base"]) == ["greenlab.base.a:2: from greenlab.base import b"]
 
 def _tree(tmp_path: Path, files: dict) -> dict:
     for rel, text in files.items():

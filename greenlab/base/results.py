@@ -18,6 +18,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from greenlab.base.filelock import locked
+from greenlab.base.paths import results_dir
 
 FILENAME = "runs.jsonl"
 
@@ -26,7 +27,6 @@ def log_path(path=None) -> Path:
     """The log file: ``path`` if given, else ``<results_dir>/runs.jsonl``."""
     if path is not None:
         return Path(path)
-    from greenlab.base.paths import results_dir
 
     return results_dir() / FILENAME
 

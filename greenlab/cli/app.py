@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from greenlab.cli.doctor import doctor_main
+from greenlab.cli.measure import measure_main
+from greenlab.cli.run import add_run_arguments, run_main
+from greenlab.cli.data import add_data_arguments, data_main
+from greenlab.course.leaderboard import show_main
+from greenlab.base.paths import learner_copy
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
@@ -64,50 +71,35 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _doctor(args) -> int:
-    from greenlab.cli.doctor import doctor_main
-
     return doctor_main(args)
 
 
 def _measure(args) -> int:
-    from greenlab.cli.measure import measure_main
-
     return measure_main(args)
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    from greenlab.cli.run import add_run_arguments
-
     add_run_arguments(parser)
 
 
 def _run(args) -> int:
-    from greenlab.cli.run import run_main
-
     return run_main(args)
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    from greenlab.cli.data import add_data_arguments
-
     add_data_arguments(parser)
 
 
 def _data(args) -> int:
-    from greenlab.cli.data import data_main
-
     return data_main(args)
 
 
 def _leaderboard(args) -> int:
-    from greenlab.course.leaderboard import show_main
-
     return show_main(args)
 
 
 def _lab(args) -> int:
     import subprocess
-    from greenlab.base.paths import learner_copy
 
     extra = [a for a in args.lab_args if a != "--"]
     try:

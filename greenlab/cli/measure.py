@@ -22,6 +22,8 @@ import threading
 import warnings
 
 from greenlab.base.units import joules_to_kwh, plain_number
+from greenlab.energy import windows
+from greenlab.energy.measure import ShortWindowWarning
 
 USAGE = ("usage: greenlab measure [--region R] [--pue P] [--json] [--attribution process|machine] "
          "-- COMMAND [ARGS...]")
@@ -30,9 +32,6 @@ USAGE = ("usage: greenlab measure [--region R] [--pue P] [--json] [--attribution
 def measure_main(args) -> int:
     """Entry point used by ``greenlab.cli``; ``args`` has cmd, region, pue, json and (optionally)
     attribution: "process" (the default: the command and its children) or "machine"."""
-    from greenlab.energy.measure import ShortWindowWarning
-    from greenlab.energy.windows import measure
-
     cmd = list(getattr(args, "cmd", None) or [])
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -54,7 +53,7 @@ def measure_main(args) -> int:
     with warnings.catch_warnings():  # the report lists window warnings itself
         warnings.simplefilter("ignore", ShortWindowWarning)
         # the command's GPU use cannot be seen from here: every visible GPU is counted
-        window = measure("command", sync=False, gpus="all", attribution=attribution).start()
+        window = windows.measure("command", sync=False, gpus="all", attribution=attribution).start()
         try:
             proc = subprocess.Popen(cmd)
         except OSError as exc:
@@ -142,7 +141,7 @@ def _terminal_sent_it_to_the_group() -> bool:
 def _carbon_function(region: str, pue):
     """(function joules -> g CO2e, problem text). Checks region and PUE before the run."""
     try:
-        from greenlab.impact.carbon import co2e_g
+        from greenlab.impact.carbon import co2e_g  # lazy: its ImportError is reported, not raised
     except ImportError as exc:
         return None, f"CO2e unavailable: greenlab.impact.carbon could not be imported ({exc})"
     try:

@@ -6,6 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from greenlab.session import config
+from greenlab.training import data as gl_data, models
+from greenlab.techniques.ddp import launch
+from greenlab.techniques.ddp.launch import DDPError, parse_worker_counts
+from greenlab.experiments import compare
+from greenlab.training.loop import Interrupted, TrainConfig
+from greenlab.techniques.ddp.results import energy_breakdown, scaling_report
+
 # library argument names in error messages, as `greenlab run` spells them on the command line
 _RUN_OPTION_NAMES = {"n_train": "--n-train", "n_test": "--n-test", "batch_size": "--batch-size",
                      "accum_steps": "--accum", "max_steps": "--max-steps", "target_accuracy": "--target",
@@ -51,12 +59,6 @@ def run_main(args) -> int:
     Bad input prints a clear message and returns 2. Ctrl-C stops the whole comparison: the
     finished runs are printed (the cut-short one is named and left out) and it returns 130.
     ``--workers`` runs data-parallel training through torchrun instead (``greenlab.techniques.ddp``)."""
-    from greenlab.session import config
-    from greenlab.training import data as gl_data, models
-    from greenlab.techniques.ddp.launch import parse_worker_counts
-    from greenlab.experiments import compare
-    from greenlab.training.loop import TrainConfig
-
     try:
         settings = config.setup(seed=0, quick=True if args.quick else None, device=args.device)
         precisions = [p.strip() for p in str(args.precision).split(",") if p.strip()]
@@ -93,8 +95,6 @@ def run_main(args) -> int:
     def model_fn():
         return models.build(args.model, **kw)
 
-    from greenlab.training.loop import Interrupted
-
     try:
         cmp = compare(variants, model_fn, ds, repeats=args.repeats, warmup=args.warmup,
                       save=not args.no_save)
@@ -128,16 +128,14 @@ def run_workers_command(args, data, counts: list) -> int:
     if bad:
         print(f"greenlab run: error: --workers does not support {', '.join(bad)}", file=sys.stderr)
         return 2
-    from greenlab.techniques.ddp.launch import DDPError, run_ddp
-    from greenlab.techniques.ddp.results import energy_breakdown, scaling_report
 
     results = []
     for n in counts:
         try:
-            r = run_ddp(n, data=data, model={"name": args.model}, per_worker_batch=args.batch_size,
-                        accum_steps=args.accum, epochs=args.epochs, max_steps=args.max_steps,
-                        lr=args.lr, device=args.device, timeout_s=24 * 3600.0,
-                        label=f"{n} worker(s)")
+            r = launch.run_ddp(n, data=data, model={"name": args.model}, per_worker_batch=args.batch_size,
+                               accum_steps=args.accum, epochs=args.epochs, max_steps=args.max_steps,
+                               lr=args.lr, device=args.device, timeout_s=24 * 3600.0,
+                               label=f"{n} worker(s)")
         except ValueError as exc:
             print(run_error(exc), file=sys.stderr)
             return 2

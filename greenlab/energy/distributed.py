@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 from greenlab.base.units import plain_number
 from greenlab.energy.measure import ComponentEnergy, EnergyWindow, IdlePower, Measurement
+from greenlab.energy.sources import discover
 
 NODE_ID_ENV = "GREENLAB_NODE_ID"
 SCOPES = ("process", "device", "node")
@@ -72,8 +73,6 @@ def rank_sources() -> list:
     """The sources one rank measures: the GPUs this process uses, and the CPU estimate
     attributed to this process and its children (RAPL, where readable, is node-wide). The list
     carries discovery's ``problems``, as ``default_sources()`` does."""
-    from greenlab.energy.sources import discover
-
     return discover(gpus="used", attribution="process").sources
 
 
@@ -118,6 +117,8 @@ class CollectiveWindow:
         self._state: _RankWindow | None = None
 
     def start(self) -> "CollectiveWindow":
+        """Begin the window on this rank (every rank of the group must call it); RuntimeError without an
+        initialised process group or when already running."""
         if self._state is not None:
             raise RuntimeError(f"window {self.label!r} is already running; stop() it first")
         if not process_group_active():
@@ -129,6 +130,8 @@ class CollectiveWindow:
         return self
 
     def stop(self) -> "DistributedMeasurement":
+        """End the window on this rank and reduce every rank's figures (a collective call); the reduced
+        ``DistributedMeasurement``, also kept as ``result``."""
         if self._state is None:
             raise RuntimeError(f"window {self.label!r} was not started")
         state, self._state = self._state, None
@@ -139,6 +142,7 @@ class CollectiveWindow:
 
     @property
     def running(self) -> bool:
+        """True between ``start()`` and ``stop()``."""
         return self._state is not None
 
     def __enter__(self) -> "CollectiveWindow":
@@ -185,6 +189,8 @@ class DistributedMeasurement(Measurement):
         return not self.problems
 
     def summary(self) -> str:
+        """One line: the measurement's summary with the nodes and ranks it covers, and its problems when
+        incomplete."""
         head = (f"{len(self.nodes)} node(s), {self.world_size} rank(s), each device counted once")
         text = super().summary().replace(f"{self.label}: ", f"{self.label} ({head}): ", 1)
         if self.problems and "incomplete: " not in text:
@@ -201,6 +207,8 @@ class DistributedMeasurement(Measurement):
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        """The measurement as plain values, with the world size, completeness, problems and per-rank, per-node and
+        per-device figures."""
         out = super().to_dict()
         out.update({"world_size": self.world_size, "complete": self.complete,
                     "problems": list(self.problems), "ranks": list(self.ranks),

@@ -43,6 +43,8 @@ from pathlib import Path
 
 from greenlab.energy import cpus as _cpus
 from greenlab.energy.source import EnergySource
+from greenlab.base import tables
+from greenlab.base.paths import tables_dir
 
 TDP_PER_CORE_W = 12.0
 IDLE_FRACTION = 0.2
@@ -135,6 +137,8 @@ class CpuEstimateSource(EnergySource):
             return self._joules
 
     def describe(self) -> dict:
+        """What this source is, with how it attributes the CPU's power, the CPUs and cores it counts and how they
+        were sized."""
         out = super().describe()
         out.update(attribution=self.attribution, cpus=self.n_logical, cores=self.n_physical,
                    sizing=self.sizing)
@@ -187,9 +191,6 @@ def _tdp_table() -> tuple:
     the estimate then uses the default per-core power and its label says the table was unreadable."""
     global _TABLE
     if _TABLE is None:
-        from greenlab.base import tables
-        from greenlab.base.paths import tables_dir
-
         path = tables_dir() / "cpu_tdp.csv"
         try:
             rows = tables.read_table(path, TDP_COLUMNS)

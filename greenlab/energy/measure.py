@@ -28,7 +28,10 @@ import warnings
 from dataclasses import dataclass, field, fields, replace
 
 from greenlab.base.units import plain_number
-from greenlab.energy.sources import EnergySource, discover
+from greenlab.energy.sources import EnergySource, _check_gpus, discover, used_cuda_devices
+from greenlab.base import validation
+from greenlab.energy.estimate import ATTRIBUTIONS
+from greenlab.base.validation import ArgumentTypeError
 
 
 SHORT_WINDOW_PERIODS = 10  # warn when a window lasts fewer update periods than this
@@ -54,6 +57,7 @@ class ComponentEnergy:
     attribution: str = ""  # "device", "machine" or "process": whose energy this is
 
     def to_dict(self) -> dict:
+        """The component's fields as a plain dict."""
         return dict(self.__dict__)
 
 
@@ -67,8 +71,6 @@ class IdlePower:
     problems: list = field(default_factory=list)  # what the idle window could not measure
 
     def __post_init__(self):
-        from greenlab.base import validation
-
         if not isinstance(self.watts_by_component, dict):
             raise validation.ArgumentTypeError(
                 "watts_by_component must be a dict {component: idle watts}, e.g. {'cpu': 5.0}, "
@@ -83,9 +85,11 @@ class IdlePower:
 
     @property
     def watts(self) -> float:
+        """Idle power of all components together, watts."""
         return sum(self.watts_by_component.values())
 
     def to_dict(self) -> dict:
+        """The idle reading as plain values, its total watts included."""
         return {"watts_by_component": dict(self.watts_by_component), "seconds": self.seconds,
                 "sources": dict(self.sources), "watts": self.watts, "problems": list(self.problems)}
 
@@ -130,6 +134,7 @@ class Measurement:
 
     @property
     def joules(self) -> float:
+        """Energy of all components together, joules."""
         return sum(c.joules for c in self.components.values())
 
     @property
@@ -139,10 +144,12 @@ class Measurement:
 
     @property
     def estimated(self) -> bool:
+        """True when any component's figure is an estimate rather than a reading."""
         return any(c.estimated for c in self.components.values())
 
     @property
     def sources(self) -> dict:
+        """The source of each component's figure: {component: source}."""
         return {name: c.source for name, c in self.components.items()}
 
     @property
@@ -173,6 +180,7 @@ class Measurement:
         return replace(self, problems=list(self.problems) + added) if added else self
 
     def to_dict(self) -> dict:
+        """The measurement as plain JSON-safe values."""
         return {
             "label": self.label,
             "seconds": self.seconds,
@@ -231,12 +239,7 @@ class EnergyWindow:
     def __init__(self, label: str = "window", idle: IdlePower | None = None,
                  sources: list | None = None, sync: bool = True, gpus="used",
                  attribution: str = "process"):
-        from greenlab.energy.estimate import ATTRIBUTIONS
-        from greenlab.energy.sources import _check_gpus
-
         if idle is not None and not isinstance(idle, IdlePower):
-            from greenlab.base.validation import ArgumentTypeError
-
             raise ArgumentTypeError(f"idle must be an IdlePower from measure_idle(), or None, "
                                     f"got {type(idle).__name__}")
         if attribution not in ATTRIBUTIONS:
@@ -254,6 +257,7 @@ class EnergyWindow:
 
     # --- start/stop ---
     def start(self) -> "EnergyWindow":
+        """Begin the window (RuntimeError when it is already running); returns the window."""
         if self._run is not None:
             raise RuntimeError(f"window {self.label!r} is already running; stop() it first")
         self._run = _Run(self)
@@ -261,6 +265,7 @@ class EnergyWindow:
         return self
 
     def stop(self) -> Measurement:
+        """End the window; the ``Measurement`` of it, also kept as ``result``."""
         if self._run is None:
             raise RuntimeError(f"window {self.label!r} was not started")
         run, self._run = self._run, None
@@ -271,6 +276,7 @@ class EnergyWindow:
 
     @property
     def running(self) -> bool:
+        """True between ``start()`` and ``stop()``."""
         return self._run is not None
 
     # --- context manager ---
@@ -301,8 +307,6 @@ class EnergyWindow:
 def check_sources(sources, name: str = "sources") -> list:
     """``sources`` as a list, or a TypeError naming the argument: a list (or other iterable)
     of energy sources, each with ``read_joules()``, a ``component`` and a ``name``."""
-    from greenlab.base.validation import ArgumentTypeError
-
     if isinstance(sources, (str, bytes, dict)) or not hasattr(sources, "__iter__"):
         raise ArgumentTypeError(f"{name} must be a list of energy sources "
                                 f"(greenlab.energy.default_sources()), got {type(sources).__name__}")
@@ -538,8 +542,6 @@ def _cuda_sync() -> None:
     """Wait for queued CUDA work on the devices this process uses (torch's current device and
     any holding torch memory), if torch has initialised CUDA. Other GPUs are never touched, so
     no CUDA context is created on them."""
-    from greenlab.energy.sources import used_cuda_devices
-
     torch = sys.modules.get("torch")
     if torch is None:
         return

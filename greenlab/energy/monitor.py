@@ -20,6 +20,7 @@ import weakref
 from dataclasses import dataclass
 
 from greenlab.energy.sources import EnergySource, discover
+from greenlab.energy.measure import check_sources
 
 MAX_HZ = 1000.0
 MAX_SAMPLES = 1_000_000
@@ -66,8 +67,6 @@ class PowerMonitor:
             found = discover()
             sources, self.problems = found.sources, list(found.problems)
         else:
-            from greenlab.energy.measure import check_sources
-
             self.problems = list(getattr(sources, "problems", []))
             sources = check_sources(sources)
         self._sources: list[EnergySource] = list(sources)
@@ -86,14 +85,17 @@ class PowerMonitor:
 
     @property
     def estimated(self) -> bool:
+        """True when any of the monitor's sources gives estimates rather than readings."""
         return any(s.estimated for s in self._sources)
 
     @property
     def complete(self) -> bool:
+        """True when no source has failed so far."""
         return not self.problems
 
     @property
     def running(self) -> bool:
+        """True while the sampling thread runs."""
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> "PowerMonitor":
@@ -129,6 +131,7 @@ class PowerMonitor:
         return list(self._buffer)
 
     def latest(self) -> PowerSample | None:
+        """The newest sample, or None before the first."""
         return self._buffer[-1] if self._buffer else None
 
     def subscribe(self, callback) -> None:
@@ -139,6 +142,7 @@ class PowerMonitor:
             self._subscribers = self._subscribers + [callback]
 
     def unsubscribe(self, callback) -> None:
+        """Stop calling ``callback`` after each sample (no-op when it was not subscribed)."""
         with self._lock:
             self._subscribers = [c for c in self._subscribers if c != callback]
 

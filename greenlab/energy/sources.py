@@ -19,6 +19,11 @@ from dataclasses import dataclass, field
 from greenlab.energy import nvml as _nvml
 # the base class, importable from here as before
 from greenlab.energy.source import CounterSource, EnergySource, SampledPowerSource  # noqa: F401
+from greenlab.base import validation
+from greenlab.energy.amd import probe_amd
+from greenlab.energy.apple import probe_apple
+from greenlab.energy.estimate import ATTRIBUTIONS, CpuEstimateSource
+from greenlab.energy.rapl import RAPL_ROOT, probe_rapl
 
 
 # NVML's reference states +-5 % accuracy for power readings on Fermi and Kepler; it gives no
@@ -46,6 +51,7 @@ class NvmlCounterSource(CounterSource):
         self._handle = handle
 
     def raw_joules(self) -> float:
+        """The GPU's cumulative energy counter, joules (NVML)."""
         return self._nvml.energy_joules(self._handle)
 
 
@@ -69,6 +75,8 @@ class NvmlPowerSource(SampledPowerSource):
         self.update_period_s = self.poll_interval_s if self.instant else 1.0
 
     def watts(self) -> float:
+        """The GPU's power now, watts: NVML's instantaneous reading when this source asks for one and the GPU gives
+        it, else NVML's averaged reading."""
         if self.instant:
             value = self._nvml.instant_power_watts(self._handle)
             if value is not None:
@@ -79,8 +87,6 @@ class NvmlPowerSource(SampledPowerSource):
 def trapezoid_joules(times_s, watts) -> float:
     """Energy in joules of a power trace (seconds, watts) by the trapezoid rule. Times must be
     finite and not decrease; powers finite and >= 0."""
-    from greenlab.base import validation
-
     times_s = [validation.number(f"times_s[{i}]", t) for i, t in enumerate(validation.items("times_s", times_s))]
     watts = [validation.number(f"watts[{i}]", w, low=0) for i, w in enumerate(validation.items("watts", watts))]
     if len(times_s) != len(watts):
@@ -145,11 +151,6 @@ def discover(nvml_module=None, rapl_root=None, environ=None, gpus="used",
     machine-wide). ``nvml_module`` (a pynvml stand-in) and ``rapl_root`` (a fake powercap
     tree) are for tests.
     """
-    from greenlab.energy.amd import probe_amd
-    from greenlab.energy.apple import probe_apple
-    from greenlab.energy.estimate import ATTRIBUTIONS, CpuEstimateSource
-    from greenlab.energy.rapl import RAPL_ROOT, probe_rapl
-
     if attribution not in ATTRIBUTIONS:
         raise ValueError(f"attribution must be 'process' or 'machine', got {attribution!r}")
     wanted = _check_gpus(gpus)
@@ -315,8 +316,6 @@ def gap_aware_joules(times_s, watts, max_gap_s: float) -> tuple:
     """(joules, missing seconds) of a power trace (seconds, watts) by the trapezoid rule, without
     bridging two samples more than ``max_gap_s`` apart: the power between them is unknown, so
     their interval adds no energy and counts as missing (the figure is then incomplete)."""
-    from greenlab.base import validation
-
     max_gap_s = validation.number("max_gap_s", max_gap_s, low=0, low_open=True)
     times_s = list(validation.items("times_s", times_s))
     watts = list(validation.items("watts", watts))

@@ -9,6 +9,9 @@ from greenlab.base import progress, validation
 from greenlab.base.units import plain_number
 from greenlab.experiments.arms import rotated, warm_up, warmup_config
 from greenlab.experiments.comparison import Comparison
+from greenlab.session.config import seed_everything
+from greenlab.training import loop
+from greenlab.training.loop import Interrupted, TrainConfig, remember_interrupted
 
 # run statuses that mean "cut short by the user": such a run is kept but left out of every mean
 PARTIAL_STATUSES = ("interrupted",)
@@ -40,9 +43,6 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
       and energy spent, the partial Comparison in ``gl.last_interrupted()``.
     show_progress: a line per run (which variant and repeat, then its time and energy).
     """
-    from greenlab.session.config import seed_everything
-    from greenlab.training.loop import TrainConfig, train
-
     if not isinstance(variants, dict) or not variants:
         raise ValueError("variants must be a non-empty dict {name: TrainConfig}")
     for name, cfg in variants.items():
@@ -84,9 +84,9 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
         seed_everything(repeat_seed)
         model = model_fns[name]()
         # a short warm-up leaves the callbacks alone: they may count or keep state
-        return train(model, datasets[name], cfg, callbacks=() if short else callbacks, device=device, log=log,
-                     sources=sources,
-                     idle=idle, save=save and keep, results_path=results_path, stop_event=stop_event)
+        return loop.train(model, datasets[name], cfg, callbacks=() if short else callbacks, device=device, log=log,
+                          sources=sources, idle=idle, save=save and keep, results_path=results_path,
+                          stop_event=stop_event)
 
     def cut_short(result) -> bool:
         return result.status in PARTIAL_STATUSES or (stop_event is not None and stop_event.is_set())
@@ -149,8 +149,6 @@ class _CutShort(Exception):
 
 def _train_kept(one, name, seed, keep):
     """One run; an ``Interrupted`` from gl.train becomes ``_CutShort`` carrying its partial run."""
-    from greenlab.training.loop import Interrupted
-
     try:
         return one(name, seed, keep)
     except Interrupted as exc:
@@ -164,8 +162,6 @@ def _run_note(result) -> str:
 
 def _interrupted(cmp, where):
     """The ``Interrupted`` (one line) for a comparison stopped by Ctrl-C during ``where``."""
-    from greenlab.training.loop import remember_interrupted
-
     every = [r for rs in cmp.runs.values() for r in rs] + [p[2] for p in cmp.partial]
     seconds = sum(r.seconds for r in every)
     joules = sum(r.joules for r in every)

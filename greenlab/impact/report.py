@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from greenlab.energy.provenance import combined_uncertainty, how_measured  # how_measured: also gl.report.how_measured
-from greenlab.impact import carbon
+from greenlab.impact import carbon, scaling
 from greenlab.base.units import JOULES_PER_KWH, format_energy, plain_number
+from greenlab.base.storage import atomic_write_text
 
 METRIC_COLUMNS = (
     ("label", "run", ""),
@@ -138,8 +139,6 @@ class CarbonStatement:
     def save(self, path) -> Path:
         """Write the Markdown to ``path`` atomically (a temporary file in the same folder,
         then a rename), creating parent folders; returns the path."""
-        from greenlab.base.storage import atomic_write_text
-
         target = Path(path).expanduser()
         atomic_write_text(target, self.markdown)
         return target
@@ -265,8 +264,6 @@ def datasheet_efficiency(precision: str = "bf16") -> list[dict]:
     These are *datasheet ratios*, not measurements: peak dense throughput over the
     board's maximum power. Real training reaches a fraction of peak at a different power.
     """
-    from greenlab.impact import scaling
-
     columns = {"fp32": "fp32_tflops", "tf32": "tf32_tflops", "bf16": "bf16_tflops",
                "fp16": "fp16_tflops", "int8": "int8_tops"}
     if not isinstance(precision, str) or precision not in columns:

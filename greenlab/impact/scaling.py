@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from greenlab.impact import carbon
+from greenlab.base import tables
 
 DEFAULT_POWER_FRACTION = 0.76
 """Average power as a fraction of TDP when no measurement is given (estimate).
@@ -448,8 +449,6 @@ def _squash(text: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _load_gpus(path: str) -> tuple[GpuSpec, ...]:
-    from greenlab.base import tables
-
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"GPU table not found at {file}; set GREENLAB_DATA_DIR to the folder holding it")

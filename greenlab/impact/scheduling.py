@@ -35,6 +35,7 @@ from typing import Sequence
 
 from greenlab.impact import carbon
 from greenlab.base.units import JOULES_PER_KWH
+from greenlab.base.tables import DataTableError
 
 PROFILE_PREFIX = "hourly_intensity_"
 VALUE_COLUMNS = ("g_co2_per_kwh", "g_co2e_per_kwh", "intensity")
@@ -163,8 +164,6 @@ def load_profile(name: str) -> Profile:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        from greenlab.base.tables import DataTableError
-
         raise DataTableError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return _parse_csv(text, label, str(path))
 

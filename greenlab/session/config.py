@@ -35,6 +35,8 @@ from greenlab.session.devices import (
     mps_available as _mps_available,
     quick_decision,
 )
+from greenlab.base.interrupts import Interrupted
+from greenlab.session import hardware, threads as gl_threads
 from greenlab.base.paths import (
     cache_dir,
     data_dir,
@@ -111,11 +113,9 @@ def setup(seed: int = 0, quick: bool | None = None, device: str | None = None,
     else:
         quick, reason = bool(quick), "set by setup(quick=...)"
         asked = quick
-    from greenlab.session.hardware import native_precisions
-
     _current = Settings(device=chosen, quick=quick, seed=seed, sources=_energy_sources(),
                         device_name=_device_name(chosen), quick_reason=reason,
-                        native_precisions=native_precisions(chosen), threads=_torch_threads(),
+                        native_precisions=hardware.native_precisions(chosen), threads=_torch_threads(),
                         threads_reason=thread_choice.reason, quick_asked=asked)
     if verbose:
         print(_current.line())
@@ -152,9 +152,7 @@ def budget(full=None, quick=None, *, gpu=None, cpu=None, emulated=None, precisio
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0:
             raise ValueError(f"budget({name}=...) must be positive, got {value!r}")
     if precision is not None:
-        from greenlab.session.hardware import precision_support
-
-        if not precision_support(precision, device()).native:
+        if not hardware.precision_support(precision, device()).native:
             return emulated
     if is_quick():
         return cpu if cpu is not None and not quick_asked() else quick
@@ -207,8 +205,6 @@ def _set_threads(threads):
     """Choose and set PyTorch's intra-op threads; returns the ``ThreadChoice``."""
     import torch
 
-    from greenlab.session import threads as gl_threads
-
     if threads is None:
         raw = os.environ.get("GREENLAB_THREADS", "").strip()
         explicit = bool(raw) and raw.lower() != "auto"
@@ -235,8 +231,6 @@ def _show_interrupts_as_one_line() -> None:
     shell = get_ipython()
     if shell is None or not hasattr(shell, "set_custom_exc"):
         return
-    from greenlab.base.interrupts import Interrupted
-
     def one_line(shell, etype, value, tb, tb_offset=None):
         print(str(value), file=sys.stderr)  # IPython shows nothing else for it
 
@@ -246,7 +240,7 @@ def _show_interrupts_as_one_line() -> None:
 def _energy_sources() -> dict:
     """Component -> source name from ``greenlab.energy.default_sources()``; {} if unavailable."""
     try:
-        from greenlab.energy import default_sources
+        from greenlab.energy import default_sources  # lazy: setup must not fail when a meter cannot load
         found = default_sources()
     except Exception:  # noqa: BLE001 - setup must not fail because a meter cannot load
         return {}

@@ -11,8 +11,11 @@ import os
 import platform
 import sys
 
-from greenlab.energy import nvml as _nvml
+from greenlab.base import validation
+from greenlab.energy import cpus, nvml as _nvml
+from greenlab.energy.rapl import access_help
 from greenlab.energy.sources import NvmlCounterSource, NvmlPowerSource, discover
+from greenlab.session.devices import choose_device as _choose_device, quick_decision
 
 
 def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=None) -> dict:
@@ -21,8 +24,6 @@ def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=
     ``nvml_module``, ``rapl_root`` and ``environ`` replace the real NVML, powercap tree and
     environment (for tests).
     """
-    from greenlab.base import validation
-
     validation.flag("print_table", print_table)
     _check_environ(environ)
     env = os.environ if environ is None else environ
@@ -72,8 +73,6 @@ def format_report(report: dict) -> str:
                  f"native fp16: {_yes(cpu.get('native_fp16', False))}")
     lines.append(f"RAPL     {report['rapl']['status']} ({report['rapl']['reason']})")
     if report["rapl"]["status"] == "permission denied":
-        from greenlab.energy.rapl import access_help
-
         lines += [f"         {line}" for line in access_help()]
     for key, label in (("apple_silicon", "Apple"), ("amd_gpus", "AMD GPUs")):
         part = report.get(key, {})
@@ -110,9 +109,7 @@ def format_report(report: dict) -> str:
 def _energy_policy(found) -> dict:
     """Whose energy windows count by default: the CPU estimate's attribution, the CPUs it is
     sized by, and which GPUs are counted."""
-    from greenlab.energy.cpus import allocated_cpus
-
-    alloc = allocated_cpus()
+    alloc = cpus.allocated_cpus()
     return {
         "attribution": "process",
         "attribution_text": "CPU time of the measuring process and its children; "
@@ -277,9 +274,7 @@ def _cpu_info() -> dict:
 def _core_counts() -> tuple:
     """(logical, physical) core counts; physical from /proc/cpuinfo (psutil's count elsewhere),
     None where unknown."""
-    from greenlab.energy.cpus import physical_cores
-
-    return os.cpu_count(), physical_cores()
+    return os.cpu_count(), cpus.physical_cores()
 
 
 def _torch_info() -> dict:
@@ -288,8 +283,6 @@ def _torch_info() -> dict:
     except ImportError:
         return {"version": None, "device": "cpu", "cuda_available": False, "cuda_build": None,
                 "native_precisions": {}}
-    from greenlab.session.devices import choose_device as _choose_device
-
     try:
         cuda = bool(torch.cuda.is_available())
     except Exception:
@@ -307,8 +300,6 @@ def _torch_info() -> dict:
 
 
 def _quick_mode(env, device="cpu") -> dict:
-    from greenlab.session.devices import quick_decision
-
     on, reason = quick_decision(env, device)
     return {"on": on, "reason": reason}
 

@@ -39,6 +39,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from greenlab.energy import cpus
+
 SMALL_MACHINE_CORES = 2  # at or below this many cores, one thread (see the module docstring)
 BUSY_SAMPLE_S = 0.3  # how long setup() watches the machine's CPU time, seconds
 TAKEN_FRACTION = 0.5  # a core busier than this (with other programs) counts as taken
@@ -95,12 +97,10 @@ def busy_cores(interval_s: float = BUSY_SAMPLE_S) -> float | None:
     """CPUs that other programs keep busy, averaged over ``interval_s`` seconds (machine-wide
     busy CPU time from ``/proc/stat`` less this process's own); the 1-minute load average where
     ``/proc/stat`` cannot be read; None when neither can."""
-    from greenlab.energy.cpus import machine_busy_seconds
-
     try:
-        m0, c0, t0 = machine_busy_seconds(), time.process_time(), time.perf_counter()
+        m0, c0, t0 = cpus.machine_busy_seconds(), time.process_time(), time.perf_counter()
         time.sleep(interval_s)
-        m1, c1, t1 = machine_busy_seconds(), time.process_time(), time.perf_counter()
+        m1, c1, t1 = cpus.machine_busy_seconds(), time.process_time(), time.perf_counter()
         return max(0.0, ((m1 - m0) - (c1 - c0)) / max(t1 - t0, 1e-9))
     except OSError:
         pass
@@ -112,9 +112,7 @@ def busy_cores(interval_s: float = BUSY_SAMPLE_S) -> float | None:
 
 def usable_cores() -> float:
     """Physical cores this process may use (CPU affinity and cgroup quota)."""
-    from greenlab.energy.cpus import allocated_cpus
-
-    return max(allocated_cpus().cores, 1.0)
+    return max(cpus.allocated_cpus().cores, 1.0)
 
 
 def _count(name, value) -> int:

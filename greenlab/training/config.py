@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 
 from greenlab.base import validation
 from greenlab.training.precision import PRECISIONS
+from greenlab.training.data import as_augment
+from greenlab.impact import carbon
 
 LOADERS = ("device", "dataloader")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -104,7 +106,6 @@ class TrainConfig:
         if self.batch_schedule is not None and not callable(self.batch_schedule):
             _check_steps(self.batch_schedule)
         _check_region(self.region)
-        from greenlab.training.data import as_augment
 
         as_augment(self.augment)
         if self.eval_every_samples is not None:
@@ -150,7 +151,6 @@ def _check_region(region):
     """``region`` must name a row of the carbon table; a table that cannot be read is left for
     the end of the run (where CO2e is then reported as missing, with a warning)."""
     validation.text("region", region, allow_empty=False)
-    from greenlab.impact import carbon
 
     carbon.check_region(region)
 

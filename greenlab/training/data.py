@@ -31,6 +31,9 @@ from greenlab.training.catalogue import (
     SPECS as _SPECS,
     canonical as _canonical,
 )  # noqa: F401
+from greenlab.session import config
+from greenlab.training import datacache
+from greenlab.base import validation
 # The validation split: this share of the training images, at least 1 and at most VAL_MAX_SIZE.
 VAL_FRACTION = 0.1
 VAL_MAX_SIZE = 5000
@@ -167,9 +170,6 @@ def load(name: str, n_train: int | None = None, n_test: int | None = None, root=
     Prints one line saying where the data came from (``verbose=False`` to silence). Raises
     RuntimeError when ``GREENLAB_DOWNLOAD=1`` requires a download that fails.
     """
-    from greenlab.session import config
-    from greenlab.training import datacache
-
     key = _canonical(name)
     tv_name, shape, num_classes, full_train, full_test = _SPECS[key]
     n_train = _check_size("n_train", n_train, full_train)
@@ -211,8 +211,6 @@ def generate(name: str = "synthetic", n_train: int = 1000, n_test: int = 200, se
     and differ only in the texture's direction, as T-shirts and shirts do. Same seed, same data.
     Numbers on it are not comparable with published results on the real datasets.
     """
-    from greenlab.base import validation
-
     key = _canonical(name)
     validation.integer("n_train", n_train, low=1, high=10**7)
     validation.integer("n_test", n_test, low=1, high=10**7)
@@ -243,8 +241,6 @@ class DeviceLoader:
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True,
                  augment=None, device=None, drop_last: bool = False, seed: int = 0):
-        from greenlab.base import validation
-
         for label, t in (("x", x), ("y", y)):
             if not isinstance(t, torch.Tensor) or t.dim() < 1:
                 raise validation.ArgumentTypeError(f"{label} must be a tensor with a batch dimension, got {t!r}")
@@ -299,8 +295,6 @@ class Augment:
     crop_padding: int = 4
 
     def __post_init__(self):
-        from greenlab.base import validation
-
         validation.flag("flip", self.flip)
         validation.integer("crop_padding", self.crop_padding, low=0, high=64)
 
@@ -462,8 +456,6 @@ def _writable_cache_fix() -> str:
 def _load_torchvision(key, tv_name, root: Path, policy: tuple, n_train, n_test, seed):
     """(Dataset, "") from torchvision, or (None, reason) when it cannot be had. ``policy``:
     (mode, why) from ``datacache.policy``; mode "require" turns a failed download into an error."""
-    from greenlab.training import datacache
-
     mode, why = policy
     try:
         import torchvision.datasets as tvd

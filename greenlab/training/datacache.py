@@ -35,6 +35,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from greenlab.training.catalogue import TORCHVISION, canonical  # greenlab name -> torchvision class name
+from greenlab.base.validation import ArgumentTypeError, flag
+from greenlab.base.filelock import locked
+from greenlab.session import config
 
 NAMES = tuple(TORCHVISION)
 TIMEOUT_S = 10.0  # connect (and per-read) timeout of one download attempt, seconds
@@ -110,8 +113,6 @@ def ensure(name: str, root=None, network: bool = True, timeout_s: float = TIMEOU
     network), and, when ``network``, missing or corrupt files downloaded and checked. Returns
     the final ``Status`` (not usable when ``network`` is False and files are missing); raises
     ``FetchError`` when a download was tried and failed."""
-    from greenlab.base.validation import flag
-
     key, root = check_name(name), cache_root(root)
     check_timeout(timeout_s)
     network, progress = flag("network", network), flag("progress", progress)
@@ -121,7 +122,6 @@ def ensure(name: str, root=None, network: bool = True, timeout_s: float = TIMEOU
     if not network and not found.size_bytes:  # nothing to repair: leave the disk untouched
         return found
     root.mkdir(parents=True, exist_ok=True)
-    from greenlab.base.filelock import locked
 
     with locked(root / f".{key}", timeout_s=3600.0):  # another process may be fetching it now
         found = _check(key, root, repair=True)
@@ -161,12 +161,9 @@ def cache_root(root=None) -> Path:
     ``greenlab.session.config.cache_dir()``."""
     if root is not None:
         if not isinstance(root, (str, os.PathLike)):
-            from greenlab.base.validation import ArgumentTypeError
-
             raise ArgumentTypeError(f"root must be a folder path (str or pathlib.Path) or None, "
                                     f"got {type(root).__name__}")
         return Path(root).expanduser()
-    from greenlab.session import config
 
     return config.cache_dir()
 

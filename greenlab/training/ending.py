@@ -11,6 +11,8 @@ import warnings
 
 from greenlab.base.interrupts import Interrupted, interrupted_run
 from greenlab.training.result import RunResult
+from greenlab.energy.measure import ComponentEnergy, Measurement
+from greenlab.base import results
 
 def interrupted_error(result, run, save) -> Interrupted:
     """The one-line ``Interrupted`` for ``run`` (a ``greenlab.training.loop.TrainingRun``) stopped by a Ctrl-C
@@ -77,8 +79,6 @@ def _mark_interrupted_after_last_step(result, stages):
 
 def _energy_from_meter(run, window):
     """A Measurement from the run's own meter, for a window whose end read was interrupted."""
-    from greenlab.energy.measure import ComponentEnergy, Measurement
-
     seconds = time.perf_counter() - run.start_s
     problems = ["the energy window's end read was interrupted (Ctrl-C); the figures are read "
                 "again from the run's meter, which started just after the window"]
@@ -121,8 +121,6 @@ def _held_sigint():
 def _save_result(result, path):
     """Append the run to the results log; a log that cannot be written keeps the run (returned
     as it is), warns, and names the path in the result's message."""
-    from greenlab.base import results
-
     try:
         results.append(result.to_dict(), path=path)
     except (OSError, ValueError, TypeError) as exc:

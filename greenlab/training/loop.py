@@ -33,7 +33,7 @@ import time
 
 import torch
 
-from greenlab.base import validation
+from greenlab.base import progress, validation
 from greenlab.base.interrupts import Interrupted, last_interrupted, remember_interrupted  # noqa: F401  as before
 from greenlab.training.accuracy import accuracy
 from greenlab.training.callbacks import StopTraining, TrainState, as_callbacks, notify
@@ -47,6 +47,9 @@ from greenlab.training.result import RunResult, pack_result
 from greenlab.training.resume import load_train_checkpoint, restore_train_state, save_train_state, set_rng_state
 from greenlab.training.schedules import LrScheduleError, make_optimizer, make_scheduler
 from greenlab.training.step import backward, classifier_loss, make_scaler, optimizer_step
+from greenlab.session import config as gl_config
+from greenlab.energy import default_sources, measure
+from greenlab.training.data import DeviceLoader, make_dataloader
 
 # the names outside code reads from this module, as before the loop's parts had modules of their own
 _Meter, _PeakMemory, _scheduler = RunMeter, PeakMemory, make_scheduler
@@ -78,9 +81,7 @@ def train(model, data, config: TrainConfig | None = None, callbacks=(), stop_eve
       ``cumulative_seconds``/``cumulative_joules`` add the earlier session up to the checkpoint;
       history rows and *_to_target figures are cumulative.
     """
-    from greenlab.session import config as gl_config
-    from greenlab.energy import default_sources, measure
-    from greenlab.training.models import count_params, flops
+    from greenlab.training.models import count_params, flops  # lazy: read per call; a test stands in for flops
 
     cfg = config if config is not None else TrainConfig()
     if not isinstance(cfg, TrainConfig):
@@ -176,8 +177,6 @@ class TrainingRun:
     """
 
     def __init__(self, cfg, model, net, data, dev, callbacks, stop_event, log, sources):
-        from greenlab.training.data import DeviceLoader, make_dataloader
-
         self.cfg, self.model, self.net, self.data, self.dev = cfg, model, net, data, dev
         self.callbacks, self.stop_event, self.log, self.sources = callbacks, stop_event, log, sources
         self.device_type = dev.type
@@ -236,8 +235,9 @@ class TrainingRun:
         self.interrupted_in_loop = False  # Ctrl-C before the last step (train() raises then)
         self.callback_problems: list[str] = []
 
-    # one pass over everything; sets self.status
     def loop(self):
+        """Train every epoch (or to a stop, a target, a divergence or a Ctrl-C), then evaluate, score the
+        test split and tell the callbacks the run ended; sets ``status`` and ``message``."""
         cfg = self.cfg
         bar = _progress(self.total_steps, self.log, cfg.label, initial=self.step)
         try:
@@ -482,8 +482,6 @@ def _window_totals(sizes, accum_steps) -> list:
 
 def _progress(total, log, label, initial=0):
     """A tqdm progress bar over the run's steps when ``log`` (``greenlab.base.progress.bar``)."""
-    from greenlab.base import progress
-
     return progress.bar(total, label or "train", unit="step", show=log, initial=initial)
 
 

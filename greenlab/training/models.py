@@ -16,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.base import validation
+from greenlab.training.flop_counting import flop_counter
 
 NORMS = ("batch", "group", "none")
 
@@ -91,8 +92,6 @@ def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> Fl
     output's sum. Batch size 1 is counted at batch 2 and halved (FLOPs grow linearly with the
     batch), because batch normalisation cannot train on one value per channel.
     """
-    from greenlab.training.flop_counting import flop_counter
-
     validation.module("model", model)
     _check_int("batch_size", batch_size, minimum=1)
     if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):

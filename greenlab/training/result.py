@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from greenlab.base.units import plain_number
 from greenlab.energy.flags import MeasuredFlags
 from greenlab.training.provenance import provenance
+from greenlab.base.version import __version__
+from greenlab.impact.carbon import co2e_g
 
 STATUSES = ("completed", "target-reached", "early-stopped", "stopped", "interrupted", "diverged")
 
@@ -88,6 +90,8 @@ class RunResult(MeasuredFlags):
         return line
 
     def to_dict(self) -> dict:
+        """The result as the results log stores it: its fields, its measurement flags, the energy's own dict and
+        ``kind`` "train"."""
         out = {k: v for k, v in self.__dict__.items() if k != "energy"}
         out.update(self.flags())
         out["energy"] = self.energy.to_dict()
@@ -98,8 +102,6 @@ class RunResult(MeasuredFlags):
 def pack_result(run, energy, flop_count, params, peak) -> RunResult:
     """The ``RunResult`` of ``run`` (a ``greenlab.training.loop.TrainingRun`` that has ended) from its
     energy window's ``Measurement``, FLOP count, parameter count and peak-memory reading."""
-    from greenlab.base.version import __version__
-
     if run.meter is not None:  # a source that failed mid-run: the figure says so itself
         energy = energy.with_problems(run.meter.problems)
     cfg = run.cfg
@@ -147,8 +149,6 @@ def _co2e(joules, region):
     """Grams CO2e for ``joules`` in ``region``; None (with a warning) when it cannot be worked out,
     so a finished run is never lost to a carbon-table problem."""
     try:
-        from greenlab.impact.carbon import co2e_g
-
         return co2e_g(joules, region=region)
     except (ImportError, OSError, ValueError) as exc:
         warnings.warn(f"CO2e not computed: {exc}", RuntimeWarning, stacklevel=3)

@@ -10,6 +10,7 @@ import time
 import torch
 
 from greenlab.training.config import TrainConfig
+from greenlab.training.checkpoint import check_optimizer_state, load_checkpoint, save_checkpoint
 
 TRAIN_STATE_VERSION = 1
 # TrainConfig fields that do not change what is trained (so a resumed run may differ in them)
@@ -21,8 +22,6 @@ def load_train_checkpoint(path, config: TrainConfig, data) -> dict:
     FileNotFoundError when there is no file, ValueError when it is damaged, is not a training
     checkpoint, cannot be resumed, or was written with a config that changes the run
     (the message names the differing fields)."""
-    from greenlab.training.checkpoint import load_checkpoint
-
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"resume_from must be a file path or None, got {type(path).__name__}")
     saved = load_checkpoint(path)
@@ -50,8 +49,6 @@ def load_train_checkpoint(path, config: TrainConfig, data) -> dict:
 def save_train_state(run, path, event) -> str:
     """Write the whole training state of ``run`` (a ``greenlab.training.loop.TrainingRun``) to ``path`` at
     ``event`` ("step" or "end"; see ``TrainState.checkpoint``); returns the path."""
-    from greenlab.training.checkpoint import save_checkpoint
-
     if event not in ("step", "end"):
         raise ValueError(f"state.checkpoint() works in on_step (or on_end), not in on_{event}: "
                          "an evaluation's stopping rules are applied after its callbacks")
@@ -85,8 +82,6 @@ def save_train_state(run, path, event) -> str:
 def restore_train_state(run, saved, path) -> None:
     """Load a checkpoint payload (from ``load_train_checkpoint``) into ``run`` (a
     ``greenlab.training.loop.TrainingRun``)."""
-    from greenlab.training.checkpoint import check_optimizer_state
-
     st = saved["extra"]["train_state"]
     try:
         run.model.load_state_dict(saved["model"])

@@ -20,6 +20,9 @@ import threading
 import time
 
 from greenlab.widgets.common import html_escape, new_figure, resolve_display
+from greenlab.impact import carbon
+from greenlab.energy import PowerMonitor, measure
+from greenlab.widgets import side
 
 PLOT_BUDGET = 0.003  # share of wall time the plot redraws may use (0.3 %)
 WH_PER_JOULE = 1.0 / 3600.0  # 1 Wh = 3600 J
@@ -35,8 +38,6 @@ class MeterState:
 
     def __init__(self, region: str = "WORLD", samples: int | None = None, window_s: float = 30.0,
                  pue: float | None = None, sources: dict | None = None, estimated: bool = False):
-        from greenlab.impact import carbon
-
         self.region = carbon.intensity(region)  # ValueError for an unknown region
         self.pue = pue
         carbon.co2e_g(0.0, region=self.region.code, pue=pue)  # validates pue early
@@ -89,8 +90,6 @@ class MeterState:
 
     def figures(self) -> dict:
         """Current figures: seconds, joules, wh, g_co2e, joules_per_sample (or None), per component."""
-        from greenlab.impact import carbon
-
         with self._lock:
             joules = sum(self.joules_by_component.values())
             components = {
@@ -215,8 +214,6 @@ class EnergyMeter:
         return self.state.figures()
 
     def start(self) -> "EnergyMeter":
-        from greenlab.energy import PowerMonitor, measure
-
         if self._monitor is not None:
             raise RuntimeError("this meter is already running")
         if self.result is not None:
@@ -229,8 +226,6 @@ class EnergyMeter:
             self.view.prepare(sorted(self.state.sources))
         if self.view is not None and self.show:
             from IPython.display import display
-
-            from greenlab.widgets import side
 
             display(self.view.widget)
             side.show(self.view.widget)  # a second view that stays in sight while Run All goes on

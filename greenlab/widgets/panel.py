@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 
 from greenlab.widgets.common import figure_png, html_escape, new_figure, resolve_display, widget_kit
+from greenlab.training import loop
+from greenlab.training.loop import LR_SCHEDULES, OPTIMIZERS, PRECISIONS, TrainConfig
 from greenlab.widgets.meter import EnergyMeter
 
 PROGRESS_PERIOD_S = 0.25  # at most 4 progress updates a second
@@ -44,8 +46,6 @@ class Knob:
 
 def default_knobs() -> dict:
     """Knobs a lesson can name without describing them: name -> :class:`Knob`."""
-    from greenlab.training.loop import LR_SCHEDULES, OPTIMIZERS, PRECISIONS
-
     return {
         "precision": Knob("precision", options=PRECISIONS),
         "batch_size": Knob("batch_size", options=(16, 32, 64, 128, 256, 512)),
@@ -73,8 +73,6 @@ class ExperimentPanel:
     def __init__(self, data, model_fn, knobs=("precision", "batch_size", "accum_steps", "lr_schedule"),
                  base_config=None, region: str = "WORLD", train_kwargs: dict | None = None,
                  display: str = "auto", meter_sources: list | None = None):
-        from greenlab.training.loop import TrainConfig
-
         if not callable(model_fn):
             raise ValueError("model_fn must be a function returning a fresh torch model")
         if base_config is None:
@@ -217,8 +215,6 @@ class ExperimentPanel:
 
     # --- the run thread ---
     def _run(self, cfg, values: dict) -> None:
-        from greenlab.training.loop import train
-
         number = len(self.results) + 1
         try:
             self.meter = EnergyMeter(region=self.region, display=self.mode, show=False,
@@ -227,7 +223,7 @@ class ExperimentPanel:
                 self.meter_box.children = [self.meter.widget]
             kwargs = {"log": False, **self.train_kwargs}
             with self.meter:
-                result = train(self.model_fn(), self.data, cfg, callbacks=[_Progress(self)],
+                result = loop.train(self.model_fn(), self.data, cfg, callbacks=[_Progress(self)],
                                stop_event=self._stop_event, **kwargs)
             row = _row(number, values, result)
             self.results.append(row)

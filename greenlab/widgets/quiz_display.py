@@ -33,7 +33,7 @@ def quiz(questions, title: str | None = None, display: str = "auto",
     if resolve_display(display) == "widget":
         from IPython.display import display as ipy_display
 
-        from greenlab.widgets.quiz_widget import QuizWidget
+        from greenlab.widgets.quiz_widget import QuizWidget  # lazy: ipywidgets loads only for a quiz widget
 
         ipy_display(QuizWidget(q).widget)
     else:

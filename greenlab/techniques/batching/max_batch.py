@@ -64,6 +64,7 @@ class MaxBatchResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        """The result as plain JSON-safe values, every probe included."""
         return {"batch_size": self.batch_size, "probes": [dataclasses.asdict(p) for p in self.probes],
                 "seconds": self.seconds, "device": self.device, "method": self.method,
                 "memory_budget_bytes": self.memory_budget_bytes, "resident_bytes": self.resident_bytes,

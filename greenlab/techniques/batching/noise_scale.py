@@ -37,6 +37,8 @@ class NoiseScale:
     seconds: float
 
     def summary(self) -> str:
+        """One line: B_simple with its 68% bootstrap interval, the batch sizes and pairs it came from, and the
+        seconds it took."""
         return (f"B_simple = {self.b_simple:.1f} (68% bootstrap interval {self.b_simple_low:.1f} to "
                 f"{self.b_simple_high:.1f}) from {self.n_estimates} pairs of batches of "
                 f"{self.small_batch} and {self.big_batch}, measured in {self.seconds:.1f} s")

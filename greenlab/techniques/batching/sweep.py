@@ -53,6 +53,8 @@ class SweepResult:
         return min(reached, key=reached.get) if reached else None
 
     def table(self) -> str:
+        """Every run of the sweep as a text table: batch, repeat, learning rate, status, time and energy to target,
+        total energy, final accuracy."""
         lines = [f"{'batch':>6} {'rep':>3} {'lr':>8} {'status':>15} {'s to target':>12} "
                  f"{'J to target':>12} {'total J':>10} {'final acc':>9}"]
         for r in self.rows:
@@ -94,6 +96,7 @@ class SweepResult:
                 for b in sizes if b != baseline}
 
     def to_dict(self) -> dict:
+        """The target and every row as plain JSON-safe values."""
         return {"target_accuracy": self.target_accuracy, "rows": [dataclasses.asdict(r) for r in self.rows]}
 
 

@@ -147,8 +147,8 @@ def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, w
             window = measure(window_label).start()
         started = time.perf_counter()
         try:
-            returncode, stderr = _run(command, _worker_env(launch["threads_per_worker"]), timeout_s)
-        except KeyboardInterrupt:  # the workers are already stopped (_run): one line, as gl.train's
+            returncode, stderr = run_launch(command, worker_env(launch["threads_per_worker"]), timeout_s)
+        except KeyboardInterrupt:  # the workers are already stopped (run_launch): one line, as gl.train's
             raise _interrupted_launch(nprocs, len(configs), time.perf_counter() - started) from None
         finally:
             wall = time.perf_counter() - started
@@ -288,7 +288,7 @@ def _interrupted_launch(nprocs: int, runs: int, seconds: float):
                        f"{plain_number(seconds)} s; its workers are stopped and nothing was recorded", None)
 
 
-def _run(command: list, env: dict, timeout_s: float, label: str = "greenlab: torchrun launch") -> tuple:
+def run_launch(command: list, env: dict, timeout_s: float, label: str = "greenlab: torchrun launch") -> tuple:
     """Run ``command`` in its own process group; kill the whole group on timeout or on any
     exception here (Ctrl-C, SIGTERM turned into SystemExit). Returns (returncode or None on
     timeout, stderr text). The command learns this process's pid (it dies with it). While it
@@ -312,7 +312,9 @@ def _run(command: list, env: dict, timeout_s: float, label: str = "greenlab: tor
         raise
 
 
-def _worker_env(threads: int) -> dict:
+def worker_env(threads: int) -> dict:
+    """The environment of a launch's worker processes: this one's, with ``threads`` CPU threads each
+    (OpenMP and MKL), this greenlab first on ``PYTHONPATH`` and unbuffered output."""
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(threads)
     env["MKL_NUM_THREADS"] = str(threads)

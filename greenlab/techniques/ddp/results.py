@@ -147,6 +147,7 @@ class DDPResult:
                 f"accuracy {self.final_accuracy:.1%}, {energy}")
 
     def to_dict(self) -> dict:
+        """The result as plain JSON-safe values, with the energy's own dict and the device-hour figures."""
         out = {k: v for k, v in asdict(self).items() if k != "energy"}
         out["energy"] = self.energy.to_dict() if self.energy is not None else None
         out["device_hours"] = self.device_hours

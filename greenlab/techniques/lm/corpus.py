@@ -39,6 +39,7 @@ class Corpus:
 
     @property
     def n_bytes(self) -> int:
+        """Bytes in both splits (= tokens, at one byte a token)."""
         return int(self.train.numel() + self.val.numel())
 
     def describe(self) -> str:

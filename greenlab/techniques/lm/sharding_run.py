@@ -221,7 +221,7 @@ def run_ddp_vs_fsdp(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n
         config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
         command = launch.launch_command(config_path, world_size, module=WORKER_MODULE)
         started = time.perf_counter()
-        returncode, stderr = launch._run(command, launch._worker_env(1), timeout_s)
+        returncode, stderr = launch.run_launch(command, launch.worker_env(1), timeout_s)
         wall = time.perf_counter() - started
         raw = launch.collect_result(folder, result_file, world_size, returncode, stderr, timeout_s)
     return ShardingRun(**raw, wall_seconds=wall)

@@ -86,6 +86,7 @@ class LMConfig:
 
     @property
     def tokens_per_step(self) -> int:
+        """Tokens in one optimizer step: ``seq_len`` x ``batch_size``."""
         return self.seq_len * self.batch_size
 
 
@@ -130,13 +131,17 @@ class LMRun(MeasuredFlags):
 
     @property
     def tokens_per_second(self) -> float:
+        """Training tokens over the run's seconds (nan for a run of no time)."""
         return self.tokens / self.seconds if self.seconds > 0 else float("nan")
 
     @property
     def samples_per_second(self) -> float:  # for Comparison: a token is the sample here
+        """``tokens_per_second``, under the name a ``Comparison`` reads."""
         return self.tokens_per_second
 
     def summary(self) -> str:
+        """One line: steps, tokens, seconds, joules (and whether estimated), uJ per token, validation loss, and the
+        target's time and energy when reached."""
         est = " (estimate)" if self.estimated else ""
         line = (f"{self.label or 'run'}: {self.steps} steps, {self.tokens:,} tokens, {plain_number(self.seconds)} s, "
                 f"{plain_number(self.joules, 4)} J{est}, {self.joules_per_token * 1e6:.4g} uJ/token, "
