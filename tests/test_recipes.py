@@ -237,7 +237,7 @@ def test_the_honest_bill_adds_each_search_to_every_repeat_and_pairs_the_ratios()
 def test_halving_keeps_the_best_rates_of_a_short_rung_and_counts_both_rungs(monkeypatch):
     from types import SimpleNamespace
 
-    from greenlab.techniques.lm import model as lm
+    from greenlab.techniques.lm import comparison as lm
 
     calls = []
 

@@ -9,7 +9,7 @@ import pytest
 
 from fakes import SlopeSource
 from greenlab import experiments
-from greenlab.course import build
+from greenlab.course import claims
 from greenlab.course.claims_equivalence import equivalence_word, notebook_equivalence_problems
 from greenlab.energy import measure
 from greenlab.energy.measure import Measurement, ShortWindowWarning
@@ -155,7 +155,7 @@ def test_the_check_refuses_equivalence_words_in_fixed_text_and_passes_the_verdic
     ]}
     problems = notebook_equivalence_problems(planted, "planted")
     assert [p.split(":")[1].strip() for p in problems] == ["cell 0", "cell 1", "cell 2"]
-    assert build.notebook_claim_problems(planted, "planted")[-3:] == problems  # hooked into the check
+    assert claims.notebook_claim_problems(planted, "planted")[-3:] == problems  # hooked into the check
     fine = {"cells": [
         {"cell_type": "markdown", "source": 'An "as good" claim needs a margin; train to reach the same accuracy, '
                                             "and a saving counts only if it reaches the same accuracy."},
@@ -244,7 +244,7 @@ def test_a_lesson_pointing_at_a_moved_table_is_caught():
     ]}
     problems = notebook_path_problems(drifted, "drifted")
     assert [p.split(":")[1].strip() for p in problems] == ["cell 0", "cell 1"]
-    assert build.notebook_claim_problems(drifted, "drifted")[-2:] == problems  # hooked into the check
+    assert claims.notebook_claim_problems(drifted, "drifted")[-2:] == problems  # hooked into the check
     assert missing_path("the table `greenlab/cited_tables/carbon_intensity.csv`, folder `greenlab/cited_tables/`, "
                         "runs in data/reference_runs/ and data/README.md.") is None
 

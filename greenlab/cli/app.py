@@ -11,6 +11,7 @@ from greenlab.cli.run import add_run_arguments, run_main
 from greenlab.cli.data import add_data_arguments, data_main
 from greenlab.course.leaderboard import show_main
 from greenlab.base.paths import learner_copy
+from greenlab.base.optional import install_hint, missing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +111,6 @@ def _lab(args) -> int:
     print(f"greenlab: your lessons are in {folder} (yours to edit; lessons/ stays as shipped)")
     if args.copy_only:
         return 0
-    from greenlab.base.optional import install_hint, missing
 
     why = missing("jupyterlab")
     if why:  # a lean install: the lessons are copied, JupyterLab comes with the lab extra

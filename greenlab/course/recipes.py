@@ -673,7 +673,7 @@ def halving_lm_lr(model_fn, corpus, config, rates, first_share: float = 0.1, kee
     diverged}, joules of both rungs, {rate: "rung 1" or "rung 2"})."""
     import math
 
-    from greenlab.techniques.lm.model import tune_lr
+    from greenlab.techniques.lm.comparison import tune_lr
 
     rates = list(rates)
     if not rates:

@@ -20,6 +20,8 @@ import warnings
 
 from greenlab.base import validation
 from greenlab.energy.measure import ShortWindowWarning
+from greenlab.training.config import TrainConfig
+from greenlab.training.loop import train
 
 WARMUP_STEPS = 3  # optimizer steps of a warm-up training run: every code path once, little energy
 
@@ -79,9 +81,6 @@ def train_each(models: dict, data, config, train_fn=None, **train_kwargs) -> dic
     one-off costs.
     ``models``: {label: model_fn} (a callable returning a fresh model). Returns {label: RunResult}.
     ``train_fn``: the training function (default ``greenlab.training.train``)."""
-    # lazy: torch is imported by the training loop only when something is trained
-    from greenlab.training.config import TrainConfig
-    from greenlab.training.loop import train
 
     train_fn = train if train_fn is None else train_fn
     if not isinstance(models, dict) or not models:

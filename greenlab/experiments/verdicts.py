@@ -12,7 +12,8 @@ import dataclasses
 import math
 
 from greenlab.base import validation
-from greenlab.experiments.stats import MIN_REPEATS_FOR_INTERVAL, _values, t_quantile, t_quantile_975
+from greenlab.base.units import format_energy, plain_number
+from greenlab.experiments.stats import MIN_REPEATS_FOR_INTERVAL, _values, summarize, t_quantile, t_quantile_975
 
 METRICS = ("seconds", "joules", "final_accuracy", "val_accuracy", "seconds_to_target", "joules_to_target",
            "samples_per_second", "co2e_g")
@@ -405,7 +406,6 @@ class AboveChance:
 
 def above_chance(values, classes: int, margin: float = CHANCE_MARGIN, name: str = "baseline") -> AboveChance:
     """``AboveChance`` of per-repeat accuracies (fractions; None for a run without one)."""
-    from greenlab.experiments.stats import summarize
 
     classes = validation.integer("classes", classes, low=2)
     margin = validation.number("margin", margin, low=0, high=1, high_open=True)
@@ -498,7 +498,6 @@ class ToTarget:
         return f"{self.reached} of {self.repeats} repeat{'' if self.repeats == 1 else 's'} reached {target}"
 
     def sentence(self) -> str:
-        from greenlab.base.units import format_energy, plain_number
 
         head = f"{self.name}: {self.count_text()}"
         if self.mean is None:

@@ -34,6 +34,7 @@ from greenlab.training.catalogue import (
 from greenlab.session import config
 from greenlab.training import datacache
 from greenlab.base import validation
+from greenlab.base.paths import user_cache_dir
 # The validation split: this share of the training images, at least 1 and at most VAL_MAX_SIZE.
 VAL_FRACTION = 0.1
 VAL_MAX_SIZE = 5000
@@ -446,7 +447,6 @@ def _check_batch_size(batch_size) -> int:
 
 def _writable_cache_fix() -> str:
     """What to do when the dataset cache cannot be written, in one clause."""
-    from greenlab.base.paths import user_cache_dir
 
     return (f"set GREENLAB_CACHE_DIR to a folder you can write, e.g. GREENLAB_CACHE_DIR={user_cache_dir()} "
             "(in a notebook: %env GREENLAB_CACHE_DIR=..., then run the cell again), or ask the admin "
