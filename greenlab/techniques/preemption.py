@@ -399,24 +399,40 @@ def run_preemptible(model: dict, data, config, checkpoint_every: int | None, kil
         return own.run(model, data, config, checkpoint_every, kill_after_s)
 
 
-def checkpoint_write_cost(model, optimizer, path, writes: int = 10, min_seconds: float = 0.3) -> tuple:
-    """Write checkpoints of ``model`` and ``optimizer`` to ``path`` (``save_checkpoint``: atomic,
-    checksummed) inside one energy window: at least ``writes`` of them, and more until the window
-    lasts ``min_seconds`` (long enough for the energy counter). Returns (seconds per write,
-    joules per write, writes, Measurement)."""
+def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_seconds: float = 0.3) -> tuple:
+    """Write checkpoints of ``model`` and ``optimizer`` (``save_checkpoint``: atomic, checksummed)
+    inside one energy window: at least ``writes`` of them, and more until the window lasts
+    ``min_seconds`` (long enough for the energy counter). ``folder`` is an existing folder on the
+    file system to measure: the writes go to a temporary folder created inside it and removed
+    afterwards, so nothing already in ``folder`` is touched. Returns (seconds per write, joules per
+    write, writes, Measurement)."""
+    import shutil
+    import tempfile
+
     from greenlab.energy import measure
     from greenlab.training.checkpoint import save_checkpoint
 
     validation.integer("writes", writes, low=1)
     validation.number("min_seconds", min_seconds, low=0)
-    done = 0
-    with measure("checkpoint writes") as window:
-        t0 = time.perf_counter()
-        while done < writes or time.perf_counter() - t0 < min_seconds:
-            save_checkpoint(path, model, optimizer, step=done)
-            done += 1
-        seconds = (time.perf_counter() - t0) / done
-    Path(path).unlink(missing_ok=True)
+    if not isinstance(folder, (str, os.PathLike)):
+        raise validation.ArgumentTypeError(f"folder must be a path to a folder, got {folder!r}")
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"folder must be an existing folder (the checkpoints are written to a temporary "
+                         f"folder created inside it), got {str(folder)!r}"
+                         + (", which is not a folder" if folder.exists() else ", which does not exist"))
+    own = Path(tempfile.mkdtemp(prefix=".checkpoint-write-cost-", dir=folder))  # only what this call made
+    try:
+        path = own / "checkpoint.pt"
+        done = 0
+        with measure("checkpoint writes") as window:
+            t0 = time.perf_counter()
+            while done < writes or time.perf_counter() - t0 < min_seconds:
+                save_checkpoint(path, model, optimizer, step=done)
+                done += 1
+            seconds = (time.perf_counter() - t0) / done
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
     return seconds, window.result.joules / done, done, window.result
 
 
