@@ -241,17 +241,27 @@ class Launcher:
 
     def __init__(self, folder, timeout_s: float = 300.0):
         _positive("timeout_s", timeout_s)
-        import tempfile
+        from greenlab.base.janitor import Janitor
 
         Path(folder).mkdir(parents=True, exist_ok=True)
-        self.folder = Path(tempfile.mkdtemp(prefix="preemptible-", dir=folder))  # this launcher's own files
         self.timeout_s = float(timeout_s)
-        env = {**os.environ, "GREENLAB_PARENT_PID": str(os.getpid())}
-        t0 = time.monotonic()
-        self._proc = subprocess.Popen([sys.executable, "-m", "greenlab.techniques.preemption_server"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
-                                      bufsize=1)
-        self._expect("ready", self.timeout_s)
+        self._proc = None
+        self._life = None
+        # a watcher removes this launcher's folder and kills its processes (the server and the life
+        # it forked share one process group) when this process ends, even by SIGKILL
+        self._janitor = Janitor()
+        try:
+            self.folder = Path(self._janitor.make_temp_dir("preemptible-", dir=folder))  # this launcher's own files
+            env = {**os.environ, "GREENLAB_PARENT_PID": str(os.getpid())}
+            t0 = time.monotonic()
+            self._proc = subprocess.Popen([sys.executable, "-m", "greenlab.techniques.preemption_server"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
+                                          bufsize=1, start_new_session=True)
+            self._janitor.watch_group(self._proc.pid)
+            self._expect("ready", self.timeout_s)
+        except BaseException:
+            self.close()
+            raise
         self.cold_start_s = time.monotonic() - t0
         self._data_files: dict = {}
 
@@ -279,7 +289,7 @@ class Launcher:
                 Path(job["progress"]).unlink(missing_ok=True)  # a life killed before it reports leaves none
                 started = time.monotonic()
                 self._send({"cmd": "life", **job})
-                pid = int(self._expect("pid", self.timeout_s))
+                pid = self._life = int(self._expect("pid", self.timeout_s))
                 ended = self._wait_line(self.timeout_s if last else kills[life])
                 killed = ended is None
                 if killed:
@@ -288,11 +298,13 @@ class Launcher:
                     except ProcessLookupError:  # it ended just now
                         pass
                     ended = self._expect("exit", self.timeout_s)
+                    self._life = None
                     killed = int(ended) == -signal.SIGKILL
                     if last and killed:
                         raise RuntimeError(f"the job did not finish within {self.timeout_s} s")
                 else:
                     ended = self._parse(ended, "exit")
+                self._life = None
                 kept = lives[-1].checkpointed if lives else 0
                 progress = _read_progress(job["progress"], kept)
                 if not killed and (int(ended) != 0 or not progress["done"]):
@@ -321,8 +333,14 @@ class Launcher:
                               checkpoint_seconds=write_s, final_accuracy=accuracy, unreported_writes=unreported)
 
     def close(self) -> None:
-        """End the launcher process (and any training process it still runs)."""
-        if self._proc.poll() is None:
+        """End the launcher process (and any training process it still runs) and remove its folder."""
+        if self._life is not None:  # a life still training (an interrupted run): it goes first
+            try:
+                os.kill(self._life, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._life = None
+        if self._proc is not None and self._proc.poll() is None:
             try:
                 self._proc.stdin.close()
             except OSError:
@@ -332,9 +350,7 @@ class Launcher:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        import shutil
-
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._janitor.close()  # the process group and the folder
 
     def __enter__(self):
         return self
