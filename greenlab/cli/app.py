@@ -106,15 +106,16 @@ def _leaderboard(args) -> int:
 
 
 def _lab(args) -> int:
-    import subprocess
     from greenlab.base.paths import learner_copy
+    from greenlab.base.processes import run_in_foreground
 
     extra = [a for a in args.lab_args if a != "--"]
     folder = learner_copy(args.dir, report=lambda path: print(f"greenlab: copied {path.name} to {path.parent}/"))
     print(f"greenlab: your lessons are in {folder} (yours to edit; lessons/ stays as shipped)")
     if args.copy_only:
         return 0
-    return subprocess.call(lab_command(folder, extra), env=lab_environment())
+    # JupyterLab ends with this command, however it ends (a SIGTERM is passed on, a SIGKILL is its parent-death signal)
+    return run_in_foreground(lab_command(folder, extra), env=lab_environment())
 
 
 def lab_environment(environ=None) -> dict:
