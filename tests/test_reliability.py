@@ -476,3 +476,27 @@ def test_a_killed_preemptible_caller_leaves_no_process_and_no_file(tmp_path, sta
               "life training": lambda: any(runs.glob("preemptible-*/progress.bin"))}[stage]
     _kill_at(proc, moment, seed=hash(stage) % 1000)
     _nothing_left(tag, [runs, tmpdir])
+
+
+_STUDY_CALLER = """
+import sys
+from greenlab.techniques import tuning
+from greenlab.training import data
+ds = data.load("synthetic", n_train=200, n_test=40, verbose=False)
+tuning.shared_study(sys.argv[0] + ".journal", ds, workers=2, trials_per_worker=50, max_steps=10 ** 6,
+                    min_steps=10 ** 5, eta=2, timeout_s=3600)
+"""
+
+
+@pytest.mark.parametrize("stage", ["starting", "workers training"])
+def test_a_killed_shared_study_caller_leaves_no_worker_and_no_file(tmp_path, stage):
+    from launches import live_processes_tagged, start_tagged
+
+    proc, tag, tmpdir = start_tagged(_STUDY_CALLER, tmp_path)
+    journal = Path(str(tmp_path / f"caller-{tag[:8]}.py") + ".journal")
+
+    def training():  # both workers have a trial under way
+        return journal.exists() and journal.read_text(errors="replace").count('"pid"') >= 2
+
+    _kill_at(proc, {"starting": lambda: True, "workers training": training}[stage], seed=len(stage))
+    _nothing_left(tag, [tmpdir])
