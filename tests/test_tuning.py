@@ -18,6 +18,14 @@ def test_promote_keeps_the_top_fraction_with_ties_and_at_least_one():
     assert tuning.promote([0.2, 0.4], 3) == [1]
     assert tuning.promote([0.8, 0.6, 0.6, 0.1, 0.0, 0.2], 3) == [0, 1, 2]
     assert tuning.promote([], 3) == []
+    # a diverged trial (NaN) is the worst, never a blocker and never promoted
+    assert tuning.promote([float("nan"), 0.5, 0.9], 2) == [2]
+    assert tuning.promote([float("nan"), 0.5, 0.9, 0.7], 2) == [2, 3]
+    assert tuning.promote([float("nan"), float("nan")], 2) == []
+    with pytest.raises(ValueError, match="score"):
+        tuning.promote([float("inf"), 0.5], 2)
+    with pytest.raises(TypeError, match="score"):
+        tuning.promote(["0.5", 0.7], 2)
     with pytest.raises(ValueError, match="eta"):
         tuning.promote([0.1], 1)
 

@@ -45,15 +45,28 @@ METHODS = ("full", "asha", "rule")
 def promote(scores: Sequence[float], eta: int) -> list:
     """Successive halving's promotion rule: the indices (ascending) of the scores in the top
     ``1/eta`` of ``scores`` (higher is better), i.e. the best ``max(1, len(scores) // eta)``, with
-    every score equal to the last one kept also kept (ties go on, as in Optuna's pruner)."""
+    every score equal to the last one kept also kept (ties go on, as in Optuna's pruner). A NaN score
+    (a diverged trial) ranks below every other, as the worst, and is never promoted."""
     if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
         raise ValueError(f"eta must be an integer >= 2, got {eta!r}")
-    scores = [float(s) for s in scores]
+    from greenlab.base import validation
+
+    scores = [validation.number("each score", s, allow_none=False) if not _is_nan(s) else math.nan
+              for s in validation.items("scores", scores)]
     if not scores:
         return []
+    # a diverged trial (NaN) ranks below every score, as the worst; it is never promoted
+    ranked = [-math.inf if math.isnan(s) else s for s in scores]
     keep = max(1, len(scores) // eta)
-    threshold = sorted(scores, reverse=True)[keep - 1]
-    return [i for i, s in enumerate(scores) if s >= threshold]
+    threshold = sorted(ranked, reverse=True)[keep - 1]
+    return [i for i, s in enumerate(ranked) if s >= threshold and not math.isnan(scores[i])]
+
+
+def _is_nan(value) -> bool:
+    try:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isnan(value)
+    except TypeError:
+        return False
 
 
 def rungs(min_steps: int, eta: int, max_steps: int) -> list:
