@@ -200,7 +200,8 @@ def test_crash_during_add_keeps_the_previous_board(tmp_path, monkeypatch):
         board.add("lost", joules=1.0, seconds=1.0, accuracy=0.95, target_accuracy=0.9, co2e_g=0.0)
     monkeypatch.undo()
     assert board.path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["board.json", "board.json.bak"]
+    # the lock file stays by design (a sticky class folder would refuse to let others remove it)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["board.json", "board.json.bak", "board.json.lock"]
 
 
 def _run(status="target-reached", best=0.9, to_target=60.0):
@@ -238,3 +239,129 @@ def test_add_can_check_without_saving(tmp_path):
     assert entry["name"] == "dry" and not (tmp_path / "b.json").exists()
     with pytest.raises(ValueError, match="save"):
         board.add("dry", joules=1.0, seconds=1.0, accuracy=0.5, co2e_g=0.1, save="no")
+
+
+# --- a class folder that works for everyone in it -------------------------------------------------
+
+_ROOT = pytest.mark.skipif(not hasattr(__import__("os"), "fork") or __import__("os").geteuid() != 0,
+                           reason="needs root, to act as other learners (setuid in forked children)")
+CLASS_GID = 47110  # a class group; learners 47111 and 47112 are in it (no passwd entry needed)
+
+
+def _class_folder(mode: int):
+    import os
+    import tempfile
+    from pathlib import Path
+
+    top = Path(tempfile.mkdtemp(prefix="greenlab-class-"))  # pytest's own tmp folder is private to root
+    folder = top / "class"
+    folder.mkdir()
+    os.chmod(top, 0o755)
+    os.chown(folder, 0, CLASS_GID)
+    os.chmod(folder, mode)
+    return top, folder
+
+
+def _as_learner(uid: int, gid: int, work) -> int:
+    """Run ``work()`` in a forked child as ``uid``/``gid``, with umask 022 (group write taken
+    away, as most logins have it); its exit code."""
+    import os
+
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            os.umask(0o022)
+            work()
+            code = 0
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@_ROOT
+@pytest.mark.parametrize("mode", [0o1777, 0o2775, 0o3775], ids=["sticky", "setgid", "sticky+setgid"])
+def test_two_learners_adding_at_once_to_a_shared_class_folder_lose_nothing(mode):
+    import shutil
+    import threading
+
+    top, folder = _class_folder(mode)
+    carbon.check_region("WORLD")  # loaded now: the children read nothing but the board
+    n = 15
+    try:
+        codes = {}
+
+        def learner(uid):
+            def work():
+                for i in range(n):
+                    Leaderboard(folder).add(f"{uid}-{i}", joules=1.0 + i, seconds=1.0, accuracy=0.9, co2e_g=0.0,
+                                            author=f"u{uid}")
+            codes[uid] = _as_learner(uid, CLASS_GID, work)
+
+        threads = [threading.Thread(target=learner, args=(uid,)) for uid in (47111, 47112)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert codes == {47111: 0, 47112: 0}
+        entries = Leaderboard(folder).entries()
+        assert len(entries) == 2 * n and len({e["id"] for e in entries}) == 2 * n
+        assert sorted(p.name for p in folder.iterdir()) == ["leaderboard.json", "leaderboard.json.bak",
+                                                            "leaderboard.json.lock"]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@_ROOT
+def test_an_unwritable_class_folder_is_named_not_a_missing_lock():
+    import shutil
+
+    top, folder = _class_folder(0o755)  # root's, not the learner's
+    carbon.check_region("WORLD")
+    try:
+        import os
+
+        r, w = os.pipe()
+
+        def work():
+            try:
+                Leaderboard(folder).add("x", joules=1.0, seconds=1.0, accuracy=0.9, co2e_g=0.0, author="u")
+            except PermissionError as exc:
+                os.write(w, str(exc).encode())
+                return
+            raise AssertionError("added to a folder this user cannot write")
+
+        assert _as_learner(47111, CLASS_GID, work) == 0
+        os.close(w)
+        said = os.read(r, 4000).decode()
+        assert str(folder) in said and "may not write" in said, said
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_the_folder_variable_may_start_with_a_tilde(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GREENLAB_LEADERBOARD_DIR", "~/class")
+    (tmp_path / "class").mkdir()
+    board = Leaderboard()
+    assert board.path == tmp_path / "class" / "leaderboard.json"
+    board.add("run", joules=1.0, seconds=1.0, accuracy=0.9, co2e_g=0.0, author="lin")
+    assert (tmp_path / "class" / "leaderboard.json").exists() and not (tmp_path / "~").exists()
+    assert Leaderboard("~/class").path == board.path
+
+
+def test_leaderboard_show_of_a_mistyped_folder_is_an_error(tmp_path, capsys):
+    from greenlab.cli.app import main
+
+    assert main(["leaderboard", "show", "--dir", str(tmp_path / "clas")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert main(["leaderboard", "show", "--dir", str(tmp_path)]) == 2  # a folder, but no board in it
+    assert "no leaderboard" in capsys.readouterr().err

@@ -64,7 +64,7 @@ class Leaderboard:
             from greenlab.base.paths import results_dir
 
             path = os.environ.get(DIR_ENV) or results_dir()
-        path = Path(path)
+        path = Path(path).expanduser()  # '~/class' as every other GREENLAB_*_DIR
         self.path = path / FILE_NAME if path.is_dir() or path.suffix != ".json" else path
 
     @property
@@ -149,7 +149,7 @@ class Leaderboard:
         if not save:
             return entry
         with locked(self.path):  # read, extend and write as one step for every process
-            entries = self.entries()
+            entries = self._entries(locked_already=True)
             entry = {"id": max((e.get("id", 0) for e in entries), default=0) + 1, **entry}
             self._write(entries + [entry])
         return entry
@@ -185,10 +185,24 @@ class Leaderboard:
     # --- reading ---
     def entries(self) -> list[dict]:
         """Every entry, in the order added (empty when the file does not exist yet)."""
+        return self._entries(locked_already=False)
+
+    def _entries(self, locked_already: bool) -> list[dict]:
         if not self.path.exists():
             return []
         try:
-            return _parse(self.path.read_bytes())
+            try:
+                return _parse(self.path.read_bytes())
+            except LeaderboardError:
+                if locked_already or not self.path.exists():
+                    raise
+                # another user's add may be overwriting the file in place (a sticky class folder,
+                # see _write): read it again once no writer holds the lock
+                try:
+                    with locked(self.path):
+                        return _parse(self.path.read_bytes())
+                except PermissionError:
+                    raise LeaderboardError("unreadable while it was being written") from None
         except LeaderboardError as exc:
             hint = f"no usable backup at {self.backup_path}"
             if self.backup_path.exists():
@@ -256,16 +270,16 @@ class Leaderboard:
             entries = _parse(data)
             if self.path.exists():
                 stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-                os.replace(self.path, self.path.with_name(f"{self.path.name}.damaged-{stamp}"))
-            atomic_write_bytes(self.path, data)
+                atomic_write_bytes(self.path.with_name(f"{self.path.name}.damaged-{stamp}"), self.path.read_bytes())
+            _write_shared(self.path, data)
         return len(entries)
 
     def _write(self, entries: list) -> None:
         if self.path.exists():
-            atomic_write_bytes(self.backup_path, self.path.read_bytes())
+            _write_shared(self.backup_path, self.path.read_bytes())
         payload = {"format": FORMAT, "version": VERSION, "entries": entries}
         text = json.dumps(payload, indent=1, allow_nan=False) + "\n"
-        atomic_write_bytes(self.path, text.encode("utf-8"))
+        _write_shared(self.path, text.encode("utf-8"))
         for path in (self.path, self.backup_path):  # a class folder: every learner reads, the group writes
             try:
                 os.chmod(path, SHARED_MODE)
@@ -277,6 +291,31 @@ class Leaderboard:
 
     def __repr__(self) -> str:
         return f"Leaderboard({str(self.path)!r})"
+
+
+def _write_shared(path: Path, data: bytes) -> None:
+    """``atomic_write_bytes``, or, where the folder refuses to let this user replace the file (a
+    sticky-bit class folder: only a file's owner may rename over it), the same bytes written into
+    the file in place, flushed to disk (the caller holds the lock, and ``.bak`` holds the previous
+    content should this write be cut short)."""
+    try:
+        atomic_write_bytes(path, data)
+        return
+    except PermissionError as exc:
+        if not path.exists():
+            raise PermissionError(exc.errno, f"cannot write {path}: this user may not create files in "
+                                             f"{path.parent}") from None
+        refused = exc
+    try:
+        with open(path, "r+b") as f:
+            f.truncate(0)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except PermissionError:
+        raise PermissionError(refused.errno, f"cannot write {path}: another user owns it and it is not "
+                                             "writable by this user's group (a class folder needs a shared "
+                                             "group: chgrp the folder and chmod g+ws)") from None
 
 
 def default_author() -> str:
@@ -303,6 +342,16 @@ def measured_as(entry: dict) -> str:
 def show_main(args) -> int:
     """``greenlab leaderboard show --dir DIR``: print a (class) leaderboard; 1 when it is damaged."""
     board = Leaderboard(args.dir)
+    if args.dir is not None or os.environ.get(DIR_ENV):
+        # a mistyped folder is an error, not an empty board
+        folder = board.path.parent
+        if not folder.is_dir():
+            print(f"error: no such folder {folder}", file=sys.stderr)
+            return 2
+        if not board.path.exists():
+            print(f"error: no leaderboard in {folder} (no {board.path.name}; nothing has been added there)",
+                  file=sys.stderr)
+            return 2
     try:
         print(f"{board.path}: {len(board)} entries")
         print(board.table(metric=args.metric, limit=args.limit))
