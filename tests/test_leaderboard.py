@@ -365,3 +365,47 @@ def test_leaderboard_show_of_a_mistyped_folder_is_an_error(tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
     assert main(["leaderboard", "show", "--dir", str(tmp_path)]) == 2  # a folder, but no board in it
     assert "no leaderboard" in capsys.readouterr().err
+
+
+# --- what learners typed reaches the instructor harmless --------------------------------------------
+
+def test_learner_text_is_printed_without_its_control_characters(tmp_path):
+    board = Leaderboard(tmp_path)
+    sources = {"cpu\x1b]0;pwned\x07": "est\rimate"}
+    board.add("ok\n  1 forged-row  yes 100.0% 0.001", joules=5.0, seconds=1.0, accuracy=0.5, co2e_g=0.0,
+              author="\x1b[2J\x1b[Hmallory", sources=sources)
+    board.add("<script>alert(1)</script>", joules=4.0, seconds=1.0, accuracy=0.5, co2e_g=0.0, author="a&b",
+              sources=sources)
+    text = board.table()
+    assert "\x1b" not in text and "\r" not in text and "\x07" not in text
+    assert len(text.splitlines()) == 2 + 2  # header, rule and one line per entry: no forged row
+    assert "\\x1b[2J" in text and "\\n" in text  # shown, visibly, not obeyed
+    html = board._repr_html_()
+    assert "<script>" not in html and "&lt;script&gt;" in html and "a&amp;b" in html and "\x1b" not in html
+
+
+def test_damaged_shards_and_reference_runs_name_their_file(tmp_path):
+    import torch
+
+    from greenlab.course import reference
+    from greenlab.techniques import storage
+
+    x, y = torch.randn(6, 2), torch.arange(6)
+    shards = storage.write_shards(x, y, tmp_path / "shards", samples_per_shard=3)
+    shards[1].write_bytes(shards[1].read_bytes()[:700])  # cut short
+    with pytest.raises(ValueError, match=f"shard {shards[1]} is damaged"):
+        storage.read_shards(shards, (2,))
+    shards[0].write_bytes(b"garbage" * 100)
+    with pytest.raises(ValueError, match=f"shard {shards[0]} is damaged"):
+        storage.read_shards(shards, (2,))
+    small = storage.write_small_files(x, y, tmp_path / "small")
+    (small / "000002.bin").write_bytes(b"\0" * 5)
+    with pytest.raises(ValueError, match="000002.bin is damaged"):
+        storage.read_small_files(small, (2,))
+    bad = tmp_path / "nvidia-h200_2026-01-01_mixed_precision.json"
+    bad.write_bytes(b"\xff\xfe{")
+    with pytest.raises(reference.ReferenceRunError, match=bad.name):
+        reference.load_file(bad)
+    (tmp_path / "nvidia-h100_2026-01-01_mixed_precision.json").mkdir()
+    with pytest.raises(reference.ReferenceRunError, match="nvidia-h100_2026-01-01_mixed_precision.json"):
+        reference.load_file(tmp_path / "nvidia-h100_2026-01-01_mixed_precision.json")

@@ -250,7 +250,7 @@ class Leaderboard:
         for kind in kinds:
             rows = [e for e in ranked if e["measured_as"] == kind][:limit]
             if len(kinds) > 1:
-                lines.append(f"-- energy {kind}: ranked among themselves --")
+                lines.append(f"-- energy {safe_text(kind)}: ranked among themselves --")
             lines += [_row(e) for e in rows]
         if not ranked:
             lines.append("(no entries yet)")
@@ -285,6 +285,21 @@ class Leaderboard:
                 os.chmod(path, SHARED_MODE)
             except OSError:
                 pass
+
+    def _repr_html_(self) -> str:
+        """The ranking as an HTML table for a notebook, every learner-typed value escaped."""
+        import html
+
+        head = ["#", "name", "target", "accuracy", "energy J", "to target J", "time s", "CO2e g", "by", "energy from"]
+        rows = []
+        for e in self.ranked():
+            reached = {True: "yes", False: "no", None: "-"}[e.get("target_reached")]
+            to_target = "-" if e.get("joules_to_target") is None else f"{e['joules_to_target']:.4g}"
+            cells = [e["rank"], e["name"], reached, f"{e['accuracy']:.1%}", f"{e['joules']:.4g}", to_target,
+                     f"{e['seconds']:.3g}", f"{e['co2e_g']:.3g}", e.get("author", "-"), e["measured_as"]]
+            rows.append("<tr>" + "".join(f"<td>{html.escape(safe_text(c))}</td>" for c in cells) + "</tr>")
+        return ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+                + "".join(rows) + "</tbody></table>")
 
     def __len__(self) -> int:
         return len(self.entries())
@@ -363,17 +378,33 @@ def show_main(args) -> int:
 
 # --- helpers --------------------------------------------------------------------------------
 
+def safe_text(value) -> str:
+    """What a learner typed (a name, an author, a source), fit to print on someone else's terminal:
+    control characters (escape sequences that clear or retitle a terminal, newlines that would
+    forge rows, carriage returns that overwrite one), format characters (bidirectional overrides
+    that reorder what is shown) and line separators are written as visible escapes (``\\x1b``)."""
+    import unicodedata
+
+    out = []
+    for ch in str(value):
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"):
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def _row(e: dict) -> str:
     reached = {True: "yes", False: "no", None: "-"}[e.get("target_reached")]
     to_target = "-" if e.get("joules_to_target") is None else f"{e['joules_to_target']:.4g}"
-    source = ", ".join(f"{k}={v}" for k, v in (e.get("sources") or {}).items()) or "not given"
+    source = ", ".join(f"{safe_text(k)}={safe_text(v)}" for k, v in (e.get("sources") or {}).items()) or "not given"
     if e.get("estimated"):
         source += " (estimate)"
     if e.get("complete") is False:
         source += " INCOMPLETE: energy is a lower bound"
-    return (f"{e['rank']:>3} {e['name'][:24]:<24} {reached:>7} {e['accuracy']:>9.1%} "
+    return (f"{e['rank']:>3} {safe_text(e['name'])[:24]:<24} {reached:>7} {e['accuracy']:>9.1%} "
             f"{e['joules']:>10.4g} {to_target:>12} {e['seconds']:>8.3g} {e['co2e_g']:>9.3g}  "
-            f"{str(e.get('author', '-'))[:12]:<12} {source}")
+            f"{safe_text(e.get('author', '-'))[:12]:<12} {source}")
 
 
 def _parse(data: bytes) -> list[dict]:
