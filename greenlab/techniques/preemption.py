@@ -128,7 +128,7 @@ def lifetimes(mean_s: float, count: int, seed: int = 0) -> list:
     """``count`` seeded exponential process lifetimes with mean ``mean_s`` seconds (pre-emptions
     arriving as a Poisson process in wall time); the same seed gives the same list."""
     _positive("mean_s", mean_s)
-    validation.integer("count", count, low=0)
+    validation.integer("count", count, low=0, high=1_000_000)
     rng = random.Random(seed)
     return [rng.expovariate(1.0 / mean_s) for _ in range(count)]
 

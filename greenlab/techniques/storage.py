@@ -144,6 +144,8 @@ def read_shards(paths, sample_shape) -> tuple:
                             raise ValueError(f"member {member.name!r} holds {data[:20]!r}, not a label") from None
         except (tarfile.TarError, EOFError, ValueError) as exc:
             raise ValueError(f"shard {path} is damaged: {exc}") from None
+        except OSError as exc:
+            raise ValueError(f"shard {path} cannot be read: {exc.strerror or exc}") from None
     return _stack(xs, ys, sample_shape)
 
 
