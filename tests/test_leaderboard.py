@@ -409,3 +409,100 @@ def test_damaged_shards_and_reference_runs_name_their_file(tmp_path):
     (tmp_path / "nvidia-h100_2026-01-01_mixed_precision.json").mkdir()
     with pytest.raises(reference.ReferenceRunError, match="nvidia-h100_2026-01-01_mixed_precision.json"):
         reference.load_file(tmp_path / "nvidia-h100_2026-01-01_mixed_precision.json")
+
+
+# --- a board that cannot be forged: recipes re-run in one harness ----------------------------------
+
+class WorkSource:
+    """A fake energy counter that counts work, not time: 0.001 J per module forward call in this
+    process, so the same recipe with the same seed costs the same joules on a busy machine too."""
+
+    name = "work-counter"
+    component = "cpu"
+    estimated = False
+    rel_uncertainty = 0.0
+    update_period_s = 0.0
+    poll_interval_s = None
+    attribution = "process"
+    note = model = ""
+    fault_count = 0
+
+    def __init__(self):
+        import torch
+
+        self.calls = 0
+        self._hook = torch.nn.modules.module.register_module_forward_hook(self._count)
+
+    def _count(self, module, args, out):
+        self.calls += 1
+
+    def close(self):
+        self._hook.remove()
+
+    def read_joules(self):
+        return 0.001 * self.calls
+
+    def faults_since(self, count):
+        return []
+
+    def refresh(self):
+        pass
+
+    def poll(self):
+        pass
+
+
+@pytest.fixture
+def work_source():
+    source = WorkSource()
+    yield source
+    source.close()
+
+
+def test_verify_accepts_an_honest_claim_and_refuses_an_inflated_one(tmp_path, work_source, capsys):
+    import warnings
+
+    from greenlab.course import verify
+
+    warnings.simplefilter("ignore")
+    folder = tmp_path / "class"
+    fixed = verify.set_harness(folder, dataset="synthetic", n_train=400, n_test=60, target_accuracy=0.2, repeats=3)
+    model = {"name": "mlp", "hidden": [32]}
+    recipe = {"lr": 0.05, "batch_size": 20, "max_steps": 100, "eval_every": 20}
+    # the honest learner runs the recipe in the class harness and claims what it measured
+    mine = verify.run_recipe(fixed, model, recipe, sources=[work_source])
+    assert mine["reached"], mine
+    claim = mine["joules"]["mean"]
+    verify.submit(folder, "honest", model, recipe, joules=claim, accuracy=mine["accuracy"]["mean"], author="ana")
+    verify.submit(folder, "inflated", model, recipe, joules=claim / 10, accuracy=0.99, author="mallory")
+    verify.submit(folder, "reference", model, recipe, joules=claim, accuracy=mine["accuracy"]["mean"],
+                  author="instructor", reference=True)
+    decided = verify.verify(folder, sources=[work_source], machine="test machine")
+    status = {e["name"]: e["status"] for e in decided}
+    assert status == {"honest": "verified", "inflated": "refused", "reference": "verified"}
+    inflated = next(e for e in decided if e["name"] == "inflated")
+    assert "below" in inflated["why"] and "J" in inflated["why"]
+    text = verify.table(folder)
+    assert "target 20.0%" in text and "synthetic, 400 train / 60 test" in text and "quick mode" in text
+    learners, reference = text.split("-- reference recipes, re-run --")
+    assert "honest" in learners and "reference" not in learners.split("--")[-1] and "instructor" in reference
+    assert "inflated by mallory: refused" in text
+    assert verify.verify(folder, sources=[work_source]) == []  # nothing left to decide
+
+
+def test_a_recipe_may_set_training_only_not_the_harness(tmp_path):
+    from greenlab.course import verify
+
+    with pytest.raises(ValueError, match="target_accuracy"):
+        verify.submit(tmp_path, "x", {"name": "mlp"}, {"target_accuracy": 0.01}, joules=1.0, accuracy=0.5)
+    with pytest.raises(ValueError, match="model"):
+        verify.submit(tmp_path, "x", {"name": "gpt-9"}, {}, joules=1.0, accuracy=0.5)
+    with pytest.raises(ValueError, match="lr"):
+        verify.submit(tmp_path, "x", {"name": "mlp"}, {"lr": -1.0}, joules=1.0, accuracy=0.5)
+    with pytest.raises(ValueError, match="joules"):
+        verify.submit(tmp_path, "x", {"name": "mlp"}, {}, joules=float("nan"), accuracy=0.5)
+    with pytest.raises(FileNotFoundError, match="no harness"):
+        verify.verify(tmp_path)
+    from greenlab.cli.app import main
+
+    assert main(["leaderboard", "verify", "--dir", str(tmp_path)]) == 2  # no harness fixed: an error

@@ -51,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
                       choices=("joules_to_target", "joules", "seconds", "co2e_g"), help="what ranks (lowest first)")
     show.add_argument("--limit", type=int, default=None, help="rows per kind of measurement (default: all)")
     show.set_defaults(handler=_leaderboard)
+    check = board_sub.add_parser("verify", help="re-run every submitted recipe in the class harness and accept "
+                                                "the rows the re-runs reproduce (greenlab.course.verify)")
+    check.add_argument("--dir", default=None, help="the class folder (default: $GREENLAB_LEADERBOARD_DIR)")
+    check.set_defaults(handler=_leaderboard_verify)
 
     lab = sub.add_parser("lab", help="start JupyterLab on your own copy of the lessons (my-lessons/; "
                                      "localhost, token auth); extra arguments go to JupyterLab")
@@ -103,6 +107,12 @@ def _leaderboard(args) -> int:
     from greenlab.course.leaderboard import show_main
 
     return show_main(args)
+
+
+def _leaderboard_verify(args) -> int:
+    from greenlab.course.verify import verify_main
+
+    return verify_main(args)
 
 
 def _lab(args) -> int:
