@@ -628,7 +628,7 @@ def lessons_12_to_15_entry_points(tmp: Path) -> list[EntryPoint]:
     # the cluster simulator
     job = dict(name="j", user="u", arrival_s=0.0, gpus=1, duration_s=10.0, estimate_s=20.0)
     add("cluster.Job", cluster.Job, job,
-        {"arrival_s": number(0), "gpus": integer(1), "duration_s": number(0, low_open=True),
+        {"arrival_s": number(), "gpus": integer(1), "duration_s": number(0, low_open=True),
          "estimate_s": number(0, low_open=True), "priority": integer(), "name": not_a(str), "user": not_a(str)})
     add("cluster.synthetic_trace", cluster.synthetic_trace, {"n_jobs": 5, "n_gpus": 4},
         {"n_jobs": integer(1, 10**6), "n_gpus": integer(1), "mean_interarrival_s": number(0, low_open=True),

@@ -123,7 +123,7 @@ def test_a_recorded_figure_is_read_from_the_newest_run_that_has_it(tmp_path):
 
 # --- impossible inputs are refused, never turned into numbers -------------------------------------
 
-@pytest.mark.parametrize("field,value", [("arrival_s", float("nan")), ("arrival_s", float("inf")), ("arrival_s", -1.0),
+@pytest.mark.parametrize("field,value", [("arrival_s", float("nan")), ("arrival_s", float("inf")),
                                          ("duration_s", float("nan")), ("duration_s", float("inf")),
                                          ("estimate_s", float("inf")), ("estimate_s", float("nan")),
                                          ("gpus", 1.5), ("gpus", True), ("gpus", 0), ("priority", 0.5)])

@@ -59,7 +59,7 @@ class Job:
         label = f"job {self.name!r}: "
         v.text("name", self.name)
         v.text(label + "user", self.user)
-        checked = {"arrival_s": v.number(label + "arrival_s", self.arrival_s, low=0),
+        checked = {"arrival_s": v.number(label + "arrival_s", self.arrival_s),  # any finite time (before 0 too)
                    "gpus": v.integer(label + "gpus", self.gpus, low=1),
                    "duration_s": v.number(label + "duration_s", self.duration_s, low=0, low_open=True),
                    "priority": v.integer(label + "priority", self.priority)}
