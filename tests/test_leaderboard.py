@@ -490,6 +490,16 @@ def test_verify_accepts_an_honest_claim_and_refuses_an_inflated_one(tmp_path, wo
     assert verify.verify(folder, sources=[work_source]) == []  # nothing left to decide
 
 
+def test_verify_refuses_to_rerun_in_another_mode(tmp_path, monkeypatch):
+    from greenlab.course import verify
+
+    monkeypatch.setenv("GREENLAB_QUICK", "1")
+    assert verify.set_harness(tmp_path).mode == "quick"
+    monkeypatch.setenv("GREENLAB_QUICK", "0")
+    with pytest.raises(ValueError, match="quick mode"):
+        verify.verify(tmp_path)
+
+
 def test_a_recipe_may_set_training_only_not_the_harness(tmp_path):
     from greenlab.course import verify
 

@@ -21,12 +21,17 @@ then leaves nothing either.
 from __future__ import annotations
 
 import os
+import sys
+
+if __name__ == "__main__":  # run as a script: this file's folder (the package's) must not shadow top-level modules
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+
 import secrets
 import select
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 

@@ -76,8 +76,16 @@ class Harness:
         return data.load(self.dataset, n_train=self.n_train, n_test=self.n_test, seed=self.data_seed, verbose=False)
 
 
+def _current_mode() -> str:
+    from greenlab.session.config import is_quick
+
+    return "quick" if is_quick() else "full"
+
+
 def set_harness(folder, **settings) -> Harness:
-    """Fix the class harness (the instructor, once): see :class:`Harness` for the settings."""
+    """Fix the class harness (the instructor, once): see :class:`Harness` for the settings; the
+    mode defaults to this session's (``GREENLAB_QUICK``)."""
+    settings.setdefault("mode", _current_mode())
     harness = Harness(**settings)
     path = _folder(folder, create=True) / HARNESS_FILE
     with locked(path):
@@ -169,6 +177,9 @@ def verify(folder, sources=None, machine: str | None = None, report=None) -> lis
     """Re-run every submitted recipe in the class harness and accept or refuse it (see the module
     docstring); returns the entries decided now. ``report(text)`` is told of each decision."""
     fixed = harness(folder)
+    if fixed.mode != _current_mode():
+        raise ValueError(f"the class harness is in {fixed.mode} mode but this session is in {_current_mode()} "
+                         f"mode: set GREENLAB_QUICK={int(fixed.mode == 'quick')} to re-run in the same harness")
     path = _folder(folder) / SUBMISSIONS_FILE
     with locked(path):
         pending = [e for e in _read(path) if e["status"] == "submitted"]
