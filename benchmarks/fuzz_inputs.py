@@ -2,6 +2,7 @@
 
     python benchmarks/fuzz_inputs.py                 # CI size: 6 inputs per entry point
     python benchmarks/fuzz_inputs.py --examples 40   # the large run
+    python benchmarks/fuzz_inputs.py --only 'lessons 12-15'   # the entry points added for lessons 12-15
 
 Every input is bad by construction: exactly one argument of an otherwise valid call is replaced
 by a value outside its accepted range (wrong type, NaN/inf, negative, too large, an unknown name,
@@ -369,6 +370,7 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
         {"full": st.one_of(st.just(math.nan), st.just(-1)), "quick": st.one_of(st.just(math.nan), st.just(-1))})
     eps += language_model_entry_points(tmp)
     eps += other_new_entry_points(tmp)
+    eps += lessons_12_to_15_entry_points(tmp)
     add("quiz.load", gl.quiz.__module__ and __import__("greenlab.course.quiz", fromlist=["load"]).load,
         {"lesson": "00"},
         {"lesson": name_not_in(lambda s: s in __import__("greenlab.course.quiz", fromlist=["lessons"]).lessons())})
@@ -568,6 +570,196 @@ def other_new_entry_points(tmp: Path) -> list[EntryPoint]:
     return eps
 
 
+def lessons_12_to_15_entry_points(tmp: Path) -> list[EntryPoint]:
+    """Entry points of lessons 12-15: pre-emption, the cluster simulator, tuning, hogwild,
+    federated learning, storage layouts, monitoring, idle capacity, the network and edge figures,
+    the sharding run, the class leaderboard's command and the Apple and AMD counter sources. Only
+    arguments checked before any process starts are fuzzed (a bad one that slipped through would
+    start real work, which the time limit reports as silent)."""
+    import argparse
+    import types
+
+    import torch
+
+    from greenlab.course import leaderboard
+    from greenlab.energy import measure
+    from greenlab.energy.amd import AmdCounterSource, AmdPowerSource
+    from greenlab.energy.apple import AppleSocSource
+    from greenlab.impact import idle, network
+    from greenlab.techniques import (cluster, edge, federated, hogwild, monitoring, preemption, storage,
+                                     tuning)
+    from greenlab.techniques.lm import sharding_run
+    from greenlab.training import data, models
+    from greenlab.training.loop import TrainConfig
+
+    eps = []
+
+    def add(name, call, base, bad, aliases=None, paths=()):
+        eps.append(EntryPoint(name, call, base, bad, aliases or {}, paths))
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(24, 1, 4, 4, generator=g), torch.arange(24) % 3
+    ds = data.Dataset("tiny", x, y, x[:8].clone(), y[:8].clone(), num_classes=3, source="generated")
+    mlp = {"name": "mlp", "input_shape": (1, 4, 4), "hidden": (8,), "num_classes": 3}
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    (tmp / "writes").mkdir(exist_ok=True)
+    (tmp / "a_file.pt").write_bytes(b"keep")
+
+    # pre-emption: the arithmetic and the checks made before a launcher starts
+    add("preemption.young/daly_interval", preemption.daly_interval, {"checkpoint_s": 1.0, "mtbf_s": 100.0},
+        {"checkpoint_s": number(0, low_open=True), "mtbf_s": number(0, low_open=True)})
+    add("preemption.expected_wall_seconds", preemption.expected_wall_seconds,
+        {"work_s": 100.0, "interval_s": 10.0, "checkpoint_s": 1.0, "restart_s": 1.0, "mtbf_s": 1000.0},
+        {"work_s": number(0), "interval_s": number(0, low_open=True), "checkpoint_s": number(0),
+         "restart_s": number(0), "mtbf_s": number(0, low_open=True)})
+    add("preemption.lifetimes", preemption.lifetimes, {"mean_s": 2.0, "count": 3},
+        {"mean_s": number(0, low_open=True), "count": integer(0, 10**6)})
+    add("preemption.run_preemptible (checks)", preemption.run_preemptible,
+        {"model": mlp, "data": ds, "config": TrainConfig(batch_size=8, max_steps=2), "checkpoint_every": 1,
+         "kill_after_s": [], "folder": tmp / "runs"},
+        {"model": wrong_object(without=(dict,)), "config": wrong_object(),
+         "checkpoint_every": integer(1, optional=True), "kill_after_s": st.one_of(st.just([-1.0]),
+                                                                                   st.just([math.nan]), st.just(3),
+                                                                                   st.just(["x"]))})
+    add("preemption.checkpoint_write_cost", preemption.checkpoint_write_cost,
+        {"model": net, "optimizer": opt, "folder": tmp / "writes", "writes": 1, "min_seconds": 0.0},
+        {"folder": st.sampled_from([tmp / "a_file.pt", tmp / "missing", "/dev/null", 3, None]),
+         "writes": integer(1, 10**6), "min_seconds": number(0)})
+    # the cluster simulator
+    job = dict(name="j", user="u", arrival_s=0.0, gpus=1, duration_s=10.0, estimate_s=20.0)
+    add("cluster.Job", cluster.Job, job,
+        {"arrival_s": number(), "gpus": integer(1), "duration_s": number(0, low_open=True),
+         "estimate_s": number(0, low_open=True), "priority": integer(), "name": not_a(str), "user": not_a(str)})
+    add("cluster.synthetic_trace", cluster.synthetic_trace, {"n_jobs": 5, "n_gpus": 4},
+        {"n_jobs": integer(1, 10**6), "n_gpus": integer(1), "mean_interarrival_s": number(0, low_open=True),
+         "duration_sigma": number(0), "max_overestimate": number(1), "high_priority_share": number(0, 1),
+         "gpu_choices": st.sampled_from([(0, 1), (1.5, 2), (True, 2), (-1, 1)]),
+         "gpu_weights": st.sampled_from([(math.nan, 1, 1, 1), (0, 0, 0, 0), (-1, 1, 1, 1), (math.inf, 1, 1, 1)])},
+        aliases={"gpu_choices": ["gpu"], "gpu_weights": ["gpu_weights"]})
+    trace = cluster.synthetic_trace(n_jobs=8, n_gpus=4)
+    add("cluster.simulate", cluster.simulate, {"jobs": trace, "n_gpus": 4},
+        {"n_gpus": integer(1), "idle_watts": number(0, optional=True), "gang": flag(),
+         "jobs": st.sampled_from([[object()], 3, "jobs", [None]])})
+    result = cluster.simulate(trace, 4)
+    add("ClusterResult.wait_percentile_s", lambda q: result.wait_percentile_s(q), {"q": 95},
+        {"q": number(0, 100)}, aliases={"q": ["percentile"]})
+    # tuning
+    add("tuning.promote", tuning.promote, {"scores": [0.1, 0.5, 0.9], "eta": 2},
+        {"eta": integer(2), "scores": st.sampled_from([[math.inf, 0.5], ["0.5", 0.7], 3, [None, 0.2]])},
+        aliases={"scores": ["score"]})
+    add("tuning.shared_study (checks)", tuning.shared_study,
+        {"journal_path": tmp / "study.journal", "data": ds, "workers": 1, "trials_per_worker": 1},
+        {"workers": integer(1), "trials_per_worker": integer(1), "timeout_s": number(0, low_open=True)})
+    # hogwild
+    add("hogwild.run (checks)", hogwild.run, {"data": ds, "mode": "sync", "workers": 1, "max_updates": 1},
+        {"mode": name_not_in(lambda s: s in hogwild.MODES), "workers": integer(1), "lr": number(0, low_open=True),
+         "target_accuracy": number(0, 1, low_open=True), "timeout_s": number(0, low_open=True),
+         "seed": integer(0)})
+    # federated
+    splits = federated.dirichlet_split(ds.train_y, 2, 1.0, seed=0, min_samples=2)
+    add("federated.run_federated (splits)",
+        lambda **kw: federated.run_federated(lambda: models.build(**mlp), ds, rounds=1, **kw), {"splits": splits},
+        {"splits": st.sampled_from([[[0, -1]], [[0, 1.5]], [[0, 24]], [[0], []], [[[0, 1]]], [[True]], 3])},
+        aliases={"splits": ["split"]})
+    add("federated.fedavg", federated.fedavg,
+        {"states": [net.state_dict(), net.state_dict()], "sample_counts": [1, 2]},
+        {"sample_counts": st.sampled_from([[math.inf, 1], [-1, 2], [0, 0], [1], ["a", 1], [math.nan, 1]]),
+         "states": wrong_object(without=(list,))})
+    add("federated.dirichlet_split", federated.dirichlet_split, {"labels": ds.train_y, "n_clients": 2, "alpha": 1.0},
+        {"n_clients": integer(1, 10_000), "alpha": number(0, low_open=True), "seed": integer(0),
+         "min_samples": integer(0)})
+    # storage layouts
+    shards = storage.write_shards(x, y, tmp / "shards", samples_per_shard=12)
+    damaged = tmp / "damaged.tar"
+    damaged.write_bytes(shards[0].read_bytes()[:700])
+    add("storage.read_shards", storage.read_shards, {"paths": shards, "sample_shape": (1, 4, 4)},
+        {"paths": st.sampled_from([[damaged], [tmp / "missing.tar"], 3])}, aliases={"paths": ["shard", "path"]},
+        paths=("paths",))
+    add("storage.compare_reads", storage.compare_reads, {"x": x, "y": y, "folder": tmp / "layouts"},
+        {"repeats": integer(1), "passes": integer(1), "samples_per_shard": integer(1), "min_window_s": number(0),
+         "x": wrong_object(), "y": wrong_object()}, aliases={"x": ["tensor"], "y": ["tensor"]})
+    # monitoring, idle capacity, the network and the edge
+    add("monitoring.alert_times", monitoring.alert_times,
+        {"times_s": [0.0, 1.0, 2.0], "values": [5.0, 1.0, 1.0], "below": 2.0, "for_s": 1.0},
+        {"below": number(), "for_s": number(0), "times_s": st.sampled_from([[0.0, math.nan, 2.0], [2.0, 1.0, 0.0],
+                                                                            [0.0], "abc"]),
+         "values": st.sampled_from([[5.0, math.nan, 1.0], [1.0], "abc"])})
+    add("idle.idle_cost", idle.idle_cost, {"watts": 60.0},
+        {"watts": number(0), "hours": number(0), "price_per_kwh": number(0, optional=True),
+         "rent_per_hour": number(0, optional=True), "region": name_not_in(_region_ok)})
+    add("idle.scale_to_zero", idle.scale_to_zero,
+        {"busy_hours": 10.0, "idle_watts": 60.0, "starts": 5, "cold_start_s": 30.0, "start_watts": 100.0},
+        {"busy_hours": number(0), "idle_watts": number(0), "starts": integer(0), "cold_start_s": number(0),
+         "start_watts": number(0), "hours": number(0, low_open=True)})
+    add("network.transfer_joules", network.transfer_joules, {"nbytes": 1000}, {"nbytes": number(0)})
+    add("network.energy_per_byte", network.energy_per_byte, {}, {"key": name_not_in(lambda s: s in
+                                                                                    {f.key for f in network.figures()})})
+    add("edge.remote_cost", edge.remote_cost, {"input_bytes": 1000}, {"input_bytes": integer(0),
+                                                                        "datacentre": wrong_object(optional=True),
+                                                                        "network": wrong_object(optional=True)})
+    # the sharding run's configuration (checked before torchrun starts)
+    add("sharding_run.make_config", sharding_run.make_config, {},
+        {"world_size": integer(2, 64), "d_model": integer(1), "n_layers": integer(1), "n_heads": integer(1),
+         "seq_len": integer(1), "batch_size": integer(1), "steps": integer(1), "lr": number(0, low_open=True),
+         "allreduce_repeats": integer(1)})
+    # `greenlab leaderboard show`
+    shown = tmp / "class"
+    shown.mkdir(exist_ok=True)
+    leaderboard.Leaderboard(shown).add("seed", joules=1.0, seconds=1.0, accuracy=0.5, co2e_g=0.1, author="a")
+
+    def show(dir, metric="joules_to_target", limit=None):
+        with contextlib.redirect_stdout(open(os.devnull, "w")), contextlib.redirect_stderr(open(os.devnull, "w")):
+            code = leaderboard.show_main(argparse.Namespace(dir=dir, metric=metric, limit=limit))
+        if code != 0:
+            raise ValueError(f"greenlab leaderboard show exited {code} for dir {dir}")
+
+    add("greenlab leaderboard show", show, {"dir": str(shown)},
+        {"dir": st.sampled_from([str(tmp / "clas"), str(tmp / "missing" / "x"), str(tmp / "a_file.pt")]),
+         "metric": name_not_in(lambda s: s in leaderboard.METRICS), "limit": integer(0, optional=True)},
+        aliases={"dir": ["folder", "leaderboard"]})
+
+    # Apple and AMD counter sources: a reading that is not energy must leave the window incomplete
+    def read_window(source_fn, bad_first: bool = False):
+        def call(reading):
+            state = {"now": 1000.0}
+            source = source_fn(state)
+            with measure("fuzz", sources=[source], sync=False) as window:
+                state["now"] = reading
+            if window.result.complete and math.isfinite(window.result.joules):
+                return window.result  # accepted: silent
+            raise ValueError(f"reading {reading!r} left the window incomplete: {window.result.problems[:1]}")
+        return call
+
+    class Metrics:
+        def __init__(self, state):
+            self.cpu_total_mj = state["now"]
+
+    apple = read_window(lambda state: AppleSocSource(types.SimpleNamespace(get_cumulative_energy=lambda: Metrics(state)),
+                                                     "cpu", ("cpu_total_mj",)))
+    readings = st.sampled_from([math.nan, math.inf, -math.inf, -5.0, 1.2e24, 1e300])
+    add("apple.AppleSocSource reading", lambda reading: apple(reading), {"reading": 2000.0}, {"reading": readings})
+    smi = types.SimpleNamespace()
+    amd = read_window(lambda state: AmdCounterSource(types.SimpleNamespace(amdsmi_get_energy_count=lambda h: {
+        "energy_accumulator": state["now"], "counter_resolution": 15.3}), 0, "gpu:0"))
+    add("amd.AmdCounterSource reading", lambda reading: amd(reading), {"reading": 2000.0}, {"reading": readings})
+
+    def amd_power(reading):
+        values = iter([100.0, reading, reading])
+        source = AmdPowerSource(types.SimpleNamespace(amdsmi_get_power_info=lambda h: {
+            "current_socket_power": next(values)}), 0, "gpu:0")
+        with measure("fuzz", sources=[source], sync=False) as window:
+            source.poll()
+        if window.result.complete and math.isfinite(window.result.joules):
+            return window.result
+        raise ValueError(f"reading {reading!r} left the window incomplete")
+
+    add("amd.AmdPowerSource reading", amd_power, {"reading": 100.0},
+        {"reading": st.sampled_from([math.nan, math.inf, -20.0, 1e9])})
+    del smi
+    return eps
+
+
 def gl_power_monitor(**kw):
     """Build and start a PowerMonitor, and stop it again (a refused one never starts)."""
     from greenlab.energy import PowerMonitor
@@ -725,19 +917,26 @@ def _time_limit(seconds):
         signal.signal(signal.SIGALRM, previous)
 
 
+LESSONS_12_15 = "lessons 12-15"  # --only this: just the entry points added for lessons 12 to 15
+
+
 def fuzz(examples: int, tmp: Path, only: str | None = None) -> dict:
     """Run ``examples`` bad inputs per entry point, then every extreme-together call (as the
     entry point "extreme together"); returns {entry point: [(arg, value, outcome, detail)]}."""
     record: dict = {}
+    group = {ep.name for ep in lessons_12_to_15_entry_points(tmp)} if only == LESSONS_12_15 else None
     with _offline():
         for ep in entry_points(tmp):
-            if only and only not in ep.name:
+            if group is not None:
+                if ep.name not in group:
+                    continue
+            elif only and only not in ep.name:
                 continue
             rows = record.setdefault(ep.name, [])
             arg_value = st.sampled_from(sorted(ep.bad)).flatmap(lambda a, ep=ep: st.tuples(st.just(a), ep.bad[a]))
 
             _run_one(ep, rows, arg_value, examples)
-        if not only or only in "extreme together":
+        if group is None and (not only or only in "extreme together"):
             record["extreme together"] = [("several", name, outcome, detail)
                                           for name, outcome, detail in fuzz_combos(tmp, examples)]
     return record
@@ -807,7 +1006,8 @@ def summary(record: dict, limit: int = 60) -> tuple[dict, str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=6, help="bad inputs per entry point (default 6)")
-    parser.add_argument("--only", default=None, help="fuzz only entry points whose name contains this")
+    parser.add_argument("--only", default=None, help="fuzz only entry points whose name contains this "
+                                                     f"('{LESSONS_12_15}': those added for lessons 12 to 15)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))  # the fake energy source
     os.environ.setdefault("GREENLAB_RESULTS_DIR", tempfile.mkdtemp(prefix="greenlab-fuzz-results-"))

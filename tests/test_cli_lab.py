@@ -1,7 +1,13 @@
 """`greenlab lab`: opens the learner's own copy (never the shipped lessons), root-safe, extra options."""
 
+import os
+import signal
 import subprocess
+import sys
 
+import pytest
+
+from greenlab.base import processes
 from greenlab.cli import app as cli
 from greenlab.session import config
 
@@ -45,7 +51,7 @@ def test_greenlab_lab_opens_my_lessons_and_passes_options(tmp_path, monkeypatch)
     monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(shipped))
     seen = {}
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    monkeypatch.setattr(subprocess, "call", lambda cmd, env: seen.update(cmd=cmd, env=env) or 0)
+    monkeypatch.setattr(processes, "run_in_foreground", lambda cmd, env: seen.update(cmd=cmd, env=env) or 0)
     assert cli.main(["lab", "--", "--port=8890"]) == 0
     assert seen["cmd"][3] == str(tmp_path / "my-lessons") and seen["cmd"][-1] == "--port=8890"
     assert seen["env"]["OMP_WAIT_POLICY"] == "PASSIVE"  # the kernels wait as make lab's and make test's do
@@ -90,7 +96,8 @@ def test_copy_only_copies_and_does_not_start_jupyterlab(tmp_path, monkeypatch, c
     shipped.mkdir()
     (shipped / "01_a.ipynb").write_text("x")
     monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(shipped))
-    monkeypatch.setattr(subprocess, "call", lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
+    monkeypatch.setattr(processes, "run_in_foreground",
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
     assert cli.main(["lab", "--dir", str(tmp_path / "mine"), "--copy-only"]) == 0
     out = capsys.readouterr().out
     assert "copied 01_a.ipynb" in out and (tmp_path / "mine" / "01_a.ipynb").exists()
@@ -157,3 +164,22 @@ def test_greenlab_lab_without_jupyterlab_names_the_extra(tmp_path, monkeypatch, 
     monkeypatch.setattr(subprocess, "call", lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
     assert cli.main(["lab"]) == 1
     assert "jupyterlab is not installed; pip install 'greenlab-course[lab]'" in capsys.readouterr().err
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_greenlab_lab_takes_jupyterlab_and_its_token_with_it(tmp_path, sig):
+    """SIGTERM (or SIGKILL) to `greenlab lab` ends JupyterLab, whose token file goes with it."""
+    from launches import live_processes_tagged, start_tagged, wait_for
+
+    shipped, runtime = tmp_path / "lessons", tmp_path / "runtime"
+    shipped.mkdir()
+    runtime.mkdir()
+    script = ("import sys\nfrom greenlab.cli import app\n"
+              f"sys.exit(app.main(['lab', '--dir', {str(tmp_path / 'mine')!r}, '--', '--no-browser', "
+              "'--port=18931', '--port-retries=50', '--ServerApp.open_browser=False']))\n")
+    proc, tag, _ = start_tagged(script, tmp_path, GREENLAB_LESSONS_DIR=str(shipped), JUPYTER_RUNTIME_DIR=str(runtime),
+                                JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_DATA_DIR=str(tmp_path / "data"))
+    started = wait_for(lambda: list(runtime.glob("jpserver-*.json")) or proc.poll() is not None, deadline_s=180)
+    assert proc.poll() is None and started, proc.communicate()[0][-3000:]
+    os.kill(proc.pid, sig)
+    proc.communicate(timeout=120)
+    assert wait_for(lambda: not live_processes_tagged(tag) and not list(runtime.glob("jpserver-*")), deadline_s=120), (
+        [p.cmdline() for p in live_processes_tagged(tag)], list(runtime.iterdir()))

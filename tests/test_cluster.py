@@ -1,6 +1,8 @@
 """The cluster simulator (SimPy) and its policies: exact schedules on small traces, GPU-seconds
 conserved, and bad policies or jobs refused."""
 
+import math
+
 import pytest
 
 from greenlab.techniques import cluster
@@ -117,3 +119,47 @@ def test_a_recorded_figure_is_read_from_the_newest_run_that_has_it(tmp_path):
     record("2026-02-01", None)  # a later run without the figure does not hide the earlier one
     watts, run = reference.value("sharing_a_cluster", "idle power", "watts", folder=tmp_path)
     assert watts == 70.0 and run.date == "2026-01-01"
+
+
+# --- impossible inputs are refused, never turned into numbers -------------------------------------
+
+@pytest.mark.parametrize("field,value", [("arrival_s", float("nan")), ("arrival_s", float("inf")),
+                                         ("duration_s", float("nan")), ("duration_s", float("inf")),
+                                         ("estimate_s", float("inf")), ("estimate_s", float("nan")),
+                                         ("gpus", 1.5), ("gpus", True), ("gpus", 0), ("priority", 0.5)])
+def test_a_job_no_cluster_could_run_is_refused_by_name(field, value):
+    args = dict(name="j", user="u", arrival_s=0.0, gpus=1, duration_s=10.0, estimate_s=20.0, priority=0)
+    args[field] = value
+    with pytest.raises(ValueError, match=field):
+        cluster.Job(**args)
+
+
+def test_simulate_never_answers_nan_or_inf():
+    jobs = cluster.synthetic_trace(n_jobs=20, n_gpus=4, seed=1)
+    r = cluster.simulate(jobs, 4, idle_watts=60.0)
+    assert all(math.isfinite(x) for x in (r.mean_wait_s, r.utilisation, r.idle_gpu_s, r.idle_joules))
+    for bad in (float("nan"), float("inf"), -1.0, True):
+        with pytest.raises(ValueError, match="idle_watts"):
+            cluster.simulate(jobs, 4, idle_watts=bad)
+    with pytest.raises(TypeError, match="Job"):
+        cluster.simulate([object()], 4)
+
+
+@pytest.mark.parametrize("kw,match", [({"gpu_choices": (0, 1), "gpu_weights": (0.5, 0.5)}, "gpu_choices"),
+                                      ({"gpu_choices": (1.5, 2), "gpu_weights": (0.5, 0.5)}, "gpu_choices"),
+                                      ({"gpu_weights": (float("nan"), 1, 1, 1)}, "gpu_weights"),
+                                      ({"gpu_weights": (0, 0, 0, 0)}, "gpu_weights"),
+                                      ({"user_weights": (-1, 1, 1)}, "user_weights"),
+                                      ({"duration_sigma": float("inf")}, "duration_sigma"),
+                                      ({"max_overestimate": float("nan")}, "max_overestimate"),
+                                      ({"high_priority_share": float("nan")}, "high_priority_share")])
+def test_synthetic_trace_refuses_impossible_distributions(kw, match):
+    with pytest.raises(ValueError, match=match):
+        cluster.synthetic_trace(n_jobs=5, **kw)
+
+
+@pytest.mark.parametrize("q", [-50, 150, float("nan"), "95"])
+def test_a_wait_percentile_outside_0_to_100_is_refused(q):
+    r = cluster.simulate(cluster.synthetic_trace(n_jobs=10, n_gpus=4), 4)
+    with pytest.raises(ValueError, match="percentile"):
+        r.wait_percentile_s(q)

@@ -248,3 +248,33 @@ def test_leaderboard_carries_the_flag(incomplete_runs, tmp_path):
     entry = board.add_result("alice", incomplete_runs.runs["a"][0])
     assert entry["complete"] is False and entry["problems"][0].startswith("gpu:0")
     assert "INCOMPLETE" in board.table()
+
+
+def test_ctrl_c_during_a_windows_first_read_leaves_it_usable():
+    """A KeyboardInterrupt in the start read propagates as itself; the window is not left half
+    started (it used to answer 'already running', then an AttributeError on stop())."""
+    from greenlab.energy.source import CounterSource
+
+    class InterruptedOnce(CounterSource):
+        name = "interrupted-once"
+
+        def __init__(self):
+            super().__init__("cpu")
+            self.reads = 0
+
+        def raw_joules(self):
+            self.reads += 1
+            if self.reads == 1:
+                raise KeyboardInterrupt
+            return float(self.reads)
+
+    window = measure("w", sources=[InterruptedOnce()], sync=False)
+    with pytest.raises(KeyboardInterrupt):
+        with window:
+            pass
+    assert not window.running
+    with pytest.raises(RuntimeError, match="was not started"):
+        window.stop()
+    with window:
+        pass
+    assert window.result.complete and window.result.joules == pytest.approx(1.0)

@@ -11,6 +11,7 @@ a part lacks, and raises its ``AmdSmiLibraryException``.
 
 from __future__ import annotations
 
+import math
 import types
 
 import pytest
@@ -255,3 +256,63 @@ def test_setup_line_on_an_apple_gpu_says_what_is_and_is_not_measured():
     bare = Settings("mps", True, 0, {"cpu": "estimate"})
     assert "cpu=estimate" in bare.line() and "Apple GPU energy: not measured" in bare.line()
     assert "Apple GPU" not in Settings("cpu", True, 0, {"cpu": "estimate"}).line()
+
+
+# --- impossible readings are never trusted ------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -5.0, 1.2e24])  # 1.2e24 mJ: a jump to 1.2e21 J
+def test_an_impossible_apple_reading_makes_the_window_incomplete_naming_the_component(bad):
+    module = fake_apple({"cpu_total_mj": 1_000, "gpu_mj": 500})
+    probe = probe_apple(module, system="Darwin", machine="arm64")
+    window = measure("soc", sources=probe.sources, sync=False)
+    with window:
+        module.now = {"cpu_total_mj": 2_000, "gpu_mj": bad}
+    r = window.result
+    assert not r.complete and r.components["cpu"].joules == pytest.approx(1.0)
+    assert math.isfinite(r.joules) and 0 <= r.components["gpu:0"].joules < 1.0
+    assert any(p.startswith("gpu:0: apple-soc") for p in r.problems), r.problems
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1_000_000, 7.8e25])  # 7.8e25 ticks x 15.3 uJ = 1.2e21 J
+def test_an_impossible_amd_accumulator_reading_makes_the_window_incomplete(bad):
+    smi = fake_amdsmi([{"ticks": [1_000_000, 1_000_000, bad], "resolution": 15.3}])  # probe, start, end
+    probe = probe_amd(smi)
+    window = measure("amd", sources=probe.sources, sync=False)
+    with window:
+        pass
+    r = window.result
+    assert not r.complete and math.isfinite(r.joules) and r.joules < 1.0
+    assert any(p.startswith("gpu:0: amd-counter") for p in r.problems), r.problems
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -20.0, 1e9])
+def test_an_impossible_amd_power_sample_is_a_gap_not_energy(bad):
+    clock = iter([0.0, 1.0, 2.0, 3.0, 4.0]).__next__
+    watts = iter([100.0, 100.0, bad, 50.0, 50.0])
+
+    class Smi:
+        def amdsmi_get_power_info(self, handle):
+            return {"current_socket_power": next(watts)}
+
+    source = AmdPowerSource(Smi(), 0, "gpu:0", clock=clock)
+    source.read_joules()
+    assert source.read_joules() == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="impossible power reading"):
+        source.read_joules()
+    source.read_joules()
+    assert source.read_joules() == pytest.approx(150.0)  # nothing counted for the bad sample
+    assert source.fault_count == 1
+
+
+def test_a_counter_source_after_a_bad_reading_starts_afresh():
+    module = fake_apple({"dram_mj": 1_000})
+    source = AppleSocSource(module.AppleEnergyMonitor(), "dram", ("dram_mj",))
+    first = source.read_joules()
+    module.now = {"dram_mj": float("nan")}
+    assert source.read_joules() == first
+    module.now = {"dram_mj": 5_000}
+    assert source.read_joules() == first  # the rise across the bad reading is not known
+    module.now = {"dram_mj": 5_500}
+    assert source.read_joules() - first == pytest.approx(0.5)
+    assert source.fault_count == 1 and "impossible reading" in source.faults_since(0)[0]

@@ -153,3 +153,25 @@ def test_a_recorded_data_centre_figure_joins_the_remote_cost():
     remote = edge.remote_cost(100, figure)
     assert remote.complete and math.isclose(remote.joules, network.transfer_joules(100) + 2e-5)
     assert edge.datacentre_figure([]) is None
+
+
+@pytest.mark.parametrize("bad, match", [([[0, 1, -1]], "splits\\[0\\].*-1"), ([[0, 1.5, 2]], "whole row"),
+                                        ([torch.tensor([0.0, float("nan")])], "whole row"),
+                                        ([[0, 1], [240]], "splits\\[1\\].*0..239"), ([[0, 1], []], "empty"),
+                                        ([[[0, 1]]], "1-D"), ([[True, False]], "1-D")])
+def test_split_indices_that_are_not_rows_are_refused(tiny, bad, match):
+    ds, _ = tiny
+    make = lambda: models.build("mlp", hidden=(8,))  # noqa: E731
+    with pytest.raises(ValueError, match=match):
+        federated.run_federated(make, ds, bad, rounds=1)
+    with pytest.raises(ValueError, match=match):
+        federated.label_counts(ds.train_y, bad, 10)
+
+
+def test_fedavg_weights_do_not_overflow_to_zero():
+    a, b = {"w": torch.tensor([1.0])}, {"w": torch.tensor([3.0])}
+    out = federated.fedavg([a, b], [1e308, 1e308])
+    assert out["w"].item() == pytest.approx(2.0)
+    assert federated.fedavg([a, b], [3e307, 1e308])["w"].item() == pytest.approx((3 * 1 + 10 * 3) / 13)
+    with pytest.raises(ValueError, match="sample_counts"):
+        federated.fedavg([a, b], [float("inf"), 1.0])

@@ -32,7 +32,9 @@ def test_a_reachable_target_stops_both_workers(ds):
 
 
 @pytest.mark.parametrize("kwargs, match", [({"mode": "ring"}, "mode"), ({"workers": 0}, "workers"),
-                                           ({"lr": -1.0}, "lr"), ({"target_accuracy": 2.0}, "target_accuracy")])
+                                           ({"lr": -1.0}, "lr"), ({"target_accuracy": 2.0}, "target_accuracy"),
+                                           ({"timeout_s": -1}, "timeout_s"), ({"timeout_s": 0}, "timeout_s"),
+                                           ({"timeout_s": float("nan")}, "timeout_s"), ({"seed": -1}, "seed")])
 def test_bad_arguments_are_refused(ds, kwargs, match):
     with pytest.raises(ValueError, match=match):
         hogwild.run(ds, **kwargs)

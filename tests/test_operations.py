@@ -162,10 +162,28 @@ def test_compare_reads_pairs_its_repeats(tmp_path):
 def test_checkpoint_write_cost_fills_its_window(tmp_path):
     net = torch.nn.Linear(4, 2)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    seconds, joules, writes, m = preemption.checkpoint_write_cost(net, opt, tmp_path / "c.pt", writes=2,
-                                                                  min_seconds=0.15)
+    seconds, joules, writes, m = preemption.checkpoint_write_cost(net, opt, tmp_path, writes=2, min_seconds=0.15)
     assert writes >= 2 and seconds * writes >= 0.15 and joules == pytest.approx(m.joules / writes)
-    assert not (tmp_path / "c.pt").exists()
+    assert list(tmp_path.iterdir()) == []  # its own temporary folder went with it
+
+
+def test_checkpoint_write_cost_never_touches_what_it_did_not_create(tmp_path):
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    mine = tmp_path / "thesis.pt"
+    mine.write_bytes(b"a learner's work")
+    (tmp_path / "notes.txt").write_text("keep")
+    with pytest.raises(ValueError, match="not a folder"):  # a file given where the folder goes
+        preemption.checkpoint_write_cost(net, opt, mine, writes=1, min_seconds=0)
+    with pytest.raises(ValueError, match="does not exist"):
+        preemption.checkpoint_write_cost(net, opt, tmp_path / "missing", writes=1, min_seconds=0)
+    with pytest.raises(ValueError, match="not a folder"):  # a device file, as root
+        preemption.checkpoint_write_cost(net, opt, "/dev/null", writes=1, min_seconds=0)
+    preemption.checkpoint_write_cost(net, opt, tmp_path, writes=1, min_seconds=0)
+    assert mine.read_bytes() == b"a learner's work" and (tmp_path / "notes.txt").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "thesis.pt"]
+    import os
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
 
 
 def test_a_life_killed_before_it_reports_kept_the_checkpoint_it_would_have_read(tmp_path):

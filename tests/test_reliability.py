@@ -199,7 +199,8 @@ def test_two_processes_adding_100_each_lose_nothing(tmp_path):
     entries = Leaderboard(path).entries()
     assert len(entries) == 200
     assert sorted(e["id"] for e in entries) == list(range(1, 201))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["board.json", "board.json.bak"]
+    # no temporary file is left; the lock file stays by design (see greenlab.base.filelock)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["board.json", "board.json.bak", "board.json.lock"]
 
 
 def _append_many(path, n, tag):
@@ -214,7 +215,7 @@ def test_two_processes_appending_to_the_results_log_lose_nothing(tmp_path):
         warnings.simplefilter("error")  # a torn line would warn
         records = results.load(path)
     assert sorted((r["tag"], r["i"]) for r in records) == sorted((t, i) for t in "ab" for i in range(50))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.jsonl", "runs.jsonl.lock"]
 
 
 def test_stale_temporary_files_are_cleaned(tmp_path):
@@ -423,3 +424,80 @@ def test_sigterm_to_greenlab_measure_process_reaches_the_command(tmp_path):
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == 143, err
     assert "exit code  143" in err and "total" in err  # the report of what ran
+
+
+# --- a killed caller leaves no process and no file ---------------------------------------------------
+
+_PREEMPTIBLE_CALLER = """
+import sys
+from greenlab.techniques import preemption
+from greenlab.training import data
+from greenlab.training.loop import TrainConfig
+ds = data.load("synthetic", n_train=200, n_test=40, verbose=False)
+cfg = TrainConfig(batch_size=20, lr=0.05, max_steps=10 ** 7, epochs=10 ** 5)
+preemption.run_preemptible({"name": "mlp", "hidden": (8,)}, ds, cfg, 5, [3600.0], sys.argv[0] + ".runs")
+"""
+
+
+def _kill_at(proc, moment, seed):
+    """SIGKILL ``proc`` once ``moment()`` holds (or it has ended), then a seeded random moment later."""
+    import random
+
+    from launches import wait_for
+
+    wait_for(lambda: moment() or proc.poll() is not None, deadline_s=180)
+    time.sleep(random.Random(seed).uniform(0.0, 0.5))
+    alive = proc.poll() is None
+    proc.kill()
+    out = proc.communicate()[0]
+    assert alive, f"the caller ended before it was killed:\n{out[-2000:]}"
+
+
+def _nothing_left(tag, folders):
+    from launches import live_processes_tagged, wait_for
+
+    def files():  # torch's own compile cache in TMPDIR is not the job's
+        return [p for f in folders if f.exists() for p in f.iterdir() if not p.name.startswith("torchinductor")]
+
+    def clean():
+        return not live_processes_tagged(tag) and not files()
+
+    assert wait_for(clean, deadline_s=120), (
+        f"left behind: {[p.cmdline() for p in live_processes_tagged(tag)]}, {files()}")
+
+
+@pytest.mark.parametrize("stage", ["starting", "launcher ready", "life training"])
+def test_a_killed_preemptible_caller_leaves_no_process_and_no_file(tmp_path, stage):
+    from launches import live_processes_tagged, start_tagged
+
+    proc, tag, tmpdir = start_tagged(_PREEMPTIBLE_CALLER, tmp_path)
+    runs = Path(str(tmp_path / f"caller-{tag[:8]}.py") + ".runs")
+    moment = {"starting": lambda: True,
+              "launcher ready": lambda: len(live_processes_tagged(tag)) >= 3,  # caller, watcher, server
+              "life training": lambda: any(runs.glob("preemptible-*/progress.bin"))}[stage]
+    _kill_at(proc, moment, seed=hash(stage) % 1000)
+    _nothing_left(tag, [runs, tmpdir])
+
+
+_STUDY_CALLER = """
+import sys
+from greenlab.techniques import tuning
+from greenlab.training import data
+ds = data.load("synthetic", n_train=200, n_test=40, verbose=False)
+tuning.shared_study(sys.argv[0] + ".journal", ds, workers=2, trials_per_worker=50, max_steps=10 ** 6,
+                    min_steps=10 ** 5, eta=2, timeout_s=3600)
+"""
+
+
+@pytest.mark.parametrize("stage", ["starting", "workers training"])
+def test_a_killed_shared_study_caller_leaves_no_worker_and_no_file(tmp_path, stage):
+    from launches import live_processes_tagged, start_tagged
+
+    proc, tag, tmpdir = start_tagged(_STUDY_CALLER, tmp_path)
+    journal = Path(str(tmp_path / f"caller-{tag[:8]}.py") + ".journal")
+
+    def training():  # both workers have a trial under way
+        return journal.exists() and journal.read_text(errors="replace").count('"pid"') >= 2
+
+    _kill_at(proc, {"starting": lambda: True, "workers training": training}[stage], seed=len(stage))
+    _nothing_left(tag, [tmpdir])

@@ -18,6 +18,14 @@ def test_promote_keeps_the_top_fraction_with_ties_and_at_least_one():
     assert tuning.promote([0.2, 0.4], 3) == [1]
     assert tuning.promote([0.8, 0.6, 0.6, 0.1, 0.0, 0.2], 3) == [0, 1, 2]
     assert tuning.promote([], 3) == []
+    # a diverged trial (NaN) is the worst, never a blocker and never promoted
+    assert tuning.promote([float("nan"), 0.5, 0.9], 2) == [2]
+    assert tuning.promote([float("nan"), 0.5, 0.9, 0.7], 2) == [2, 3]
+    assert tuning.promote([float("nan"), float("nan")], 2) == []
+    with pytest.raises(ValueError, match="score"):
+        tuning.promote([float("inf"), 0.5], 2)
+    with pytest.raises(TypeError, match="score"):
+        tuning.promote(["0.5", 0.7], 2)
     with pytest.raises(ValueError, match="eta"):
         tuning.promote([0.1], 1)
 
@@ -107,3 +115,63 @@ def test_two_processes_share_one_study_through_a_journal_file(small, tmp_path):
     assert len(set(shared.pids.values())) == 2 and set(shared.returncodes.values()) == {0}
     # the workers' energy windows came back through the journal whole
     assert all(isinstance(t.energy, Measurement) and math.isclose(t.energy.joules, t.joules) for t in shared.trials)
+
+
+def test_a_dead_worker_loses_only_its_own_trial_and_is_named(small, tmp_path):
+    """Worker 0 is SIGKILLed in the middle of a trial: worker 1's trials come back, worker 0 is
+    named with its signal, and the trial it was running is FAIL in the journal, not RUNNING."""
+    import os
+    import signal
+    import threading
+
+    import optuna
+    import psutil
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    from launches import wait_for
+
+    ds, _, _ = small
+    journal = tmp_path / "journal.log"
+    killed = {}
+
+    def kill_worker0_mid_trial():
+        def worker0():
+            return next((p for p in psutil.Process(os.getpid()).children(recursive=True)
+                         if any(a.endswith("worker0.json") for a in p.cmdline())), None)
+
+        proc = wait_for(worker0, deadline_s=180)
+
+        def running():
+            try:
+                storage = JournalStorage(JournalFileBackend(str(journal)))
+                trials = optuna.load_study(study_name="shared", storage=storage).get_trials(deepcopy=False)
+            except Exception:  # the journal may not be there yet
+                return False
+            return any(t.state == optuna.trial.TrialState.RUNNING and t.user_attrs.get("pid") == proc.pid
+                       for t in trials)
+
+        if proc is not None and wait_for(running, deadline_s=180, every_s=0.02):
+            os.kill(proc.pid, signal.SIGKILL)
+            killed["pid"] = proc.pid
+
+    killer = threading.Thread(target=kill_worker0_mid_trial, daemon=True)
+    killer.start()
+    with pytest.warns(RuntimeWarning, match="worker 0"):
+        shared = tuning.shared_study(journal, ds, workers=2, trials_per_worker=2, max_steps=600, min_steps=400,
+                                     eta=2)
+    killer.join(timeout=60)
+    assert killed.get("pid") == shared.pids[0]
+    assert list(shared.failures) == [0] and "SIGKILL" in shared.failures[0] and not shared.complete
+    assert shared.returncodes[1] == 0 and len(shared.by_worker()[1]) == 2  # the survivor's work is kept
+    storage = JournalStorage(JournalFileBackend(str(journal)))
+    states = {t.number: t.state for t in optuna.load_study(study_name="shared", storage=storage).get_trials()}
+    assert optuna.trial.TrialState.RUNNING not in states.values()
+    assert len(shared.failed_trials) == 1 and states[shared.failed_trials[0]] == optuna.trial.TrialState.FAIL
+
+
+def test_a_failing_worker_is_named_with_its_error_not_a_warning(small, tmp_path):
+    ds, _, _ = small
+    with pytest.raises(RuntimeError, match=r"(?s)worker 0 \(process \d+\) exited with code 1; the end of its stderr:.*"
+                                           r"models.py.*unknown model 'no-such-model'"):
+        tuning.shared_study(tmp_path / "journal.log", ds, workers=2, trials_per_worker=1, model="no-such-model",
+                            max_steps=4, min_steps=2, eta=2)

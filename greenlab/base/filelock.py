@@ -5,12 +5,14 @@ the results log).
         entries = read(path)
         write(path, entries + [new])
 
-POSIX: ``fcntl.flock`` on ``<path>.lock``; the holder removes the lock file before releasing it,
-and a waiter that then gets the lock on a removed file retries on the new one, so no lock file
-is left behind. Windows: ``msvcrt.locking`` on the first byte of the same file, which stays
-(an open file cannot be removed there). The lock belongs to the open file, so the OS releases it
-when the process ends: a crashed writer never leaves a stale lock (on POSIX a killed holder
-leaves an empty, unlocked ``.lock`` file, which the next writer uses and removes).
+POSIX: ``fcntl.flock`` on ``<path>.lock``. Windows: ``msvcrt.locking`` on the first byte of the
+same file. The lock file is created group-writable (``0o664``: a class folder's group shares it)
+and never removed: removing it would need the right to delete another user's file, which a
+sticky-bit folder (``chmod +t``, as ``/tmp`` and most shared class folders) refuses, and a lock
+file that stays costs nothing. Another user's lock file is opened read-only where it cannot be
+opened for writing, which is enough for ``flock``. The lock belongs to the open file, so the OS
+releases it when the process ends: a crashed writer never leaves a stale lock.
+A folder this user cannot write in raises ``PermissionError`` naming the folder.
 Limitation: on network file systems that do not implement these locks (some NFS set-ups),
 the lock may not exclude writers on other machines.
 """
@@ -35,45 +37,29 @@ def lock_path(path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
+LOCK_MODE = 0o664  # every member of the folder's group can take it
+
+
 @contextlib.contextmanager
 def locked(path, timeout_s: float = 60.0):
     """Hold an exclusive lock for ``path`` inside the ``with`` block. Raises TimeoutError
-    (naming the lock file) when another process holds it for longer than ``timeout_s``."""
+    (naming the lock file) when another process holds it for longer than ``timeout_s``, and
+    PermissionError (naming the folder) when the lock file cannot be created or opened."""
     lock = lock_path(path)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        fd = _open(lock)
-        try:
-            _acquire(fd, lock, max(0.0, deadline - time.monotonic()))
-        except BaseException:
-            os.close(fd)
-            raise
-        if fcntl is None or _same_file(fd, lock):
-            break
-        _release(fd)  # we locked a file its holder had already removed: use the new one
+    fd = _open(lock)
+    try:
+        _acquire(fd, lock, timeout_s)
+    except BaseException:
         os.close(fd)
+        raise
     try:
         yield lock
     finally:
         try:
-            if fcntl is not None:
-                try:
-                    os.unlink(lock)
-                except FileNotFoundError:
-                    pass
             _release(fd)
         finally:
             os.close(fd)
-
-
-def _same_file(fd, lock) -> bool:
-    try:
-        st = os.stat(lock)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def _acquire(fd, lock, timeout_s):
@@ -106,9 +92,29 @@ def _release(fd):
 
 
 def _open(lock) -> int:
-    """The lock file, created readable by all; another user's lock file (a class folder shared by
-    several learners) is opened read-only, which is enough for ``flock``."""
+    """The lock file, created group-writable; another user's lock file (a class folder shared by
+    several learners) is opened read-only where it cannot be opened for writing."""
     try:
-        return os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, LOCK_MODE)
+    except FileExistsError:
+        pass
+    except PermissionError as exc:
+        raise PermissionError(exc.errno, f"cannot create the lock file {lock.name} in {lock.parent}: "
+                                         "this user may not write in that folder") from None
+    else:
+        try:
+            os.fchmod(fd, LOCK_MODE)  # whatever the umask took away: the group shares this lock
+        except (OSError, AttributeError):
+            pass
+        return fd
+    try:
+        return os.open(lock, os.O_RDWR)
     except PermissionError:
+        pass
+    try:
         return os.open(lock, os.O_RDONLY)
+    except PermissionError as exc:
+        raise PermissionError(exc.errno, f"cannot open the lock file {lock} (owned by another user and "
+                                         "not readable by this one)") from None
+    except FileNotFoundError:  # removed between the two opens (an older greenlab removed its lock)
+        return _open(lock)

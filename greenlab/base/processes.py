@@ -6,6 +6,9 @@
 - ``die_with_parent(expected_parent)``: called at a process's start, makes it receive a signal
   when its parent exits (Linux ``prctl(PR_SET_PDEATHSIG)`` through ctypes; elsewhere a watchdog
   thread on the parent's pid), and ends it at once when the parent is already gone.
+- ``run_in_foreground(cmd, env)``: ``subprocess.call`` for a long-lived program (JupyterLab) that
+  must end with this process: SIGTERM or SIGHUP here is passed on to it and waited for, and it
+  gets a parent-death signal of its own, so a SIGKILL here ends it too.
 """
 
 from __future__ import annotations
@@ -64,6 +67,47 @@ def die_with_parent(expected_parent: int | None = None, sig: int = signal.SIGTER
     if os.getppid() != expected_parent:
         os.kill(os.getpid(), sig)
     return how
+
+
+def run_in_foreground(cmd, env=None) -> int:
+    """Run ``cmd`` and return its exit code (as ``subprocess.call``), with the child tied to this
+    process: SIGTERM or SIGHUP received here is forwarded to it and its exit awaited (it shuts down
+    cleanly: JupyterLab stops its kernels and removes its token file), a Ctrl-C reaches it from
+    the terminal as before, and should this process die outright the child receives SIGTERM
+    (its parent-death signal, set in the child itself before it runs ``cmd``)."""
+    me = os.getpid()
+
+    def tie():  # in the child, before exec: the signal survives exec
+        _prctl_pdeathsig(signal.SIGTERM)
+        if os.getppid() != me:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=tie if sys.platform.startswith("linux") else None)
+
+    def forward(signum, _frame):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if threading.current_thread() is threading.main_thread()}
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # the terminal's Ctrl-C went to the child too: it decides
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _parent_from_env() -> int:

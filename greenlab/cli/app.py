@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
                       choices=("joules_to_target", "joules", "seconds", "co2e_g"), help="what ranks (lowest first)")
     show.add_argument("--limit", type=int, default=None, help="rows per kind of measurement (default: all)")
     show.set_defaults(handler=_leaderboard)
+    check = board_sub.add_parser("verify", help="re-run every submitted recipe in the class harness and accept "
+                                                "the rows the re-runs reproduce (greenlab.course.verify)")
+    check.add_argument("--dir", default=None, help="the class folder (default: $GREENLAB_LEADERBOARD_DIR)")
+    check.set_defaults(handler=_leaderboard_verify)
 
     lab = sub.add_parser("lab", help="start JupyterLab on your own copy of the lessons (my-lessons/; "
                                      "localhost, token auth); extra arguments go to JupyterLab")
@@ -99,8 +103,13 @@ def _leaderboard(args) -> int:
     return show_main(args)
 
 
+def _leaderboard_verify(args) -> int:
+    from greenlab.course.verify import verify_main
+
+    return verify_main(args)
+
+
 def _lab(args) -> int:
-    import subprocess
 
     extra = [a for a in args.lab_args if a != "--"]
     try:
@@ -117,7 +126,8 @@ def _lab(args) -> int:
         print(f"greenlab lab: {why}; {install_hint('jupyterlab')}, or open {folder} in another "
               "Jupyter front end", file=sys.stderr)
         return 1
-    return subprocess.call(lab_command(folder, extra), env=lab_environment())
+    # JupyterLab ends with this command, however it ends (a SIGTERM is passed on, a SIGKILL is its parent-death signal)
+    return run_in_foreground(lab_command(folder, extra), env=lab_environment())
 
 
 def lab_environment(environ=None) -> dict:

@@ -64,7 +64,7 @@ class Leaderboard:
             from greenlab.base.paths import results_dir
 
             path = os.environ.get(DIR_ENV) or results_dir()
-        path = Path(path)
+        path = Path(path).expanduser()  # '~/class' as every other GREENLAB_*_DIR
         self.path = path / FILE_NAME if path.is_dir() or path.suffix != ".json" else path
 
     @property
@@ -149,7 +149,7 @@ class Leaderboard:
         if not save:
             return entry
         with locked(self.path):  # read, extend and write as one step for every process
-            entries = self.entries()
+            entries = self._entries(locked_already=True)
             entry = {"id": max((e.get("id", 0) for e in entries), default=0) + 1, **entry}
             self._write(entries + [entry])
         return entry
@@ -185,10 +185,24 @@ class Leaderboard:
     # --- reading ---
     def entries(self) -> list[dict]:
         """Every entry, in the order added (empty when the file does not exist yet)."""
+        return self._entries(locked_already=False)
+
+    def _entries(self, locked_already: bool) -> list[dict]:
         if not self.path.exists():
             return []
         try:
-            return _parse(self.path.read_bytes())
+            try:
+                return _parse(self.path.read_bytes())
+            except LeaderboardError:
+                if locked_already or not self.path.exists():
+                    raise
+                # another user's add may be overwriting the file in place (a sticky class folder,
+                # see _write): read it again once no writer holds the lock
+                try:
+                    with locked(self.path):
+                        return _parse(self.path.read_bytes())
+                except PermissionError:
+                    raise LeaderboardError("unreadable while it was being written") from None
         except LeaderboardError as exc:
             hint = f"no usable backup at {self.backup_path}"
             if self.backup_path.exists():
@@ -236,7 +250,7 @@ class Leaderboard:
         for kind in kinds:
             rows = [e for e in ranked if e["measured_as"] == kind][:limit]
             if len(kinds) > 1:
-                lines.append(f"-- energy {kind}: ranked among themselves --")
+                lines.append(f"-- energy {safe_text(kind)}: ranked among themselves --")
             lines += [_row(e) for e in rows]
         if not ranked:
             lines.append("(no entries yet)")
@@ -256,27 +270,67 @@ class Leaderboard:
             entries = _parse(data)
             if self.path.exists():
                 stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-                os.replace(self.path, self.path.with_name(f"{self.path.name}.damaged-{stamp}"))
-            atomic_write_bytes(self.path, data)
+                atomic_write_bytes(self.path.with_name(f"{self.path.name}.damaged-{stamp}"), self.path.read_bytes())
+            _write_shared(self.path, data)
         return len(entries)
 
     def _write(self, entries: list) -> None:
         if self.path.exists():
-            atomic_write_bytes(self.backup_path, self.path.read_bytes())
+            _write_shared(self.backup_path, self.path.read_bytes())
         payload = {"format": FORMAT, "version": VERSION, "entries": entries}
         text = json.dumps(payload, indent=1, allow_nan=False) + "\n"
-        atomic_write_bytes(self.path, text.encode("utf-8"))
+        _write_shared(self.path, text.encode("utf-8"))
         for path in (self.path, self.backup_path):  # a class folder: every learner reads, the group writes
             try:
                 os.chmod(path, SHARED_MODE)
             except OSError:
                 pass
 
+    def _repr_html_(self) -> str:
+        """The ranking as an HTML table for a notebook, every learner-typed value escaped."""
+        import html
+
+        head = ["#", "name", "target", "accuracy", "energy J", "to target J", "time s", "CO2e g", "by", "energy from"]
+        rows = []
+        for e in self.ranked():
+            reached = {True: "yes", False: "no", None: "-"}[e.get("target_reached")]
+            to_target = "-" if e.get("joules_to_target") is None else f"{e['joules_to_target']:.4g}"
+            cells = [e["rank"], e["name"], reached, f"{e['accuracy']:.1%}", f"{e['joules']:.4g}", to_target,
+                     f"{e['seconds']:.3g}", f"{e['co2e_g']:.3g}", e.get("author", "-"), e["measured_as"]]
+            rows.append("<tr>" + "".join(f"<td>{html.escape(safe_text(c))}</td>" for c in cells) + "</tr>")
+        return ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+                + "".join(rows) + "</tbody></table>")
+
     def __len__(self) -> int:
         return len(self.entries())
 
     def __repr__(self) -> str:
         return f"Leaderboard({str(self.path)!r})"
+
+
+def _write_shared(path: Path, data: bytes) -> None:
+    """``atomic_write_bytes``, or, where the folder refuses to let this user replace the file (a
+    sticky-bit class folder: only a file's owner may rename over it), the same bytes written into
+    the file in place, flushed to disk (the caller holds the lock, and ``.bak`` holds the previous
+    content should this write be cut short)."""
+    try:
+        atomic_write_bytes(path, data)
+        return
+    except PermissionError as exc:
+        if not path.exists():
+            raise PermissionError(exc.errno, f"cannot write {path}: this user may not create files in "
+                                             f"{path.parent}") from None
+        refused = exc
+    try:
+        with open(path, "r+b") as f:
+            f.truncate(0)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except PermissionError:
+        raise PermissionError(refused.errno, f"cannot write {path}: another user owns it and it is not "
+                                             "writable by this user's group (a class folder needs a shared "
+                                             "group: chgrp the folder and chmod g+ws)") from None
 
 
 def default_author() -> str:
@@ -303,6 +357,16 @@ def measured_as(entry: dict) -> str:
 def show_main(args) -> int:
     """``greenlab leaderboard show --dir DIR``: print a (class) leaderboard; 1 when it is damaged."""
     board = Leaderboard(args.dir)
+    if args.dir is not None or os.environ.get(DIR_ENV):
+        # a mistyped folder is an error, not an empty board
+        folder = board.path.parent
+        if not folder.is_dir():
+            print(f"error: no such folder {folder}", file=sys.stderr)
+            return 2
+        if not board.path.exists():
+            print(f"error: no leaderboard in {folder} (no {board.path.name}; nothing has been added there)",
+                  file=sys.stderr)
+            return 2
     try:
         print(f"{board.path}: {len(board)} entries")
         print(board.table(metric=args.metric, limit=args.limit))
@@ -314,17 +378,33 @@ def show_main(args) -> int:
 
 # --- helpers --------------------------------------------------------------------------------
 
+def safe_text(value) -> str:
+    """What a learner typed (a name, an author, a source), fit to print on someone else's terminal:
+    control characters (escape sequences that clear or retitle a terminal, newlines that would
+    forge rows, carriage returns that overwrite one), format characters (bidirectional overrides
+    that reorder what is shown) and line separators are written as visible escapes (``\\x1b``)."""
+    import unicodedata
+
+    out = []
+    for ch in str(value):
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"):
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def _row(e: dict) -> str:
     reached = {True: "yes", False: "no", None: "-"}[e.get("target_reached")]
     to_target = "-" if e.get("joules_to_target") is None else f"{e['joules_to_target']:.4g}"
-    source = ", ".join(f"{k}={v}" for k, v in (e.get("sources") or {}).items()) or "not given"
+    source = ", ".join(f"{safe_text(k)}={safe_text(v)}" for k, v in (e.get("sources") or {}).items()) or "not given"
     if e.get("estimated"):
         source += " (estimate)"
     if e.get("complete") is False:
         source += " INCOMPLETE: energy is a lower bound"
-    return (f"{e['rank']:>3} {e['name'][:24]:<24} {reached:>7} {e['accuracy']:>9.1%} "
+    return (f"{e['rank']:>3} {safe_text(e['name'])[:24]:<24} {reached:>7} {e['accuracy']:>9.1%} "
             f"{e['joules']:>10.4g} {to_target:>12} {e['seconds']:>8.3g} {e['co2e_g']:>9.3g}  "
-            f"{str(e.get('author', '-'))[:12]:<12} {source}")
+            f"{safe_text(e.get('author', '-'))[:12]:<12} {source}")
 
 
 def _parse(data: bytes) -> list[dict]:

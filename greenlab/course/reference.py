@@ -289,6 +289,10 @@ def load_file(path: str | os.PathLike) -> ReferenceRun:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ReferenceRunError(f"{where}: not valid JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ReferenceRunError(f"{where}: not UTF-8 text, so not a reference run ({exc})") from None
+    except OSError as exc:
+        raise ReferenceRunError(f"{where}: cannot be read ({exc.strerror or exc})") from None
     run = from_dict(data, where)
     if m["experiment"] != run.experiment:
         raise ReferenceRunError(f"{where}: file name says experiment '{m['experiment']}' "

@@ -125,8 +125,9 @@ class CollectiveWindow:
             raise RuntimeError("a distributed window needs an initialised torch.distributed "
                                "process group (torch.distributed.init_process_group); use "
                                "measure(..., distributed=False) outside one")
-        self._state = _RankWindow(self)
-        self._state.begin()
+        state = _RankWindow(self)
+        state.begin()  # an interrupt in the first read leaves the window not running, not half started
+        self._state = state
         return self
 
     def stop(self) -> "DistributedMeasurement":

@@ -260,8 +260,9 @@ class EnergyWindow:
         """Begin the window (RuntimeError when it is already running); returns the window."""
         if self._run is not None:
             raise RuntimeError(f"window {self.label!r} is already running; stop() it first")
-        self._run = _Run(self)
-        self._run.begin()
+        run = _Run(self)
+        run.begin()  # an interrupt here (Ctrl-C during the first read) leaves the window not running
+        self._run = run
         return self
 
     def stop(self) -> Measurement:

@@ -3,9 +3,39 @@ read by one method, with its uncertainty, update period, attribution and recorde
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from greenlab.base.units import plain_number
+
+# No single component a greenlab source reads draws more than this (the largest accelerators draw
+# about 1 kW, a CPU package well under); a counter that moved faster was reset or is faulty. Generous
+# on purpose: it catches impossible readings, never a busy device.
+MAX_PLAUSIBLE_WATTS = 5000.0
+
+
+def impossible_reading(value, unit: str = "J") -> str:
+    """Why ``value`` cannot be a reading of energy or power ("" when it can): not a number, not
+    finite, or negative. The one check every counter and power source applies to what it reads."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"not a number ({value!r})"
+    if not math.isfinite(value):
+        return f"{value} {unit}"
+    if value < 0:
+        return f"negative ({plain_number(value, 6)} {unit})"
+    return ""
+
+
+def implausible_step(joules: float, seconds: float, update_period_s: float = 0.0,
+                     max_watts: float = MAX_PLAUSIBLE_WATTS) -> str:
+    """Why a counter's rise of ``joules`` over ``seconds`` cannot be energy drawn ("" when it can):
+    more than ``max_watts`` for the time between the reads (plus one update period and a second of
+    slack, for a counter that updates in steps)."""
+    limit = max_watts * (max(0.0, seconds) + update_period_s + 1.0)
+    if joules > limit:
+        return (f"jumped by {plain_number(joules, 6)} J in {plain_number(seconds)} s, more than "
+                f"{plain_number(max_watts)} W could draw (a counter reset or fault)")
+    return ""
 
 
 class EnergySource:
@@ -80,28 +110,50 @@ class CounterSource(EnergySource):
     Subclasses give :meth:`raw_joules`, the counter as the device reports it."""
 
     counter = "energy counter"  # how the fault message names it
+    max_plausible_watts = MAX_PLAUSIBLE_WATTS  # a rise faster than this is a reset or a fault
 
-    def __init__(self, component: str, note: str = ""):
+    def __init__(self, component: str, note: str = "", clock=time.monotonic):
         super().__init__(component, note)
         self._lock = threading.Lock()
         self._raw: float | None = None
+        self._t: float | None = None
         self._total = 0.0
+        self._started = False
+        self._clock = clock
 
     def raw_joules(self) -> float:
         raise NotImplementedError
 
     def read_joules(self) -> float:
+        """The counter's total since the first read; an impossible reading (not finite, negative)
+        or an impossible rise (faster than ``max_plausible_watts``) is recorded as a fault, adds
+        nothing, and the next good reading starts afresh."""
         with self._lock:
             raw = self.raw_joules()
+            now = self._clock()
+            bad = impossible_reading(raw)
+            if bad:
+                self.record_fault(f"{self.counter} gave an impossible reading ({bad}): the energy since "
+                                  "the last good reading is missing")
+                self._raw, self._started = None, True
+                return self._total
+            raw = float(raw)
             if self._raw is None:
-                self._total = raw
+                if not self._started:
+                    self._total = raw
+                self._started = True
             elif raw < self._raw:
                 self.record_fault(f"{self.counter} went backwards ({plain_number(self._raw, 6)} J -> "
                                   f"{plain_number(raw, 6)} J; driver reload or reset?): the energy "
                                   "between those reads is missing")
             else:
-                self._total += raw - self._raw
-            self._raw = raw
+                jump = implausible_step(raw - self._raw, now - self._t, self.update_period_s,
+                                        self.max_plausible_watts)
+                if jump:
+                    self.record_fault(f"{self.counter} {jump}: the energy between those reads is missing")
+                else:
+                    self._total += raw - self._raw
+            self._raw, self._t = raw, now
             return self._total
 
 
@@ -112,6 +164,7 @@ class SampledPowerSource(EnergySource):
 
     poll_interval_s = 0.05
     attribution = "device"
+    max_plausible_watts = MAX_PLAUSIBLE_WATTS  # a sample above this is a faulty reading
 
     def __init__(self, component: str, note: str = "", clock=time.monotonic):
         super().__init__(component, note)
@@ -132,6 +185,12 @@ class SampledPowerSource(EnergySource):
         with self._lock:
             try:
                 watts = self.watts()
+                bad = impossible_reading(watts, "W") or (
+                    f"{plain_number(watts)} W, more than {plain_number(self.max_plausible_watts)} W"
+                    if watts > self.max_plausible_watts else "")
+                if bad:
+                    raise ValueError(f"impossible power reading: {bad}")
+                watts = float(watts)
             except Exception as exc:
                 if self._last is not None:
                     self._gap_from, self._last = self._last[0], None

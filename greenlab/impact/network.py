@@ -61,7 +61,7 @@ def figures() -> list[NetworkFigure]:
 def energy_per_byte(key: str = DEFAULT_KEY) -> NetworkFigure:
     """The cited figure named ``key`` (default: Aslan et al. 2018's fixed-line figure for 2015)."""
     found = {f.key: f for f in figures()}
-    if key not in found:
+    if not isinstance(key, str) or key not in found:
         raise ValueError(f"key must be one of {sorted(found)}, got {key!r}")
     return found[key]
 

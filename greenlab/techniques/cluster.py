@@ -30,6 +30,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
+from greenlab.base import validation
 from greenlab.base.optional import require
 from greenlab.base.units import plain_number
 
@@ -51,6 +52,21 @@ class Job:
     duration_s: float
     estimate_s: float
     priority: int = 0
+
+    def __post_init__(self):
+        """Refuse a job no cluster could run (NaN or infinite times, fractional or boolean GPUs)
+        by name, and keep its numbers as plain Python ones."""
+        v = validation
+        label = f"job {self.name!r}: "
+        v.text("name", self.name)
+        v.text(label + "user", self.user)
+        checked = {"arrival_s": v.number(label + "arrival_s", self.arrival_s),  # any finite time (before 0 too)
+                   "gpus": v.integer(label + "gpus", self.gpus, low=1),
+                   "duration_s": v.number(label + "duration_s", self.duration_s, low=0, low_open=True),
+                   "priority": v.integer(label + "priority", self.priority)}
+        checked["estimate_s"] = v.number(label + "estimate_s", self.estimate_s, low=0, low_open=True)
+        for key, value in checked.items():
+            object.__setattr__(self, key, value)
 
 
 @dataclass(frozen=True)
@@ -180,12 +196,14 @@ def synthetic_trace(n_jobs: int = 60, n_gpus: int = 8, seed: int = 0, mean_inter
     _positive_int("n_gpus", n_gpus)
     for name, value in (("mean_interarrival_s", mean_interarrival_s), ("median_duration_s", median_duration_s)):
         _positive(name, value)
-    if not (isinstance(duration_sigma, (int, float)) and duration_sigma >= 0):
-        raise ValueError(f"duration_sigma must be >= 0, got {duration_sigma!r}")
-    if not (isinstance(max_overestimate, (int, float)) and max_overestimate >= 1):
-        raise ValueError(f"max_overestimate must be >= 1, got {max_overestimate!r}")
-    if not 0 <= high_priority_share <= 1:
-        raise ValueError(f"high_priority_share must be within [0, 1], got {high_priority_share!r}")
+    validation.number("duration_sigma", duration_sigma, low=0)
+    validation.number("max_overestimate", max_overestimate, low=1)
+    validation.number("high_priority_share", high_priority_share, low=0, high=1)
+    gpu_choices = [validation.integer("each of gpu_choices (GPUs per job)", g, low=1)
+                   for g in validation.items("gpu_choices", gpu_choices)]
+    gpu_weights = _weights("gpu_weights", gpu_weights)
+    users = [validation.text("each of users", u, allow_empty=False) for u in validation.items("users", users)]
+    user_weights = _weights("user_weights", user_weights)
     if len(gpu_choices) != len(gpu_weights) or not gpu_choices:
         raise ValueError("gpu_choices and gpu_weights must be non-empty and of the same length")
     if len(users) != len(user_weights) or not users:
@@ -258,6 +276,7 @@ class ClusterResult:
 
     def wait_percentile_s(self, q: float) -> float:
         """The ``q``-th percentile (0..100) of queue waits, nearest-rank."""
+        q = validation.number("q (a percentile)", q, low=0, high=100)
         waits = sorted(self.waits_s)
         if not waits:
             return float("nan")
@@ -287,16 +306,18 @@ def simulate(jobs: Sequence[Job], n_gpus: int, policy: Policy = fcfs, name: str 
     simpy = require("simpy", "the cluster simulation")  # lazy: simpy is an extra (scheduling)
 
     _positive_int("n_gpus", n_gpus)
-    jobs = sorted(jobs, key=lambda j: j.arrival_s)
+    jobs = validation.items("jobs", jobs)
     for j in jobs:
         if not isinstance(j, Job):
-            raise TypeError(f"jobs must be greenlab.cluster.Job objects, got {type(j).__name__}")
+            raise validation.ArgumentTypeError(f"jobs must be greenlab.cluster.Job objects, got {type(j).__name__}")
+    jobs = sorted(jobs, key=lambda j: j.arrival_s)
+    for j in jobs:
         if not 1 <= j.gpus <= n_gpus:
             raise ValueError(f"job {j.name} needs {j.gpus} GPUs; the cluster has n_gpus={n_gpus}")
         if not (j.duration_s > 0 and j.estimate_s >= j.duration_s):
             raise ValueError(f"job {j.name}: duration_s must be > 0 and estimate_s >= duration_s")
-    if idle_watts is not None and not (isinstance(idle_watts, (int, float)) and idle_watts >= 0):
-        raise ValueError(f"idle_watts must be a number >= 0 or None, got {idle_watts!r}")
+    validation.number("idle_watts", idle_watts, low=0, allow_none=True)
+    validation.flag("gang", gang)
     if not callable(policy):
         raise TypeError(f"policy must be a function state -> jobs, got {type(policy).__name__}")
     label = name or getattr(policy, "__name__", "policy")
@@ -422,6 +443,14 @@ def _in_order(jobs, free) -> list:
         started.append(job)
         free -= job.gpus
     return started
+
+
+def _weights(name, values) -> list:
+    """Relative weights: finite, >= 0, not all zero."""
+    out = [validation.number(f"each of {name}", w, low=0) for w in validation.items(name, values)]
+    if out and not sum(out) > 0:
+        raise ValueError(f"{name} must not all be zero, got {values!r}")
+    return out
 
 
 def _positive_int(name, value):

@@ -86,6 +86,9 @@ def remote_cost(input_bytes: int, datacentre: DatacentreFigure | None = None,
     input_bytes = validation.integer("input_bytes", input_bytes, low=0)
     if datacentre is not None and not isinstance(datacentre, DatacentreFigure):
         raise TypeError(f"datacentre must be a DatacentreFigure or None, got {type(datacentre).__name__}")
+    if network is not None and not isinstance(network, _network.NetworkFigure):
+        raise TypeError(f"network must be a greenlab.network NetworkFigure (gl.network.energy_per_byte()) or None, "
+                        f"got {type(network).__name__}")
     return RemoteCost(input_bytes, _network.energy_per_byte() if network is None else network, datacentre)
 
 

@@ -74,7 +74,37 @@ def dirichlet_split(labels: torch.Tensor, n_clients: int, alpha: float, seed: in
 
 def label_counts(labels: torch.Tensor, splits, num_classes: int) -> list[list[int]]:
     """Per client, how many of its rows carry each class (``num_classes`` counts each)."""
+    splits = check_splits(splits, len(labels))
     return [torch.bincount(labels[idx.to(labels.device)].cpu(), minlength=num_classes).tolist() for idx in splits]
+
+
+def check_splits(splits, n_rows: int) -> list:
+    """Each client's row indices as a 1-D int64 tensor, refused by name when they could not be rows
+    of a training split of ``n_rows``: negative (which would count from the end), fractional
+    (which would be cut to an integer), out of range, or an empty client."""
+    splits = validation.items("splits", splits)
+    if not splits:
+        raise ValueError("splits must hold at least one client, each with at least one training row")
+    out = []
+    for k, s in enumerate(splits):
+        try:
+            t = torch.as_tensor(s)
+        except (TypeError, ValueError, RuntimeError):
+            raise validation.ArgumentTypeError(f"splits[{k}] must be row indices, got {type(s).__name__}") from None
+        if t.dtype == torch.bool or t.dim() != 1:
+            raise ValueError(f"splits[{k}] must be a 1-D list of row indices, got {t.dtype} of shape {tuple(t.shape)}")
+        if t.is_floating_point() or t.is_complex():
+            if not bool(torch.isfinite(t).all()) or not bool((t == t.round()).all()):
+                raise ValueError(f"splits[{k}] must hold whole row numbers, got {t.dtype} values such as "
+                                 f"{t[~torch.isfinite(t) | (t != t.round())][0].item()!r}")
+        t = t.to(torch.long)
+        if t.numel() == 0:
+            raise ValueError(f"splits[{k}] is empty: every client needs at least one training row")
+        if int(t.min()) < 0 or int(t.max()) >= n_rows:
+            raise ValueError(f"splits[{k}] must index rows 0..{n_rows - 1} of the training split, got "
+                             f"{int(t.min()) if int(t.min()) < 0 else int(t.max())}")
+        out.append(t)
+    return out
 
 
 # --- what the server does ------------------------------------------------------------------
@@ -220,9 +250,7 @@ def run_federated(model_fn, data, splits, rounds: int, local_epochs: int = 1, ba
     aggregate = fedavg if aggregate is None else aggregate
     if not callable(aggregate) or not callable(model_fn):
         raise TypeError("model_fn and aggregate must be functions")
-    splits = [torch.as_tensor(s, dtype=torch.long) for s in splits]
-    if not splits or any(s.numel() == 0 for s in splits):
-        raise ValueError("splits must hold at least one client, each with at least one training row")
+    splits = check_splits(splits, len(data.train_y))
     network = _network.energy_per_byte() if network is None else network
 
     from greenlab.energy import ShortWindowWarning, measure
@@ -389,5 +417,7 @@ def _check_states(states, sample_counts):
     for s in states[1:]:
         if list(s) != keys:
             raise ValueError("every state dict must hold the same keys, in the same order")
-    total = sum(counts)
-    return list(states), [n / total for n in counts]
+    scale = max(counts)  # counts near the float limit would sum to inf and weigh every client 0
+    scaled = [n / scale for n in counts]
+    total = sum(scaled)
+    return list(states), [n / total for n in scaled]

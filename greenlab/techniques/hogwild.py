@@ -105,6 +105,11 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
         raise ValueError(f"lr must be a number > 0, got {lr!r}")
     if not (isinstance(target_accuracy, (int, float)) and 0 < target_accuracy <= 1):
         raise ValueError(f"target_accuracy must be within (0, 1], got {target_accuracy!r}")
+    from greenlab.base import validation
+
+    # a timeout at or below zero ran the workers and then threw their results away
+    timeout_s = validation.number("timeout_s", timeout_s, low=0, low_open=True)
+    seed = validation.integer("seed", seed, low=0)
     ctx = _mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     torch.manual_seed(seed)
     net = models.build(model)

@@ -20,7 +20,13 @@ def alert_times(times_s, values, below: float, for_s: float) -> list:
     """Seconds at which the alert fires: in each stretch of consecutive samples whose value is
     ``< below``, the first sample at least ``for_s`` seconds after the stretch began (a stretch
     shorter than that fires nothing; one that goes on fires once)."""
-    times_s, values = list(times_s), list(values)
+    times_s, values = validation.items("times_s", times_s), validation.items("values", values)
+    for t in times_s:  # checked, kept as given (the times it returns are the caller's own)
+        validation.number("each of times_s", t)
+    for v in values:
+        validation.number("each of values", v)
+    if any(b < a for a, b in zip(times_s, times_s[1:])):
+        raise ValueError("times_s must not decrease (samples in time order)")
     if len(times_s) != len(values):
         raise ValueError(f"times_s and values differ in length: {len(times_s)} and {len(values)}")
     validation.number("below", below)

@@ -128,7 +128,7 @@ def lifetimes(mean_s: float, count: int, seed: int = 0) -> list:
     """``count`` seeded exponential process lifetimes with mean ``mean_s`` seconds (pre-emptions
     arriving as a Poisson process in wall time); the same seed gives the same list."""
     _positive("mean_s", mean_s)
-    validation.integer("count", count, low=0)
+    validation.integer("count", count, low=0, high=1_000_000)
     rng = random.Random(seed)
     return [rng.expovariate(1.0 / mean_s) for _ in range(count)]
 
@@ -241,17 +241,27 @@ class Launcher:
 
     def __init__(self, folder, timeout_s: float = 300.0):
         _positive("timeout_s", timeout_s)
-        import tempfile
+        from greenlab.base.janitor import Janitor
 
         Path(folder).mkdir(parents=True, exist_ok=True)
-        self.folder = Path(tempfile.mkdtemp(prefix="preemptible-", dir=folder))  # this launcher's own files
         self.timeout_s = float(timeout_s)
-        env = {**os.environ, "GREENLAB_PARENT_PID": str(os.getpid())}
-        t0 = time.monotonic()
-        self._proc = subprocess.Popen([sys.executable, "-m", "greenlab.techniques.preemption_server"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
-                                      bufsize=1)
-        self._expect("ready", self.timeout_s)
+        self._proc = None
+        self._life = None
+        # a watcher removes this launcher's folder and kills its processes (the server and the life
+        # it forked share one process group) when this process ends, even by SIGKILL
+        self._janitor = Janitor()
+        try:
+            self.folder = Path(self._janitor.make_temp_dir("preemptible-", dir=folder))  # this launcher's own files
+            env = {**os.environ, "GREENLAB_PARENT_PID": str(os.getpid())}
+            t0 = time.monotonic()
+            self._proc = subprocess.Popen([sys.executable, "-m", "greenlab.techniques.preemption_server"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
+                                          bufsize=1, start_new_session=True)
+            self._janitor.watch_group(self._proc.pid)
+            self._expect("ready", self.timeout_s)
+        except BaseException:
+            self.close()
+            raise
         self.cold_start_s = time.monotonic() - t0
         self._data_files: dict = {}
 
@@ -279,7 +289,7 @@ class Launcher:
                 Path(job["progress"]).unlink(missing_ok=True)  # a life killed before it reports leaves none
                 started = time.monotonic()
                 self._send({"cmd": "life", **job})
-                pid = int(self._expect("pid", self.timeout_s))
+                pid = self._life = int(self._expect("pid", self.timeout_s))
                 ended = self._wait_line(self.timeout_s if last else kills[life])
                 killed = ended is None
                 if killed:
@@ -288,11 +298,13 @@ class Launcher:
                     except ProcessLookupError:  # it ended just now
                         pass
                     ended = self._expect("exit", self.timeout_s)
+                    self._life = None
                     killed = int(ended) == -signal.SIGKILL
                     if last and killed:
                         raise RuntimeError(f"the job did not finish within {self.timeout_s} s")
                 else:
                     ended = self._parse(ended, "exit")
+                self._life = None
                 kept = lives[-1].checkpointed if lives else 0
                 progress = _read_progress(job["progress"], kept)
                 if not killed and (int(ended) != 0 or not progress["done"]):
@@ -321,8 +333,14 @@ class Launcher:
                               checkpoint_seconds=write_s, final_accuracy=accuracy, unreported_writes=unreported)
 
     def close(self) -> None:
-        """End the launcher process (and any training process it still runs)."""
-        if self._proc.poll() is None:
+        """End the launcher process (and any training process it still runs) and remove its folder."""
+        if self._life is not None:  # a life still training (an interrupted run): it goes first
+            try:
+                os.kill(self._life, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._life = None
+        if self._proc is not None and self._proc.poll() is None:
             try:
                 self._proc.stdin.close()
             except OSError:
@@ -332,9 +350,7 @@ class Launcher:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        import shutil
-
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._janitor.close()  # the process group and the folder
 
     def __enter__(self):
         return self
@@ -399,24 +415,40 @@ def run_preemptible(model: dict, data, config, checkpoint_every: int | None, kil
         return own.run(model, data, config, checkpoint_every, kill_after_s)
 
 
-def checkpoint_write_cost(model, optimizer, path, writes: int = 10, min_seconds: float = 0.3) -> tuple:
-    """Write checkpoints of ``model`` and ``optimizer`` to ``path`` (``save_checkpoint``: atomic,
-    checksummed) inside one energy window: at least ``writes`` of them, and more until the window
-    lasts ``min_seconds`` (long enough for the energy counter). Returns (seconds per write,
-    joules per write, writes, Measurement)."""
+def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_seconds: float = 0.3) -> tuple:
+    """Write checkpoints of ``model`` and ``optimizer`` (``save_checkpoint``: atomic, checksummed)
+    inside one energy window: at least ``writes`` of them, and more until the window lasts
+    ``min_seconds`` (long enough for the energy counter). ``folder`` is an existing folder on the
+    file system to measure: the writes go to a temporary folder created inside it and removed
+    afterwards, so nothing already in ``folder`` is touched. Returns (seconds per write, joules per
+    write, writes, Measurement)."""
+    import shutil
+    import tempfile
+
     from greenlab.energy import measure
     from greenlab.training.checkpoint import save_checkpoint
 
     validation.integer("writes", writes, low=1)
     validation.number("min_seconds", min_seconds, low=0)
-    done = 0
-    with measure("checkpoint writes") as window:
-        t0 = time.perf_counter()
-        while done < writes or time.perf_counter() - t0 < min_seconds:
-            save_checkpoint(path, model, optimizer, step=done)
-            done += 1
-        seconds = (time.perf_counter() - t0) / done
-    Path(path).unlink(missing_ok=True)
+    if not isinstance(folder, (str, os.PathLike)):
+        raise validation.ArgumentTypeError(f"folder must be a path to a folder, got {folder!r}")
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"folder must be an existing folder (the checkpoints are written to a temporary "
+                         f"folder created inside it), got {str(folder)!r}"
+                         + (", which is not a folder" if folder.exists() else ", which does not exist"))
+    own = Path(tempfile.mkdtemp(prefix=".checkpoint-write-cost-", dir=folder))  # only what this call made
+    try:
+        path = own / "checkpoint.pt"
+        done = 0
+        with measure("checkpoint writes") as window:
+            t0 = time.perf_counter()
+            while done < writes or time.perf_counter() - t0 < min_seconds:
+                save_checkpoint(path, model, optimizer, step=done)
+                done += 1
+            seconds = (time.perf_counter() - t0) / done
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
     return seconds, window.result.joules / done, done, window.result
 
 

@@ -5,13 +5,14 @@ It imports torch and greenlab's training loop once, prints ``{"ready": true}``, 
 JSON request a line from stdin: ``{"cmd": "life", ...}`` forks a training process for one life
 (answering ``{"pid": N}``) and, when that process ends (finished, failed or killed by the parent),
 answers ``{"exit": code}`` (the negative signal number when a signal ended it). It ends when
-stdin closes, and with the process that started it.
+stdin closes, and with the process that started it; each life dies with the server.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import traceback
 
@@ -40,10 +41,14 @@ def main() -> int:
             datasets[job["data"]] = Dataset(**torch.load(job["data"], weights_only=True, map_location="cpu"))
         data = datasets[job["data"]]
         out.flush()
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:  # the training process
             code = 0
             try:
+                # PR_SET_PDEATHSIG is not inherited through fork: a life sets its own, so that it
+                # never outlives the server (which dies with the process that started it)
+                die_with_parent(server, signal.SIGKILL)
                 log = os.open(os.path.splitext(job["progress"])[0] + ".log",
                               os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(log, 1)  # nothing it prints may reach the request pipe

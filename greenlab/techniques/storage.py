@@ -91,9 +91,13 @@ def read_small_files(folder, sample_shape) -> tuple:
     """Read every ``*.bin`` of ``folder`` (sorted by name) back into (x, y) tensors."""
     names = sorted(n for n in os.listdir(folder) if n.endswith(".bin"))
     xs, ys = [], []
+    per = 4 * math.prod(sample_shape)
     for name in names:
         with open(os.path.join(folder, name), "rb") as f:
             raw = f.read()
+        if len(raw) != 8 + per:
+            raise ValueError(f"{os.path.join(folder, name)} is damaged: {len(raw)} bytes, not the 8-byte label and "
+                             f"{per} bytes of a {tuple(sample_shape)} sample")
         ys.append(int.from_bytes(raw[:8], "little", signed=True))
         xs.append(torch.frombuffer(bytearray(raw[8:]), dtype=torch.float32))
     return _stack(xs, ys, sample_shape)
@@ -122,14 +126,26 @@ def read_shards(paths, sample_shape) -> tuple:
     """Stream the shards front to back (``tarfile`` mode ``"r|"``: no seeking, as from object
     storage or a tape) and return (x, y) tensors in member order."""
     xs, ys = [], []
-    for path in paths:
-        with tarfile.open(path, "r|") as tar:
-            for member in tar:
-                data = tar.extractfile(member).read()
-                if member.name.endswith(".x"):
-                    xs.append(torch.frombuffer(bytearray(data), dtype=torch.float32))
-                elif member.name.endswith(".cls"):
-                    ys.append(int(data))
+    for path in validation.items("paths", paths):
+        try:
+            with tarfile.open(path, "r|") as tar:
+                for member in tar:
+                    if not member.isfile():
+                        raise ValueError(f"member {member.name!r} is not a file")
+                    data = tar.extractfile(member).read()
+                    if member.name.endswith(".x"):
+                        if len(data) % 4:
+                            raise ValueError(f"member {member.name!r} holds {len(data)} bytes, not float32 values")
+                        xs.append(torch.frombuffer(bytearray(data), dtype=torch.float32))
+                    elif member.name.endswith(".cls"):
+                        try:
+                            ys.append(int(data))
+                        except ValueError:
+                            raise ValueError(f"member {member.name!r} holds {data[:20]!r}, not a label") from None
+        except (tarfile.TarError, EOFError, ValueError) as exc:
+            raise ValueError(f"shard {path} is damaged: {exc}") from None
+        except OSError as exc:
+            raise ValueError(f"shard {path} cannot be read: {exc.strerror or exc}") from None
     return _stack(xs, ys, sample_shape)
 
 

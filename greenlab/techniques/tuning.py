@@ -46,15 +46,28 @@ METHODS = ("full", "asha", "rule")
 def promote(scores: Sequence[float], eta: int) -> list:
     """Successive halving's promotion rule: the indices (ascending) of the scores in the top
     ``1/eta`` of ``scores`` (higher is better), i.e. the best ``max(1, len(scores) // eta)``, with
-    every score equal to the last one kept also kept (ties go on, as in Optuna's pruner)."""
+    every score equal to the last one kept also kept (ties go on, as in Optuna's pruner). A NaN score
+    (a diverged trial) ranks below every other, as the worst, and is never promoted."""
     if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
         raise ValueError(f"eta must be an integer >= 2, got {eta!r}")
-    scores = [float(s) for s in scores]
+    from greenlab.base import validation
+
+    scores = [validation.number("each score", s, allow_none=False) if not _is_nan(s) else math.nan
+              for s in validation.items("scores", scores)]
     if not scores:
         return []
+    # a diverged trial (NaN) ranks below every score, as the worst; it is never promoted
+    ranked = [-math.inf if math.isnan(s) else s for s in scores]
     keep = max(1, len(scores) // eta)
-    threshold = sorted(scores, reverse=True)[keep - 1]
-    return [i for i, s in enumerate(scores) if s >= threshold]
+    threshold = sorted(ranked, reverse=True)[keep - 1]
+    return [i for i, s in enumerate(ranked) if s >= threshold and not math.isnan(scores[i])]
+
+
+def _is_nan(value) -> bool:
+    try:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isnan(value)
+    except TypeError:
+        return False
 
 
 def rungs(min_steps: int, eta: int, max_steps: int) -> list:
@@ -111,6 +124,7 @@ class TrialRow:
     estimated: bool = True
     worker: int | None = None
     energy: object = None
+    pid: int | None = None  # the process that ran it (shared_study)
 
 
 @dataclass
@@ -249,19 +263,29 @@ def compare_sweeps(data, model_fn, config, methods: dict, repeats: int = 3, base
 
 @dataclass
 class SharedStudy:
-    """One study run by several processes: every trial with the worker (process) that ran it."""
+    """One study run by several processes: every finished trial (complete or pruned) with the
+    worker (process) that ran it. ``failures``: worker -> why it ended without finishing its
+    trials (exit code or signal and the end of its stderr); the trial it was running is marked
+    FAIL in the journal, and the other workers' trials are kept."""
 
     study_name: str
     journal: str
     trials: list
     pids: dict = field(default_factory=dict)  # worker -> process id
     returncodes: dict = field(default_factory=dict)
+    failures: dict = field(default_factory=dict)  # worker -> reason
+    failed_trials: list = field(default_factory=list)  # trial numbers marked FAIL (a worker died in them)
 
     def by_worker(self) -> dict:
         out: dict = {}
         for t in self.trials:
             out.setdefault(t.worker, []).append(t)
         return out
+
+    @property
+    def complete(self) -> bool:
+        """True when every worker finished its trials."""
+        return not self.failures
 
     @property
     def best(self) -> TrialRow | None:
@@ -275,7 +299,20 @@ def shared_study(journal_path, data, study_name: str = "shared", workers: int = 
     same ASHA study (``gl.models.build(model)`` on ``data``, a Dataset the workers read from a file),
     stored in one Optuna ``JournalStorage`` file (``journal_path``; the journal takes a file lock
     for every write, so no server is needed); wait for them, then read the study back. Each trial
-    records the worker (and process id) that ran it."""
+    records the worker (and process id) that ran it.
+
+    A worker that dies (or outlives ``timeout_s``, and is killed) does not lose the others' work:
+    the trials that finished are returned, the dead worker is named in ``failures`` with its exit
+    code or signal and the end of its stderr (and a warning says so), and the trial it was running
+    is marked FAIL in the journal. Only when no worker finished a trial is an error raised. The
+    workers die with this process, and their files go with them."""
+    import signal as _signal
+    import time
+    import warnings
+
+    from greenlab.base import processes
+    from greenlab.base.janitor import Janitor
+    from greenlab.base import validation
     from greenlab.training.dataset_files import save_dataset
 
     optuna = require("optuna", "early-stopped tuning")  # lazy: optuna is an extra (scheduling)
@@ -283,35 +320,87 @@ def shared_study(journal_path, data, study_name: str = "shared", workers: int = 
 
     _positive_int("workers", workers)
     _positive_int("trials_per_worker", trials_per_worker)
+    validation.number("timeout_s", timeout_s, low=0, low_open=True)
     journal = str(Path(journal_path))
     storage = JournalStorage(JournalFileBackend(journal))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     optuna.create_study(direction="maximize", storage=storage, study_name=study_name, load_if_exists=True)
     spec = {"journal": journal, "study": study_name, "trials": trials_per_worker, "model": model,
             "batch_size": batch_size, "max_steps": max_steps, "min_steps": min_steps, "eta": eta}
-    env = {**os.environ, "GREENLAB_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": _pythonpath()}
-    procs = {}
-    with tempfile.TemporaryDirectory(prefix="greenlab-study-") as tmp:
-        spec["data"] = save_dataset(data, Path(tmp) / "data.pt")
-        for w in range(workers):
-            path = Path(tmp) / f"worker{w}.json"
-            path.write_text(json.dumps({**spec, "worker": w}))
-            procs[w] = subprocess.Popen([sys.executable, "-m", "greenlab.techniques.tuning", str(path)], env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        codes, errors = {}, []
-        for w, p in procs.items():
+    env = {**os.environ, "GREENLAB_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": _pythonpath(),
+           processes.PARENT_ENV: str(os.getpid())}
+    supervisor = str(Path(processes.__file__).resolve())
+    procs, codes, tails, timed_out = {}, {}, {}, set()
+    # the watcher kills the workers' process groups and removes the folder when this process ends,
+    # however it ends; each worker also dies with this process by itself (processes.die_with_parent)
+    with Janitor() as janitor:
+        tmp = Path(janitor.make_temp_dir("greenlab-study-"))
+        spec["data"] = save_dataset(data, tmp / "data.pt")
+        errs = {}
+        try:
+            for w in range(workers):
+                path = tmp / f"worker{w}.json"
+                path.write_text(json.dumps({**spec, "worker": w}))
+                errs[w] = open(tmp / f"worker{w}.err", "w+")
+                procs[w] = subprocess.Popen([sys.executable, supervisor, "--", "greenlab.techniques.tuning", str(path)],
+                                            env=env, stdout=subprocess.DEVNULL, stderr=errs[w],
+                                            start_new_session=True)
+                janitor.watch_group(procs[w].pid)
+            end = time.monotonic() + float(timeout_s)
+            for w, p in procs.items():
+                try:
+                    p.wait(timeout=max(0.0, end - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    timed_out.add(w)
+                    processes.kill_group(p, grace_s=2.0)
+                codes[w] = p.returncode
+            for w, f in errs.items():
+                f.seek(0)
+                tails[w] = f.read()[-3000:]
+        finally:
+            for f in errs.values():
+                f.close()
+            processes.kill_groups(list(procs.values()), grace_s=0.0)
+    failures = {}
+    for w, code in codes.items():
+        if code == 0:
+            continue
+        if w in timed_out:
+            why = f"still running after timeout_s={timeout_s} s, killed"
+        elif code is not None and code < 0:
             try:
-                _, err = p.communicate(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                _, err = p.communicate()
-            codes[w] = p.returncode
-            if p.returncode != 0:
-                errors.append(f"worker {w} exited with {p.returncode}: {(err or '').strip().splitlines()[-1:]}")
-    if errors:
-        raise RuntimeError("; ".join(errors))
+                why = f"killed by signal {_signal.Signals(-code).name}"
+            except ValueError:
+                why = f"killed by signal {-code}"
+        else:
+            why = f"exited with code {code}"
+        tail = "\n".join((tails.get(w) or "").strip().splitlines()[-15:])
+        failures[w] = f"worker {w} (process {procs[w].pid}) {why}" + (f"; the end of its stderr:\n{tail}" if tail else "")
     study = optuna.load_study(study_name=study_name, storage=storage)
-    return SharedStudy(study_name, journal, _rows(study), {w: p.pid for w, p in procs.items()}, codes)
+    failed = _fail_orphans(study, storage, {procs[w].pid for w in failures})
+    rows = _rows(study)
+    ours = {p.pid for p in procs.values()}
+    result = SharedStudy(study_name, journal, rows,
+                         {w: p.pid for w, p in procs.items()}, codes, failures, failed)
+    if failures:
+        if not any(r.pid in ours for r in result.trials):
+            raise RuntimeError("no worker of the shared study finished a trial: " + "; ".join(failures.values()))
+        warnings.warn("the shared study lost a worker (its finished trials are kept, its running trial "
+                      f"{failed} marked FAIL): " + "; ".join(failures.values()), RuntimeWarning, stacklevel=2)
+    return result
+
+
+def _fail_orphans(study, storage, pids) -> list:
+    """Mark FAIL every trial still RUNNING that one of ``pids`` (dead workers) was running: a killed
+    process never ends its trial, which would otherwise stay RUNNING in the journal for good."""
+    import optuna
+
+    failed = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if t.user_attrs.get("pid") in pids:
+            storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            failed.append(t.number)
+    return failed
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -328,6 +417,9 @@ class _Objective:
         from greenlab.session.config import seed_everything
         from greenlab.training.loop import train
 
+        if self.worker is not None:  # first: a worker that dies in this trial is found by its pid
+            trial.set_user_attr("worker", int(self.worker))
+            trial.set_user_attr("pid", os.getpid())
         lr = trial.suggest_float("lr", self.lo, self.hi, log=True)
         cfg = dataclasses.replace(self.config, lr=lr, max_steps=self.max_steps, epochs=self.epochs,
                                   eval_every=self.min_steps, eval_every_samples=None, target_accuracy=None,
@@ -342,9 +434,6 @@ class _Objective:
         if res.energy is not None:
             trial.set_user_attr("energy", res.energy.to_dict())
         trial.set_user_attr("val_accuracy", res.val_accuracy)
-        if self.worker is not None:
-            trial.set_user_attr("worker", int(self.worker))
-            trial.set_user_attr("pid", os.getpid())
         if reporter.pruned:
             raise optuna.TrialPruned()
         if res.val_accuracy is None or res.status == "diverged":
@@ -382,7 +471,7 @@ def _rows(study) -> list:
                              float(a.get("joules", 0.0)), float(a.get("seconds", 0.0)),
                              "complete" if t.state == optuna.trial.TrialState.COMPLETE else "pruned",
                              bool(a.get("estimated", True)), a.get("worker"),
-                             Measurement.from_dict(a["energy"]) if a.get("energy") else None))
+                             Measurement.from_dict(a["energy"]) if a.get("energy") else None, a.get("pid")))
     return rows
 
 

@@ -27,11 +27,10 @@ def exp_operations(ctx: Context) -> None:
     opt.step()
     params = sum(p.numel() for p in net.parameters())
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "checkpoint.pt"
         for repeat in range(z.repeats):
             if not ctx.enough_for(ctx.min_window_s * 2):
                 break
-            seconds, _, writes, m = checkpoint_write_cost(net, opt, path, writes=1,
+            seconds, _, writes, m = checkpoint_write_cost(net, opt, tmp, writes=1, 
                                                           min_seconds=ctx.min_window_s * z.window_margin)
             comp = m.components.get(ctx.component)
             joules = comp.joules if (comp is not None and ctx.energy_ok) else None
