@@ -10,6 +10,7 @@ from greenlab.cli.measure import measure_main
 from greenlab.cli.run import add_run_arguments, run_main
 from greenlab.cli.data import add_data_arguments, data_main
 from greenlab.course.leaderboard import show_main
+from greenlab.course.verify import verify_main
 from greenlab.base.paths import learner_copy
 from greenlab.base.optional import install_hint, missing
 
@@ -104,8 +105,6 @@ def _leaderboard(args) -> int:
 
 
 def _leaderboard_verify(args) -> int:
-    from greenlab.course.verify import verify_main
-
     return verify_main(args)
 
 
