@@ -164,6 +164,8 @@ def test_greenlab_lab_without_jupyterlab_names_the_extra(tmp_path, monkeypatch, 
     monkeypatch.setattr(subprocess, "call", lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
     assert cli.main(["lab"]) == 1
     assert "jupyterlab is not installed; pip install 'greenlab-course[lab]'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_greenlab_lab_takes_jupyterlab_and_its_token_with_it(tmp_path, sig):
     """SIGTERM (or SIGKILL) to `greenlab lab` ends JupyterLab, whose token file goes with it."""
@@ -172,6 +174,7 @@ def test_greenlab_lab_takes_jupyterlab_and_its_token_with_it(tmp_path, sig):
     shipped, runtime = tmp_path / "lessons", tmp_path / "runtime"
     shipped.mkdir()
     runtime.mkdir()
+    (shipped / "01_a.ipynb").write_text("x")  # a lesson to copy: with none, greenlab lab stops before JupyterLab
     script = ("import sys\nfrom greenlab.cli import app\n"
               f"sys.exit(app.main(['lab', '--dir', {str(tmp_path / 'mine')!r}, '--', '--no-browser', "
               "'--port=18931', '--port-retries=50', '--ServerApp.open_browser=False']))\n")

@@ -12,7 +12,7 @@ from greenlab.cli.data import add_data_arguments, data_main
 from greenlab.course.leaderboard import show_main
 from greenlab.course.verify import verify_main
 from greenlab.base.paths import learner_copy
-from greenlab.base.optional import install_hint, missing
+from greenlab.base import optional, processes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,13 +120,13 @@ def _lab(args) -> int:
     if args.copy_only:
         return 0
 
-    why = missing("jupyterlab")
+    why = optional.missing("jupyterlab")
     if why:  # a lean install: the lessons are copied, JupyterLab comes with the lab extra
-        print(f"greenlab lab: {why}; {install_hint('jupyterlab')}, or open {folder} in another "
+        print(f"greenlab lab: {why}; {optional.install_hint('jupyterlab')}, or open {folder} in another "
               "Jupyter front end", file=sys.stderr)
         return 1
     # JupyterLab ends with this command, however it ends (a SIGTERM is passed on, a SIGKILL is its parent-death signal)
-    return run_in_foreground(lab_command(folder, extra), env=lab_environment())
+    return processes.run_in_foreground(lab_command(folder, extra), env=lab_environment())
 
 
 def lab_environment(environ=None) -> dict:
