@@ -29,7 +29,7 @@ from greenlab.impact.carbon import (
     intensity,
     regions,
 )
-from greenlab.base.units import format_energy, plain_number  # readable figures: '3.6 kJ', '1,080'
+from greenlab.base.units import format_bytes, format_energy, plain_number  # '1.5 MiB', '3.6 kJ', '1,080'
 from greenlab.impact import report, scheduling  # noqa: E402
 
 # --- harness (setup, data, models, training, experiments) ---

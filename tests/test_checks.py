@@ -185,6 +185,9 @@ def test_pick_measures_the_learners_code_only_when_it_passed(capsys):
     stub = checks.Check("pruning", NOT_ATTEMPTED, "no answer")
     assert stub.pick(mine, library, "pruning") is library
     assert "not written yet" in capsys.readouterr().out
+    # a label says whose code ran: the learner's only when it passed
+    assert passed.whose("LoRA") == "your LoRA"
+    assert failed.whose("LoRA") == stub.whose("LoRA") == "the library's LoRA"
 
 
 def test_assert_passed_raises_with_the_hint_for_autograding():

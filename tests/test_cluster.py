@@ -163,3 +163,34 @@ def test_a_wait_percentile_outside_0_to_100_is_refused(q):
     r = cluster.simulate(cluster.synthetic_trace(n_jobs=10, n_gpus=4), 4)
     with pytest.raises(ValueError, match="percentile"):
         r.wait_percentile_s(q)
+
+
+def test_a_fixed_window_integrates_the_busy_gpus_of_the_timeline():
+    trace = [job("a", 0, 2, 100), job("b", 1, 4, 50), job("c", 2, 1, 10)]
+    result = cluster.simulate(trace, 4, cluster.fcfs)  # a on 2 GPUs 0-100, b on 4 100-150, c on 1 150-160
+    w = result.window(50, 120)
+    assert w.busy_gpu_s == pytest.approx(2 * 50 + 4 * 20) and w.idle_gpu_s == pytest.approx(4 * 70 - 180)
+    assert result.window(0, 160).busy_gpu_s == pytest.approx(result.busy_gpu_s)
+    assert result.window(0, 160).idle_gpu_s == pytest.approx(result.idle_gpu_s)
+    assert result.window(155, 300).busy_gpu_s == pytest.approx(5)  # after the makespan: all idle
+    with pytest.raises(ValueError, match="after"):
+        result.window(10, 10)
+
+
+def test_policies_compared_over_the_same_steady_window_exclude_the_drain():
+    # The idle GPU-hours to the end of a finite trace differ between policies by the drain after
+    # the last arrival; over one fixed window before it, every policy is powered for the same hours.
+    trace = cluster.synthetic_trace(80, 8, seed=0, mean_interarrival_s=500.0)
+    start, end = cluster.steady_window(trace)
+    first, last = trace[0].arrival_s, trace[-1].arrival_s
+    assert start == pytest.approx(first + 0.1 * (last - first)) and end == last
+    results = cluster.compare_policies(trace, 8, {"FCFS": cluster.fcfs, "EASY": cluster.easy_backfill})
+    windows = {n: r.window(start, end) for n, r in results.items()}
+    assert {w.seconds for w in windows.values()} == {end - start}
+    for n, r in results.items():
+        drain = r.window(end, r.makespan_s) if r.makespan_s > end else None
+        whole = r.window(r.start_s, r.makespan_s)
+        assert whole.idle_gpu_s == pytest.approx(r.idle_gpu_s)
+        assert drain is None or r.idle_gpu_s > windows[n].idle_gpu_s
+    with pytest.raises(ValueError, match="skip_fraction"):
+        cluster.steady_window(trace, 1.0)

@@ -175,3 +175,73 @@ def test_fedavg_weights_do_not_overflow_to_zero():
     assert federated.fedavg([a, b], [3e307, 1e308])["w"].item() == pytest.approx((3 * 1 + 10 * 3) / 13)
     with pytest.raises(ValueError, match="sample_counts"):
         federated.fedavg([a, b], [float("inf"), 1.0])
+
+
+def test_the_network_figure_is_applied_for_its_year_along_the_sources_trend():
+    cited = network.energy_per_byte()
+    assert cited.halving_years == 2 and not cited.extrapolated
+    later = network.for_year(2025, cited)
+    assert later.extrapolated and later.year == 2025 and later.cited_year == 2015
+    assert math.isclose(later.kwh_per_gb, 0.06 / 2 ** 5)  # five halvings in ten years
+    assert "EXTRAPOLATION" in later.cite() and "+10 years" in later.cite()
+    assert network.for_year(2015, cited) == cited
+    with pytest.raises(ValueError, match="already"):
+        network.for_year(2030, later)
+    with pytest.raises(ValueError, match="trend"):
+        network.for_year(2020, network.NetworkFigure("k", "n", 1.0, 2015, "s", "src"))
+    assert math.isclose(network.transfer_joules(1e9, later), 0.06 / 32 * 3.6e6)
+
+
+def test_the_sensitivity_range_runs_from_the_trend_to_no_improvement():
+    rng = network.sensitivity(2023)
+    assert rng["trend"].kwh_per_gb < rng["no_improvement"].kwh_per_gb == 0.06
+    assert rng["trend"].extrapolated and not rng["no_improvement"].extrapolated
+
+
+def test_flips_find_the_figure_at_which_an_outcome_changes():
+    # an outcome that changes at 0.003 kWh/GB: found within the 1% bisection
+    found = network.flips(lambda f: "network dominates" if f.kwh_per_gb > 0.003 else "compute dominates")
+    assert len(found) == 1 and found[0].below == "compute dominates" and found[0].above == "network dominates"
+    assert math.isclose(found[0].kwh_per_gb, 0.003, rel_tol=0.02)
+    assert network.flips(lambda f: "same") == []
+    two = network.flips(lambda f: "a" if f.kwh_per_gb < 1e-4 else ("b" if f.kwh_per_gb < 0.1 else "c"))
+    assert [(x.below, x.above) for x in two] == [("a", "b"), ("b", "c")]
+
+
+def test_a_comparison_repriced_at_another_network_figure_keeps_its_runs():
+    fig = network.energy_per_byte()
+
+    def run(joules, per_round, one_off):
+        rounds = [federated.RoundRecord(1, 0.6, joules, 1.0, per_round, [joules], [1.0])]
+        return federated.FederatedRun("x", rounds, 0.5, [10], per_round, one_off, fig)
+
+    # FedAvg: more compute, fewer bytes; centralised: less compute, a large upload
+    fed = [run(j, 1_000, 0) for j in (10.0, 11.0, 12.0)]
+    cen = [run(j, 0, 10**9) for j in (1.0, 1.2, 1.1)]
+    cmp = federated.FederatedComparison(fed, cen, [0, 1, 2])
+    assert cmp.outcome() == "FedAvg lower"  # 0.06 kWh/GB: the upload costs 216 kJ
+    cheap = cmp.with_network(fig.at(1e-9))
+    assert cheap.outcome() == "centralised lower"
+    assert cheap.federated[0].compute_joules() == cmp.federated[0].compute_joules()
+    flip = network.flips(lambda f: cmp.with_network(f).outcome())
+    assert [(x.below, x.above) for x in flip][-1] == ("no detectable difference", "FedAvg lower") or \
+        flip[-1].above == "FedAvg lower"
+    assert all(1e-9 < x.kwh_per_gb < 0.06 for x in flip)
+
+
+def test_the_edge_verdict_flips_where_sending_costs_what_the_device_does():
+    from greenlab.techniques import edge
+
+    fig = network.energy_per_byte()
+    device = [1.0e-3, 1.1e-3, 0.9e-3, 1.05e-3, 0.95e-3]  # joules per prediction, mean 1 mJ
+
+    def outcome(f):
+        return edge.edge_against_remote(device, edge.remote_cost(1000, None, network=f)).outcome()
+
+    assert outcome(fig) == "the device lower"  # 1000 bytes at 0.06 kWh/GB: 216 mJ
+    assert outcome(fig.at(1e-7)) == "sending lower"
+    found = network.flips(outcome)
+    # sending 1000 bytes costs 1 mJ at 1e-3 / 1000 J per byte = 2.8e-4 kWh/GB: both flips bracket it
+    assert [f.below for f in found] == ["sending lower", "no detectable difference"]
+    assert found[0].kwh_per_gb < 1e-6 / 3.6e6 * 1e9 < found[1].kwh_per_gb
+    assert "extrapolated" in edge.remote_cost(10, None, network=network.for_year(2020)).describe()

@@ -38,3 +38,50 @@ def test_a_reachable_target_stops_both_workers(ds):
 def test_bad_arguments_are_refused(ds, kwargs, match):
     with pytest.raises(ValueError, match=match):
         hogwild.run(ds, **kwargs)
+
+
+@pytest.mark.parametrize("mode", hogwild.MODES)
+def test_both_arms_set_up_before_the_measured_window_opens(ds, tmp_path, monkeypatch, mode):
+    # The order of events is written to one file (appends from the parent and the forked workers):
+    # every worker's set-up, the synchronous arm's init_process_group included, must end before the
+    # window opens, in both modes, or the arms would be timed over different work.
+    import os
+
+    import greenlab.energy
+    from types import SimpleNamespace
+
+    log = tmp_path / "events"
+
+    def note(what):
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        os.write(fd, (what + "\n").encode())
+        os.close(fd)
+
+    real_setup = hogwild._setup
+
+    def setup(rank, *args):
+        out = real_setup(rank, *args)
+        note(f"set up {rank}")
+        return out
+
+    class Window:
+        result = None
+
+        def __init__(self, label):
+            pass
+
+        def __enter__(self):
+            note("open")
+            return self
+
+        def __exit__(self, *exc):
+            note("close")
+            self.result = SimpleNamespace(joules=1.0, estimated=True)
+            return False
+
+    monkeypatch.setattr(hogwild, "_setup", setup)
+    monkeypatch.setattr(greenlab.energy, "measure", Window)
+    result = hogwild.run(ds, mode, target_accuracy=1.0, max_updates=5, eval_every=5)
+    events = log.read_text().splitlines()
+    assert sorted(events[:2]) == ["set up 0", "set up 1"] and events[2:] == ["open", "close"]
+    assert result.updates == [5, 5] and result.setup_seconds > 0

@@ -293,3 +293,8 @@ def test_compare_archs_trains_every_arch_per_repeat_with_paired_seeds():
     assert result.joules == sum(r.joules for x in (a, b) for r in result.runs[x])
     with pytest.raises(ValueError):
         result.values(gs.Arch(2, 4, 3, False), "joules")
+    # fresh repeats for an estimate: seeds past the selection's, none shared with it
+    fresh = gs.compare_archs(space, [a, b], ds, TrainConfig(batch_size=32, max_steps=2, seed=5), repeats=3,
+                             train_kwargs={"log": False, "save": False}, seed_offset=3)
+    assert [r.config["seed"] for r in fresh.runs[a]] == [8, 9, 10]
+    assert not {r.config["seed"] for r in fresh.runs[b]} & {r.config["seed"] for r in result.runs[b]}

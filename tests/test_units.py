@@ -70,3 +70,16 @@ def test_format_scaled_and_its_bad_input():
         units.plain_number(1.0, 0)
     with pytest.raises(TypeError, match="value"):
         units.plain_number("12")
+
+
+def test_format_bytes_writes_binary_units():
+    from greenlab.base.units import format_bytes
+
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(1536) == "1.5 KiB"
+    assert format_bytes(3 * 2**20) == "3 MiB"
+    assert format_bytes(1_000_000) == "977 KiB"  # a decimal megabyte is under one MiB
+    assert format_bytes(2**30 * 1.25) == "1.25 GiB"
+    assert format_bytes(2**19, unit="MiB") == "0.5 MiB"
+    with pytest.raises(ValueError, match="unit"):
+        format_bytes(1, unit="MB")

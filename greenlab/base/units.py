@@ -1,4 +1,4 @@
-"""Unit conversions for energy (J, Wh, kWh) and mass (g, kg). Inputs must be finite real numbers
+"""Unit conversions for energy (J, Wh, kWh) and mass (g, kg), and readable figures (energy, bytes). Inputs must be finite real numbers
 (negative values are allowed: differences convert too); anything else raises a ValueError or
 TypeError naming the argument.
 
@@ -54,6 +54,22 @@ def format_energy(joules: float, small_units: bool = False) -> str:
     joules = _number("joules", joules)
     ladder = _ENERGY_UNITS + (_SMALL_ENERGY_UNITS if small_units else ())
     return format_scaled(joules, ladder)
+
+
+BYTES_UNITS = ((2.0 ** 30, "GiB"), (2.0 ** 20, "MiB"), (2.0 ** 10, "KiB"), (1.0, "B"))
+
+
+def format_bytes(nbytes: float, unit: str | None = None, figures: int = 3) -> str:
+    """Bytes for people, in binary units (1 KiB = 1024 B, 1 MiB = 2**20 B, 1 GiB = 2**30 B), the
+    one unit family the course uses for memory and payloads: "1.5 MiB", "512 B". ``unit``
+    ("B", "KiB", "MiB" or "GiB") fixes the unit, for a column of a table."""
+    nbytes = _number("nbytes", nbytes)
+    if unit is None:
+        return format_scaled(nbytes, BYTES_UNITS, figures)
+    scales = {name: scale for scale, name in BYTES_UNITS}
+    if unit not in scales:
+        raise ValueError(f"unit must be one of {sorted(scales)}, got {unit!r}")
+    return f"{plain_number(nbytes / scales[unit], figures)} {unit}"
 
 
 def format_scaled(value: float, units, figures: int = 3) -> str:

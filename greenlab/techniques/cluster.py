@@ -21,6 +21,13 @@ time (as when each worker of a job is placed on its own), so jobs hold GPUs idle
 wait for the rest, and can hold each other up for good (a deadlock, counted, then broken by
 taking the holds back, as a timeout would).
 
+Idle GPU-hours to the end of a finite trace (``idle_gpu_s``, ``utilisation``) include the drain
+after the last arrival, when the cluster empties at a pace the policy sets: a policy that
+finishes the trace later shows more idle hours even when, while jobs keep arriving, it idles no
+more. To compare policies, or to carry a figure to a longer period, read a fixed window the same
+for every policy: ``result.window(*steady_window(trace))`` (from a tenth into the arrivals, once
+the empty cluster has filled, to the last arrival, before the drain).
+
 Times are in seconds, energy in joules (kWh in the summary).
 """
 
@@ -36,7 +43,7 @@ from greenlab.base.units import plain_number
 
 __all__ = ["Job", "Running", "ClusterState", "JobRecord", "ClusterResult", "PolicyError", "POLICIES",
            "synthetic_trace", "simulate", "fcfs", "priority", "fair_share", "easy_backfill",
-           "reservation", "compare_policies"]
+           "reservation", "compare_policies", "Window", "steady_window"]
 
 
 @dataclass(frozen=True)
@@ -287,6 +294,32 @@ class ClusterResult:
         """Energy of the idle-but-powered GPUs, ``idle_gpu_s x idle_watts``; None without a figure."""
         return None if self.idle_watts is None else self.idle_gpu_s * self.idle_watts
 
+    def busy_gpus_at(self, t_s: float) -> int:
+        """GPUs running jobs at time ``t_s`` (from the timeline's steps)."""
+        busy = 0
+        for when, gpus in self.timeline:
+            if when > t_s:
+                break
+            busy = gpus
+        return busy
+
+    def window(self, start_s: float, end_s: float) -> Window:
+        """Busy and idle GPU-seconds between ``start_s`` and ``end_s`` (a fixed horizon, the same
+        for every policy: see the module docstring), integrated from the timeline's steps."""
+        start_s, end_s = validation.number("start_s", start_s), validation.number("end_s", end_s)
+        if end_s <= start_s:
+            raise ValueError(f"end_s must be after start_s, got {start_s} and {end_s}")
+        busy, t, level = 0.0, start_s, self.busy_gpus_at(start_s)
+        for when, gpus in self.timeline:
+            if when <= start_s:
+                continue
+            if when >= end_s:
+                break
+            busy += level * (when - t)
+            t, level = when, gpus
+        busy += level * (end_s - t)
+        return Window(self.policy, self.n_gpus, start_s, end_s, busy, self.idle_watts, self.idle_watts_source)
+
     def summary(self) -> str:
         energy = (f"{plain_number(self.idle_joules / 3.6e6)} kWh at {self.idle_watts:g} W per idle GPU "
                   f"({self.idle_watts_source or 'source not given'})" if self.idle_watts is not None
@@ -296,6 +329,50 @@ class ClusterResult:
         return (f"{self.policy}: {len(self.records)} jobs on {self.n_gpus} GPUs, mean wait "
                 f"{self.mean_wait_s / 3600:.2f} h (95th percentile {self.wait_percentile_s(95) / 3600:.2f} h), "
                 f"utilisation {self.utilisation:.0%}, idle {self.idle_gpu_s / 3600:.1f} GPU-hours: {energy}{extra}")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A fixed stretch of a simulated run: ``busy_gpu_s`` of the ``n_gpus x seconds`` powered
+    GPU-seconds between ``start_s`` and ``end_s``; ``idle_gpu_s`` the rest."""
+
+    policy: str
+    n_gpus: int
+    start_s: float
+    end_s: float
+    busy_gpu_s: float
+    idle_watts: float | None = None
+    idle_watts_source: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return self.end_s - self.start_s
+
+    @property
+    def idle_gpu_s(self) -> float:
+        return self.n_gpus * self.seconds - self.busy_gpu_s
+
+    @property
+    def utilisation(self) -> float:
+        return self.busy_gpu_s / (self.n_gpus * self.seconds)
+
+    @property
+    def idle_joules(self) -> float | None:
+        return None if self.idle_watts is None else self.idle_gpu_s * self.idle_watts
+
+
+def steady_window(jobs: Sequence[Job], skip_fraction: float = 0.1) -> tuple:
+    """``(start_s, end_s)``: the arrival period of ``jobs`` less its first ``skip_fraction``
+    (the empty cluster filling up) and everything after the last arrival (the drain)."""
+    if not jobs:
+        raise ValueError("jobs must hold at least one job")
+    if not (isinstance(skip_fraction, (int, float)) and 0 <= skip_fraction < 1):
+        raise ValueError(f"skip_fraction must be within [0, 1), got {skip_fraction!r}")
+    first = min(j.arrival_s for j in jobs)
+    last = max(j.arrival_s for j in jobs)
+    if last <= first:
+        raise ValueError("the jobs arrive at one instant: there is no arrival period to read")
+    return first + skip_fraction * (last - first), last
 
 
 def simulate(jobs: Sequence[Job], n_gpus: int, policy: Policy = fcfs, name: str | None = None,

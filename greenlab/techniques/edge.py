@@ -75,8 +75,8 @@ class RemoteCost:
     def describe(self) -> str:
         dc = (self.datacentre.describe() if self.datacentre else
               "missing (no recorded GPU run yet), so the total below is a lower bound")
-        return (f"network: {self.input_bytes:,} bytes x {self.network.joules_per_byte * 1e6:.0f} µJ/byte = "
-                f"{joules_text(self.network_joules)} (published {self.network.year} average, an estimate); "
+        return (f"network: {self.input_bytes:,} bytes x {self.network.joules_per_byte * 1e6:.3g} µJ/byte = "
+                f"{joules_text(self.network_joules)} ({self.network.short()}, an estimate); "
                 f"data centre: {dc}")
 
 
@@ -110,6 +110,17 @@ class EdgeVerdict:
     @property
     def costs_more(self) -> bool:
         return self.break_even.costs_more
+
+    def outcome(self) -> str:
+        """The verdict in a few words: "the device lower", "sending lower" or "no detectable
+        difference" (per prediction, paired by round); "no interval" with too few rounds."""
+        if self.break_even.low is None:
+            return "no interval"
+        if self.detectable:
+            return "the device lower"
+        if self.costs_more:
+            return "sending lower"
+        return "no detectable difference"
 
     @property
     def edge_median(self) -> float:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
@@ -327,6 +327,25 @@ class FederatedComparison:
         return paired(self._values(self.federated, metric), self._values(self.centralised, metric),
                       metric, "FedAvg", "centralised")
 
+    def with_network(self, figure: _network.NetworkFigure) -> FederatedComparison:
+        """The same runs with their bytes priced at ``figure`` (a sensitivity or a flip search:
+        the compute and the bytes are the runs' own, only the network's joules per byte change)."""
+        if not isinstance(figure, _network.NetworkFigure):
+            raise TypeError(f"figure must be a NetworkFigure, got {type(figure).__name__}")
+        return FederatedComparison(federated=[replace(r, network=figure) for r in self.federated],
+                                   centralised=[replace(r, network=figure) for r in self.centralised],
+                                   seeds=list(self.seeds))
+
+    def outcome(self, metric: str = "joules_to_target") -> str:
+        """The verdict on ``metric`` in three words: "FedAvg lower", "centralised lower",
+        "no detectable difference" (or "no interval" with too few paired repeats)."""
+        v = self.verdict(metric)
+        if v.detectable is None:
+            return "no interval"
+        if not v.detectable:
+            return "no detectable difference"
+        return "FedAvg lower" if v.estimate < 1 else "centralised lower"
+
     def reached(self, arm: str) -> int:
         """How many repeats of ``arm`` ("federated" or "centralised") reached the target."""
         runs = {"federated": self.federated, "centralised": self.centralised}.get(arm)
@@ -355,8 +374,8 @@ class FederatedComparison:
         for seed, fed, cen in zip(self.seeds, self.federated, self.centralised):
             lines.append(f"{seed:>4}  {cell(fed):<44}  {cell(cen)}")
         lines.append(f"(compute: {how_measured(self, short=True)}; "
-                     f"network = bytes counted x {self.federated[0].network.kwh_per_gb:g} kWh/GB, "
-                     f"published {self.federated[0].network.year})")
+                     f"network = bytes counted x {self.federated[0].network.kwh_per_gb:.3g} kWh/GB, "
+                     f"{self.federated[0].network.short()})")
         return "\n".join(lines)
 
 

@@ -18,8 +18,11 @@ until the validation accuracy reaches ``target_accuracy`` (checked by worker 0 e
     result = gl.hogwild.run(data, "async", target_accuracy=0.5)
     print(result.summary())
 
-The parent measures the whole run (processes started, trained and joined) with ``gl.measure``,
-which counts the parent and its child processes.
+The parent measures the training with ``gl.measure`` (which counts the parent and its child
+processes), the same window for both modes: it opens once every worker has set up (started,
+imported torch and, when synchronous, joined the process group with ``init_process_group``) and
+closes once every worker has reported its last update; start-up and join are outside it for both
+arms (``setup_seconds`` says how long the set-up took, unmeasured).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import multiprocessing as _mp
 import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from greenlab.base.units import plain_number
@@ -55,6 +59,7 @@ class ParallelResult:
     joules: float
     estimated: bool
     seconds_to_target: float | None = None
+    setup_seconds: float = 0.0  # processes started and set up, before the window (not measured)
 
     @property
     def samples(self) -> int:
@@ -117,19 +122,28 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
         p.requires_grad_(True)
     net.share_memory()
     version = ctx.Value("q", 0, lock=False)  # written under `lock` only
-    lock, stop = ctx.Lock(), ctx.Event()
+    lock, stop, go = ctx.Lock(), ctx.Event(), ctx.Event()
+    ready = ctx.Barrier(workers + 1)  # every worker set up, and the parent
     results = ctx.Queue()
     tensors = (data.train_x, data.train_y, data.val_x, data.val_y)
     with tempfile.TemporaryDirectory(prefix="greenlab-sync-") as tmp:
         init = f"file://{os.path.join(tmp, 'store')}"
         args = (mode, workers, net, tensors, batch_size, float(lr), float(target_accuracy), max_updates,
-                eval_every, seed, version, lock, stop, results, init)
+                eval_every, seed, version, lock, stop, results, init, ready, go)
+        deadline = time.monotonic() + timeout_s
+        setup_start = time.perf_counter()
+        procs = [ctx.Process(target=_worker, args=(rank, *args), daemon=True) for rank in range(workers)]
+        for p in procs:
+            p.start()
+        outputs = {}
+        try:  # set-up (start, imports, the process group) stays outside the window, for both modes
+            ready.wait(timeout=timeout_s)
+        except threading.BrokenBarrierError:
+            pass  # a worker failed while setting up: it reports through the queue below
+        setup_seconds = time.perf_counter() - setup_start
         with measure(f"{mode} data parallel") as window:
             start = time.perf_counter()
-            procs = [ctx.Process(target=_worker, args=(rank, *args), daemon=True) for rank in range(workers)]
-            for p in procs:
-                p.start()
-            outputs, deadline = {}, time.monotonic() + timeout_s
+            go.set()
             while len(outputs) < workers and time.monotonic() < deadline:
                 try:
                     out = results.get(timeout=0.5)
@@ -138,12 +152,12 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
                         break
                     continue
                 outputs[out["rank"]] = out
-            for p in procs:
-                p.join(timeout=10)
-                if p.is_alive():
-                    p.terminate()
-                    p.join()
             seconds = time.perf_counter() - start
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+                p.join()
     if len(outputs) < workers:
         raise RuntimeError(f"{workers - len(outputs)} {mode} worker(s) gave no result "
                            f"(exit codes {[p.exitcode for p in procs]})")
@@ -156,7 +170,7 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
     return ParallelResult(mode, workers, batch_size, bool(chief["reached"]),
                           [outputs[r]["updates"] for r in sorted(outputs)],
                           staleness, chief["val_accuracy"], seconds, float(m.joules), bool(m.estimated),
-                          chief.get("seconds_to_target"))
+                          chief.get("seconds_to_target"), setup_seconds)
 
 
 def staleness_histogram(staleness) -> dict:
@@ -169,22 +183,35 @@ def staleness_histogram(staleness) -> dict:
 
 # --- the worker ----------------------------------------------------------------------------------
 
+def _setup(rank, mode, workers, init):
+    """A worker's set-up before the measured window: one thread, and the process group when
+    synchronous. Returns ``torch.distributed`` (sync) or None."""
+    import torch
+
+    torch.set_num_threads(1)
+    if mode != "sync":
+        return None
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=workers)
+    return dist
+
+
 def _worker(rank, mode, workers, net, tensors, batch_size, lr, target, max_updates, eval_every, seed,
-            version, lock, stop, results, init):
+            version, lock, stop, results, init, ready, go):
     out = {"rank": rank, "updates": 0, "staleness": [], "reached": False, "val_accuracy": None}
+    dist = None
     try:
         import torch
         import torch.nn.functional as F
 
-        torch.set_num_threads(1)
+        dist = _setup(rank, mode, workers, init)
         train_x, train_y, val_x, val_y = tensors
         shard = torch.arange(rank, train_x.shape[0], workers)
         gen = torch.Generator().manual_seed(seed * 1000 + rank)
         params = list(net.parameters())
-        if mode == "sync":
-            import torch.distributed as dist
-
-            dist.init_process_group("gloo", init_method=init, rank=rank, world_size=workers)
+        ready.wait()
+        go.wait()
         t0 = time.perf_counter()
         for _ in range(max_updates):
             if mode == "async" and stop.is_set():
@@ -226,11 +253,13 @@ def _worker(rank, mode, workers, net, tensors, batch_size, lr, target, max_updat
                     break
         if rank == 0 and out["val_accuracy"] is None:
             _evaluate(rank, net, val_x, val_y, target, out, t0)
-        if mode == "sync":
-            dist.destroy_process_group()
     except Exception as exc:  # reported to the parent, which raises it
         out["error"] = f"{type(exc).__name__}: {exc}"
-    results.put(out)
+        ready.abort()  # a worker that fails while setting up must not leave the others waiting
+        go.set()
+    results.put(out)  # the window closes when every worker has reported; tearing down is outside it
+    if dist is not None and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _evaluate(rank, net, val_x, val_y, target, out, t0) -> bool:

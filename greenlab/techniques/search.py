@@ -397,10 +397,13 @@ class ArchComparison:
         return any(bool(run.estimated) for runs in self.runs.values() for run in runs)
 
 
-def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, train_kwargs=None) -> ArchComparison:
+def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, train_kwargs=None,
+                  seed_offset: int = 0) -> ArchComparison:
     """Train each of ``archs`` (distinct ``Arch``es) ``repeats`` times with ``greenlab.training.loop``, in
     paired, interleaved repeats (see ``ArchComparison``): to confirm a search's winner with
-    repeated runs instead of trusting one noisy evaluation each."""
+    repeated runs instead of trusting one noisy evaluation each. Repeat r uses seed
+    ``config.seed + seed_offset + r``: a second comparison with ``seed_offset`` past the first's
+    repeats gives fresh runs, to estimate the winner's saving on repeats it was not chosen on."""
     import dataclasses
 
     from greenlab.experiments.arms import rotated, warm_up, warmup_config
@@ -410,6 +413,7 @@ def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, tra
     if not archs or not all(isinstance(a, Arch) for a in archs):
         raise ValueError("archs must be a non-empty list of Arch")
     repeats = validation.integer("repeats", repeats, low=1)
+    seed_offset = validation.integer("seed_offset", seed_offset, low=0)
     kwargs = {"log": False} if train_kwargs is None else dict(train_kwargs)
     runs = {a: [] for a in archs}
     # every architecture warmed up by a short discarded run first, then the repeats in rotating order
@@ -417,7 +421,8 @@ def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, tra
                                    **dict(kwargs, save=False))) for a in archs})
     for r in range(repeats):
         for arch in rotated(archs, r):
-            cfg = dataclasses.replace(config, seed=config.seed + r, label=f"{arch} repeat {r + 1}")
+            cfg = dataclasses.replace(config, seed=config.seed + seed_offset + r,
+                                      label=f"{arch} repeat {seed_offset + r + 1}")
             runs[arch].append(train(space.build(arch), data, cfg, **kwargs))
     return ArchComparison(archs=archs, runs=runs, repeats=repeats)
 

@@ -90,6 +90,11 @@ class Check:
         print(f"Measured below: the library's {what} (yours {reason}).")
         return reference
 
+    def whose(self, what: str) -> str:
+        """A label that says whose ``what`` runs after ``pick``: "your LoRA" when this check
+        passed, else "the library's LoRA"; for a figure, a legend or a comparison's arm."""
+        return f"your {what}" if self.passed else f"the library's {what}"
+
     def _repr_html_(self) -> str:
         colour = _COLOURS[self.status]
         items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
