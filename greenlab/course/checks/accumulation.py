@@ -15,6 +15,7 @@ from greenlab.course.checks.core import (
     check_gradients_match,
     is_placeholder,
     wrong_inputs,
+    graded,
 )
 
 # Gradient accumulation: accumulate_gradients(model, x, y, micro_batch_size).
@@ -22,6 +23,7 @@ from greenlab.course.checks.core import (
 _ACCUM_CASES = ((12, 4), (10, 4), (10, 3), (9, 2), (7, 7))  # (samples, micro-batch size)
 
 
+@graded
 def accumulate_gradients(fn: Any) -> Check:
     """Check a learner's ``fn(model, x, y, micro_batch_size)``: forward and backward over ``x``
     in micro-batches of ``micro_batch_size`` samples (the last one may be smaller), leaving in
@@ -123,6 +125,7 @@ def _flat_grads(model):
     return torch.cat(grads)
 
 
+@graded
 def batchnorm_fix(fn: Any) -> Check:
     """Check a learner's ``fn(model, num_groups) -> model``: every BatchNorm (nested ones too)
     replaced by a GroupNorm over the same channels, so that gradients accumulated over

@@ -6,8 +6,10 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import Check, check_function, number_or_none, variant_hint
+from greenlab.course.checks.core import graded
 
 
+@graded
 def co2e_grams(fn: Any) -> Check:
     """Check a learner's ``fn(kwh, g_per_kwh, pue) -> grams CO2e`` (energy x intensity x PUE)."""
     cases = [
@@ -33,6 +35,7 @@ def co2e_grams(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="co2e_grams", hint=hint)
 
 
+@graded
 def best_start_hour(fn: Any) -> Check:
     """Check a learner's ``fn(values, hours_needed) -> start hour`` with the lowest mean
     intensity over a contiguous window (no wrap past the end; ties: earliest hour)."""
@@ -54,6 +57,7 @@ def best_start_hour(fn: Any) -> Check:
     return check_function(fn, cases, name="best_start_hour", hint=hint)
 
 
+@graded
 def schedule_jobs(fn: Any) -> Check:
     """Check a learner's ``fn(values, jobs) -> {name: sorted hours or None}`` against
     ``gl.scheduling.schedule_jobs``: one machine, earliest deadline first, each job in the

@@ -8,9 +8,10 @@ from typing import Any
 import torch
 
 from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _short, \
-    check_function, variant_hint
+    check_function, graded, variant_hint
 
 
+@graded
 def fedavg_aggregate(fn: Any) -> Check:
     """Check a learner's ``fn(states, sample_counts) -> state dict``: FedAvg's weighted average
     of every tensor (parameters and buffers), weights n_k / n, against
@@ -58,6 +59,7 @@ def fedavg_aggregate(fn: Any) -> Check:
     return Check(name, PASSED, f"all {len(cases)} test inputs give the expected result.")
 
 
+@graded
 def round_bytes(fn: Any) -> Check:
     """Check a learner's ``fn(state, n_clients) -> bytes`` one FedAvg round sends: every client
     downloads the global model and uploads its own, every tensor counted as elements x bytes each."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check
+from greenlab.course.checks.core import graded
 
 
+@graded(code=False)
 def quiz_answer(lesson: str, answers: Any, question: int) -> Check:
     """Check answer ``question`` (1-based) of ``answers`` against lesson ``lesson``'s quiz.
 

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, is_placeholder
+from greenlab.course.checks.core import graded
 
 _NUMBER = r"(?<![\w.])\d[\d,]*(?:\.\d+)?"
 FIGURE = re.compile(_NUMBER + r"\s*(?:[kM]?J|[kM]?Wh|(?:m|k)?g\s*CO2e?|t\s*CO2e?|tonnes?\s+CO2e?|"
@@ -62,6 +63,7 @@ def statement_elements(text: str) -> dict:
     }
 
 
+@graded(code=False)
 def stakeholder_statement(text: Any) -> Check:
     """Check a learner's stakeholder statement (a str) for the five elements a decision needs;
     the details name each missing one with what to add, and flag figures a reader cannot read
