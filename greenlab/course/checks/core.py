@@ -201,6 +201,16 @@ def graded(checker: Callable[..., Check] | None = None, *, code: bool = True):
     return check
 
 
+def drawn(seed: int | None, stream: str):
+    """A ``random.Random`` for the cases a checker draws at grade time from ``seed`` (None: no
+    drawn cases, the checker keeps to its fixed ones), one stream per checker by name."""
+    import random  # lazy: only grade time draws cases
+
+    if seed is None:
+        return None
+    return random.Random(f"{int(seed)}:{stream}")
+
+
 def _mro(klass: type) -> tuple:
     try:
         return tuple(klass.__mro__)
