@@ -108,6 +108,7 @@ def test_grade_quiz_checks_a_salted_hash_of_the_shown_choice():
     letter = "abcdefgh"[q.correct_indices[0]]
     grading.grade_quiz("03", [letter], 1, seed=5, salt="salt", digest=digest)
     wrong = "abcdefgh"[next(j for j in range(len(q.options)) if j not in q.correct_indices)]
+    assert not grading.quiz_verdict("03", [wrong], 1, seed=5, salt="salt", digest=digest)[0]
     with pytest.raises(AssertionError, match="not right"):
         grading.grade_quiz("03", [wrong], 1, seed=5, salt="salt", digest=digest)
     with pytest.raises(AssertionError, match="not answered"):

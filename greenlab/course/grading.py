@@ -61,12 +61,27 @@ def fresh_modules(package: str) -> Iterator[None]:
         sys.modules.update(saved)
 
 
-def grade_quiz(lesson: str, answers: Any, question: int, *, seed: int, salt: str,
-               digest: str | None = None, answer: float | None = None, tolerance: float | None = None) -> None:
-    """Grade knowledge-check ``question`` (1-based) of ``answers`` as the learner saw the quiz
-    (shuffled with ``seed``): a choice question by comparing :func:`option_digest` of the chosen
-    options' texts with ``digest`` (so the key is in no test cell), a numeric one by ``answer`` ±
-    ``tolerance``. Prints the chosen option's feedback; raises ``AssertionError`` unless right."""
+def grade_quiz(lesson: str, answers: Any, question: int, **key: Any) -> None:
+    """:func:`quiz_verdict`, printed; ``AssertionError`` unless right."""
+    right, text = quiz_verdict(lesson, answers, question, **key)
+    print(text)
+    if not right:
+        raise AssertionError(text)
+
+
+def quiz_verdict(lesson: str, answers: Any, question: int, *, seed: int, salt: str, digest: str | None = None,
+                 answer: float | None = None, tolerance: float | None = None) -> tuple[bool, str]:
+    """(right, text) for knowledge-check ``question`` (1-based) of ``answers`` as the learner saw
+    the quiz (shuffled with ``seed``): a choice question by comparing :func:`option_digest` of the
+    chosen options' texts with ``digest`` (so the key is in no test cell), a numeric one by
+    ``answer`` ± ``tolerance``; the text is the chosen options' feedback. Never raises for an answer."""
+    try:
+        return _quiz_verdict(lesson, answers, question, seed, salt, digest, answer, tolerance)
+    except AssertionError as exc:
+        return False, str(exc)
+
+
+def _quiz_verdict(lesson, answers, question, seed, salt, digest, answer, tolerance) -> tuple[bool, str]:
     with fresh_modules(PACKAGE):
         quiz = importlib.import_module(f"{PACKAGE}.course.quiz")
         shown = quiz.shuffled(quiz.load(lesson), seed=seed)
@@ -77,7 +92,9 @@ def grade_quiz(lesson: str, answers: Any, question: int, *, seed: int, salt: str
         if q.kind == "numeric":
             if isinstance(given, str):
                 given = quiz._number_in_unit(q, given, question - 1)
-            right = isinstance(given, (int, float)) and abs(float(given) - answer) <= tolerance
+            if not isinstance(given, (int, float)) or isinstance(given, bool):
+                raise AssertionError(f"quiz {lesson} question {question}: give a number, got {given!r}.")
+            right = abs(float(given) - answer) <= tolerance
             feedback = [q.feedback["correct"] if right else
                         q.feedback.get("too_low" if float(given) < answer else "too_high",
                                        q.feedback.get("incorrect", ""))]
@@ -91,10 +108,7 @@ def grade_quiz(lesson: str, answers: Any, question: int, *, seed: int, salt: str
                 raise AssertionError(f"quiz {lesson} question {question}: choose one option.")
             right = option_digest(salt, [q.options[j].text for j in indices]) == digest
             feedback = [q.options[j].feedback for j in indices]
-    text = f"quiz {lesson} question {question}: {'right' if right else 'not right yet'}.\n" + "\n".join(feedback)
-    print(text)
-    if not right:
-        raise AssertionError(text)
+    return right, f"quiz {lesson} question {question}: {'right' if right else 'not right yet'}.\n" + "\n".join(feedback)
 
 
 def option_digest(salt: str, texts: list[str]) -> str:

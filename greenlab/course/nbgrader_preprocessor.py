@@ -10,7 +10,8 @@ then drops that metadata. Imported only by nbgrader's config: it needs nbgrader.
 
 from __future__ import annotations
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+from traitlets import List
 
 
 class LearnerParts(NbGraderPreprocessor):
@@ -22,3 +23,12 @@ class LearnerParts(NbGraderPreprocessor):
             cell.source = meta["learner_source"]
             del cell.metadata["greenlab"]
         return cell, resources
+
+
+class HideHiddenTests(ClearHiddenTests):
+    """nbgrader's ``ClearHiddenTests`` for the feedback: a learner sees each hidden test's verdict (its
+    output), not its code. The HTML exporter configures ``display_data_priority`` on every
+    preprocessor, which nbgrader's own class does not declare configurable (a warning on every
+    ``generate_feedback``); here it is."""
+
+    display_data_priority = List(NbGraderPreprocessor.display_data_priority.default_value).tag(config=True)
