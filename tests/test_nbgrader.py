@@ -364,3 +364,34 @@ def test_the_config_names_the_course_and_no_absolute_path(tmp_path):
     config = (tmp_path / "a" / "nbgrader_config.py").read_text(encoding="utf-8")
     assert "course_id = 'greenlab'" in config and str(tmp_path) not in config
     assert "GREENLAB_GRADING" in config and "GREENLAB_LEADERBOARD_DIR" in config
+
+
+def test_grading_mode_runs_only_the_cells_a_grade_needs(monkeypatch):
+    import nbformat
+
+    from greenlab.course.nbgrader_preprocessor import SKIPPED, SkipExperiments
+
+    def cell(source, **nbgrader):
+        made = nbformat.v4.new_code_cell(source)
+        if nbgrader:
+            made.metadata["nbgrader"] = nbgrader
+        return made
+
+    cells = [cell("import greenlab as gl\nsettings = gl.setup()"),
+             cell("data = load()\nrun = train(data)"),                           # the statement cites it
+             cell("sweep = [train(data) for _ in range(9)]"),                    # no grade needs it
+             cell("def helper(t):\n    return t * 2"),                           # definitions always run
+             cell("def f(x):\n    y = x + 1\n    return helper(y)", solution=True, grade=False),
+             cell("check = gl.check.f(f)\nplot(sweep)"),                         # the lesson's own use
+             cell("gl.check.f(f)", grade=True, solution=False, points=2),
+             cell("def my_statement():\n    return f'{run.joules} J'", solution=True, grade=True, points=6),
+             cell("print(my_statement())")]                                      # shows the hand-graded answer
+    nb = nbformat.v4.new_notebook(cells=cells)
+    monkeypatch.setenv("GREENLAB_GRADING", "1")
+    SkipExperiments().preprocess(nb, {})
+    skipped = [i for i, c in enumerate(nb.cells) if c.source == SKIPPED]
+    assert skipped == [2, 5]
+    monkeypatch.setenv("GREENLAB_GRADING", "0")
+    nb = nbformat.v4.new_notebook(cells=[cell("a = 1"), cell("b = 2")])
+    SkipExperiments().preprocess(nb, {})
+    assert all(c.source != SKIPPED for c in nb.cells)

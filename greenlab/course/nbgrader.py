@@ -35,7 +35,11 @@ How the course's own markers become nbgrader's:
   ungraded; ``quiz_points=N`` (``--quiz-points N``) adds a solution cell ``quiz_answers = [...]``
   (letters as shown, an index, or an option's text) and one hidden test per question, worth N, that
   compares a salted hash of the chosen options with the instructor's (the key itself is in no test);
-* instructor notes and ``instructor-only`` cells are left out, as in the learner copies.
+* instructor notes and ``instructor-only`` cells are left out, as in the learner copies;
+* the written config turns grading mode on (``GREENLAB_GRADING=1``: quick sizes, offline, a leaderboard
+  and results log of the course's own) and autogrades only the cells a grade needs
+  (:class:`greenlab.course.nbgrader_preprocessor.SkipExperiments`): the learner's answers, the tests,
+  definitions, and the runs a hand-graded statement cites; the lesson's other experiments are left out.
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ import os
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader import preprocessors as pre
 
-from greenlab.course.nbgrader_preprocessor import HideHiddenTests, LearnerParts
+from greenlab.course.nbgrader_preprocessor import HideHiddenTests, LearnerParts, SkipExperiments
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
 c.CourseDirectory.course_id = {course_id!r}
@@ -105,6 +109,9 @@ c.GenerateAssignment.preprocessors = [
     pre.ClearOutput, pre.CheckCellMetadata, pre.ComputeChecksums, pre.SaveCells, pre.ClearHiddenTests,
     pre.ClearMarkScheme, pre.ComputeChecksums, pre.CheckCellMetadata,
 ]
+# Grading mode runs only the cells a grade needs (the lesson's other experiments are left out).
+c.Autograde.sanitize_preprocessors = [pre.ClearOutput, pre.DeduplicateIds, pre.OverwriteKernelspec, pre.OverwriteCells,
+                                      SkipExperiments, pre.CheckCellMetadata]
 # Feedback shows each hidden test's verdict, not its code.
 c.GenerateFeedback.preprocessors = [pre.GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
 # Lessons train real (small) models: a cell may take longer than nbgrader's 30 s default.
