@@ -113,3 +113,12 @@ def test_grade_quiz_checks_a_salted_hash_of_the_shown_choice():
         grading.grade_quiz("03", [wrong], 1, seed=5, salt="salt", digest=digest)
     with pytest.raises(AssertionError, match="not answered"):
         grading.grade_quiz("03", [None], 1, seed=5, salt="salt", digest=digest)
+
+
+def test_an_answer_that_names_no_option_is_wrong_not_an_error():
+    right, text = grading.quiz_verdict("03", ["no such option"], 1, seed=5, salt="s", digest="d")
+    assert not right and "not one of the options" in text
+    numeric = next(i for i, q in enumerate(load("00").questions, 1) if q.kind == "numeric")
+    answers = [None] * numeric
+    answers[-1] = "two"
+    assert grading.quiz_verdict("00", answers, numeric, seed=5, salt="s", answer=2.0, tolerance=0.01)[0] is False
