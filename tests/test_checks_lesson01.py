@@ -135,7 +135,7 @@ def _mean(tensors):
 
 def test_ring_all_reduce_passes_a_correct_answer_and_the_librarys_own():
     assert checks.ring_all_reduce(_ring_right).passed, checks.ring_all_reduce(_ring_right).text()
-    assert checks.ring_all_reduce(gl.scaling.ring_all_reduce).passed
+    assert checks.ring_all_reduce.__wrapped__(gl.scaling.ring_all_reduce).passed
 
 
 @pytest.mark.parametrize("wrong, hint", [
@@ -190,7 +190,7 @@ def test_energy_per_device_hour_names_each_mistake(wrong, hint):
 
 def test_energy_per_device_hour_passes_a_correct_answer_and_matches_the_library():
     assert checks.energy_per_device_hour(_k_right).passed
-    assert checks.energy_per_device_hour(gl.scaling.fit_energy_per_device_hour).passed
+    assert checks.energy_per_device_hour.__wrapped__(gl.scaling.fit_energy_per_device_hour).passed
     assert gl.scaling.fit_energy_per_device_hour([1.0, 2.0, 4.0], [3.0, 5.0, 13.0]) == pytest.approx(65 / 21)
 
 
@@ -214,7 +214,7 @@ def test_watts_per_device_passes_a_correct_answer_and_matches_the_library():
         return energy_kwh * 1000 / device_hours
 
     assert checks.watts_per_device(mine).passed
-    assert checks.watts_per_device(gl.scaling.watts_per_device).passed
+    assert checks.watts_per_device.__wrapped__(gl.scaling.watts_per_device).passed
     assert gl.scaling.watts_per_device(4.0, 8, 2.0) == pytest.approx(250.0)
     assert checks.watts_per_device(None).status == NOT_ATTEMPTED
     with pytest.raises(ValueError, match="n_devices"):

@@ -124,8 +124,8 @@ def test_batchnorm_fix_passes_a_correct_swap_and_the_librarys():
     assert checks.batchnorm_fix(_swap_right).passed, checks.batchnorm_fix(_swap_right).text()
     import greenlab as gl
     from greenlab.techniques import accumulation
-    assert checks.batchnorm_fix(accumulation.groupnorm_instead_of_batchnorm).passed
-    assert checks.accumulate_gradients(accumulation.accumulate_gradients).passed
+    assert checks.batchnorm_fix.__wrapped__(accumulation.groupnorm_instead_of_batchnorm).passed
+    assert checks.accumulate_gradients.__wrapped__(accumulation.accumulate_gradients).passed
 
 
 @pytest.mark.parametrize("wrong, hint", [

@@ -53,7 +53,7 @@ def test_break_even_passes_right_answer():
 def test_break_even_agrees_with_library():
     from greenlab.techniques.compress import break_even_inferences
 
-    assert checks.break_even(break_even_inferences).passed
+    assert checks.break_even.__wrapped__(break_even_inferences).passed
 
 
 def test_break_even_no_rounding_gets_hint():

@@ -3,6 +3,7 @@ statement missing one element fails with that element's advice."""
 
 import pytest
 
+import greenlab as gl
 from greenlab.course import checks
 from greenlab.course.checks.statement import statement_elements
 
@@ -80,3 +81,37 @@ def test_a_statement_written_with_the_library_s_phrases_passes_at_any_size(joule
 def test_millijoules_are_flagged_but_megajoules_are_a_unit_a_reader_knows():
     assert any("hard for a reader" in d for d in checks.stakeholder_statement(GOOD.replace("12 J", "12 mJ")).details)
     assert checks.stakeholder_statement(GOOD.replace("12 J", "1.2 MJ")).passed
+
+
+# --- checked against the run it describes ---------------------------------------------------------
+
+FACTS = {"joules": 3612.0, "accuracy": 0.712, "uncertainty": 0.08, "verdict": "no detectable difference"}
+HONEST = ("The meter measured 3.6 kJ (±8 %) at 71 % test accuracy; no detectable difference from the "
+          "baseline. We recommend the pruned model as long as its accuracy holds.")
+
+
+def test_a_statement_of_keywords_fails_against_the_run():
+    keywords = "The meter measured 1 J (±1 J). At 1 % accuracy we recommend it if you like."
+    assert gl.check.stakeholder_statement(keywords).passed  # the elements alone cannot tell
+    verdict = gl.check.stakeholder_statement(keywords, facts=FACTS)
+    assert verdict.status == "failed"
+    joined = " ".join(verdict.details)
+    assert "1 J is not the run's energy" in joined and "1 % is not the run's accuracy" in joined
+    assert "not the run's uncertainty" in joined
+
+
+def test_the_runs_own_figures_pass_in_any_rounding():
+    assert gl.check.stakeholder_statement(HONEST, facts=FACTS).passed
+    other = HONEST.replace("3.6 kJ", "3,612 J").replace("71 %", "71.2 %")
+    assert gl.check.stakeholder_statement(other, facts=FACTS).passed
+
+
+def test_a_saving_claimed_against_no_detectable_difference_fails():
+    claim = HONEST.replace("; no detectable difference from the baseline.", ", which saves energy.")
+    verdict = gl.check.stakeholder_statement(claim, facts=FACTS)
+    assert verdict.status == "failed" and any("no detectable difference" in d for d in verdict.details)
+
+
+def test_advice_in_plain_words_counts_as_a_decision():
+    found = statement_elements("My advice: serve the pruned model, but re-check if accuracy drops")
+    assert found["decision"]

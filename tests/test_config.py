@@ -245,3 +245,20 @@ def test_threads_from_argument_or_environment_and_shown(monkeypatch, capsys):
         assert config.setup(verbose=False).threads == torch.get_num_threads()  # None: left as it is
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({"GREENLAB_GRADING": "1"}, True), ({"GREENLAB_GRADING": "1", "GREENLAB_QUICK": "0"}, True),
+    ({"GREENLAB_GRADING": "0", "GREENLAB_QUICK": "0"}, False), ({"GREENLAB_GRADING": ""}, False)])
+def test_grading_mode_is_always_quick_even_on_a_gpu(env, expected):
+    quick, reason = config.quick_decision(env, "cuda")
+    assert quick is expected
+    if expected:
+        assert "GREENLAB_GRADING" in reason
+
+
+def test_grading_mode_refuses_a_value_it_cannot_read():
+    from greenlab.session.devices import grading_mode
+
+    with pytest.raises(ValueError, match="GREENLAB_GRADING"):
+        grading_mode({"GREENLAB_GRADING": "maybe"})

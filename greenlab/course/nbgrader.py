@@ -14,14 +14,32 @@ How the course's own markers become nbgrader's:
   written config) then gives the released cell exactly the text of the course's learner copy (the
   ``# LEARNER:`` part, e.g. ``return None``), so a released notebook runs top to bottom as the
   learner copies do;
+* the exercise cell is cut before its first ``gl.check`` statement: the solution cell holds only the
+  learner's definitions, and what checks and uses them (``check.pick(...)``) follows in a cell of
+  its own that first gives every name the solution cell should define a ``None`` default, so a
+  solution cell that does not run (a syntax error) costs only its own exercise: the checker says
+  "not attempted" and the lesson goes on with the library's implementation;
 * every ``gl.check.NAME(...)`` call in an exercise cell becomes an *autograded test cell* after it,
-  ``gl.check.NAME(...).assert_passed()``, worth :data:`EXERCISE_POINTS`; a failing check raises with
-  its hint, which is what the learner's feedback shows;
-* an exercise cell without a checker (a written answer) becomes a *manually graded* answer;
-* the knowledge check ``gl.quiz("NN")`` is followed by a solution cell ``quiz_answers = [...]``
-  (the correct option texts in the source, ``[None] * n`` when released) and one autograded test
-  cell per question (``gl.check.quiz_answer(...)``), :data:`QUESTION_POINTS` each;
-* instructor notes and ``instructor-only`` cells are left out, as in the learner copies.
+  worth :data:`EXERCISE_POINTS`. Its visible line runs the learner's check; its grading is an nbgrader
+  *hidden test* (removed from the release, and from the feedback) that loads
+  :mod:`greenlab.course.grading` from its file under a fresh name and checks the answer with a fresh
+  copy of the checker, on cases drawn at grade time: a solution cell that rebinds ``gl.check.NAME``
+  or the library's reference cannot reach it, and an answer fitted to the visible cases fails the
+  drawn ones. A failing check raises with its hint, which is what the learner's feedback shows;
+* an exercise cell without a checker (a written answer) becomes a *manually graded* answer, and
+  so does the stakeholder statement, whose checker finds its elements but cannot know it true: its
+  rubric (:data:`greenlab.course.checks.statement.RUBRIC`) follows it;
+* the knowledge check ``gl.quiz("NN")`` shows its options in an order fixed for the exported course
+  (``gl.quiz("NN", seed=...)``), so the order a learner answered is the order graded. Its key ships
+  with the package (``gl.quiz(..., show_answers=True)`` prints it), so by default the quiz is left
+  ungraded; ``quiz_points=N`` (``--quiz-points N``) adds a solution cell ``quiz_answers = [...]``
+  (letters as shown, an index, or an option's text) and one hidden test per question, worth N, that
+  compares a salted hash of the chosen options with the instructor's (the key itself is in no test);
+* instructor notes and ``instructor-only`` cells are left out, as in the learner copies;
+* the written config turns grading mode on (``GREENLAB_GRADING=1``: quick sizes, offline, a leaderboard
+  and results log of the course's own) and autogrades only the cells a grade needs
+  (:class:`greenlab.course.nbgrader_preprocessor.SkipExperiments`): the learner's answers, the tests,
+  definitions, and the runs a hand-graded statement cites; the lesson's other experiments are left out.
 """
 
 from __future__ import annotations
@@ -29,9 +47,11 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import hashlib
 import json
 import os
 import re
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,25 +74,56 @@ from greenlab.course.notebook_format import (
 EXERCISE_POINTS = 2
 QUESTION_POINTS = 1
 SCHEMA_VERSION = 3
+COURSE_ID = "greenlab"
+MANUAL_CHECKER = "stakeholder_statement"  # graded by hand with checks.statement.RUBRIC
+HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
+HIDDEN_END = "### END HIDDEN TESTS"
 _QUIZ_CALL = re.compile(r"""gl\.quiz\(\s*["'](\d{2})["']\s*\)""")
+# A hidden test's first lines: greenlab.course.grading loaded from its file under a fresh name, so
+# nothing a learner's cell rebound in the kernel's modules is used to grade.
+_LOADER = ("import importlib.machinery as _ma, importlib.util as _iu, pathlib as _pl, secrets as _se\n"
+           "_found = _ma.PathFinder.find_spec('greenlab') or _iu.find_spec('greenlab')\n"
+           "_spec = _iu.spec_from_file_location('_grading_' + _se.token_hex(8),\n"
+           "                                    _pl.Path(_found.origin).parent / 'course' / 'grading.py')\n"
+           "_grading = _iu.module_from_spec(_spec)\n"
+           "_spec.loader.exec_module(_grading)\n")
 
 CONFIG_TEMPLATE = '''\
 """nbgrader configuration for the greenlab course (written by greenlab.course.nbgrader)."""
+import os
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader import preprocessors as pre
 
-from greenlab.course.nbgrader_preprocessor import LearnerParts
+from greenlab.course.nbgrader_preprocessor import HideHiddenTests, LearnerParts, SkipExperiments
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
-c.CourseDirectory.root = {root!r}
-c.CourseDirectory.db_assignments = {assignments!r}
+c.CourseDirectory.course_id = {course_id!r}
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))  # the course goes where this file goes
+# An exchange folder beside the course by default (nbgrader's /srv/nbgrader/exchange needs root);
+# a JupyterHub sets its own.
+c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")
 # The released cell is the course's learner copy of it (its "# LEARNER:" part), not nbgrader's stub.
 c.GenerateAssignment.preprocessors = [
     pre.IncludeHeaderFooter, pre.InstantiateTests, pre.LockCells, pre.ClearSolutions, LearnerParts,
     pre.ClearOutput, pre.CheckCellMetadata, pre.ComputeChecksums, pre.SaveCells, pre.ClearHiddenTests,
     pre.ClearMarkScheme, pre.ComputeChecksums, pre.CheckCellMetadata,
 ]
+# Grading mode runs only the cells a grade needs (the lesson's other experiments are left out).
+c.Autograde.sanitize_preprocessors = [pre.ClearOutput, pre.DeduplicateIds, pre.OverwriteKernelspec, pre.OverwriteCells,
+                                      SkipExperiments, pre.CheckCellMetadata]
+# Feedback shows each hidden test's verdict, not its code.
+c.GenerateFeedback.preprocessors = [pre.GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
 # Lessons train real (small) models: a cell may take longer than nbgrader's 30 s default.
 c.Execute.timeout = 600
+# Grading mode: the lessons run at the smallest size, offline, and whatever a lesson would add to a
+# class leaderboard or the results log goes to a folder of the course's own (nbgrader's kernels
+# inherit this environment).
+os.environ.setdefault("GREENLAB_GRADING", "1")
+os.environ.setdefault("GREENLAB_DOWNLOAD", "0")
+os.environ.setdefault("GREENLAB_PROGRESS", "0")
+os.environ["GREENLAB_LEADERBOARD_DIR"] = os.path.join(c.CourseDirectory.root, ".grading", "leaderboard")
+os.environ["GREENLAB_RESULTS_DIR"] = os.path.join(c.CourseDirectory.root, ".grading", "results")
 '''
 
 
@@ -82,9 +133,15 @@ def assignment_name(stem: str) -> str:
 
 
 def export(out: str | os.PathLike, only: list[str] | None = None,
-           folder: str | os.PathLike | None = None) -> list[Path]:
+           folder: str | os.PathLike | None = None, quiz_points: int = 0,
+           seed: int | None = None) -> list[Path]:
     """Write the nbgrader course for the instructor copies (``only``: lesson numbers such as
-    ``["03"]``) into ``out``; returns the notebooks written. The config is written last."""
+    ``["03"]``) into ``out``; returns the notebooks written. The config is written last.
+    ``quiz_points`` per knowledge-check question (0: the quiz is left ungraded, its key being
+    public); ``seed`` fixes the quiz order and the salt of its hashed key (default: drawn now)."""
+    if isinstance(quiz_points, bool) or not isinstance(quiz_points, int) or quiz_points < 0:
+        raise ValueError(f"quiz_points must be a whole number >= 0, got {quiz_points!r}")
+    seed = secrets.randbits(31) if seed is None else int(seed)
     out = Path(out)
     paths = instructor_notebooks(lessons_dir(folder))
     if only is not None:
@@ -101,15 +158,16 @@ def export(out: str | os.PathLike, only: list[str] | None = None,
         stem = _check_stem(path)
         target = out / "source" / assignment_name(stem) / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(dumps(nbgrader_notebook(_read_json(path), stem)), encoding="utf-8")
+        nb = nbgrader_notebook(_read_json(path), stem, quiz_points=quiz_points, seed=seed)
+        target.write_text(dumps(nb), encoding="utf-8")
         written.append(target)
-    assignments = [{"name": assignment_name(_check_stem(p))} for p in paths]
     (out / "nbgrader_config.py").write_text(
-        CONFIG_TEMPLATE.format(root=str(out.resolve()), assignments=assignments), encoding="utf-8")
+        CONFIG_TEMPLATE.format(course_id=COURSE_ID), encoding="utf-8")
     return written
 
 
-def nbgrader_notebook(instructor_nb: dict[str, Any], stem: str) -> dict[str, Any]:
+def nbgrader_notebook(instructor_nb: dict[str, Any], stem: str, quiz_points: int = 0,
+                     seed: int = 0) -> dict[str, Any]:
     """The nbgrader source version of one instructor notebook (see the module docstring)."""
     nb = normalise(instructor_nb, stem)
     cells: list[dict[str, Any]] = []
@@ -133,10 +191,12 @@ def nbgrader_notebook(instructor_nb: dict[str, Any], stem: str) -> dict[str, Any
         if SOLUTION_BEGIN in text:
             cells.extend(_exercise_cells(cell, text, stem, where, ids))
         else:
-            cells.append(cell)
             quiz = _QUIZ_CALL.search(text)
-            if quiz:
-                cells.extend(_quiz_cells(quiz.group(1), stem, ids))
+            if quiz:  # the order shown is the order graded: fixed for the course
+                cell["source"] = _QUIZ_CALL.sub(lambda m: f'gl.quiz("{m.group(1)}", seed={seed})', text)
+            cells.append(cell)
+            if quiz and quiz_points:
+                cells.extend(_quiz_cells(quiz.group(1), stem, ids, quiz_points, seed))
     return {**nb, "cells": cells, "metadata": {**nb["metadata"], "greenlab": {"lesson": stem}}}
 
 
@@ -144,41 +204,120 @@ def nbgrader_notebook(instructor_nb: dict[str, Any], stem: str) -> dict[str, Any
 
 
 def _exercise_cells(cell: dict, text: str, stem: str, where: str, ids: set[str]) -> list[dict]:
+    from greenlab.course.checks.statement import RUBRIC
+
     calls = checker_calls(text)
     name = calls[0][0] if calls else _first_defined_name(text) or "answer"
     grade_id = _unique(f"{stem[:2]}-{name}", ids)
-    manual = not calls
+    statement = bool(calls) and all(c == MANUAL_CHECKER for c, _ in calls)
+    manual = not calls or statement
+    points = sum(p for _, p, _ in RUBRIC) if statement else EXERCISE_POINTS
+    answer, follow = split_exercise(text) if calls else (text, "")
+    cell["source"] = answer
     cell["metadata"] = {**cell["metadata"],
-                        "nbgrader": _meta(grade_id, solution=True, grade=manual,
-                                          points=EXERCISE_POINTS if manual else None),
-                        "greenlab": {"learner_source": strip_solutions(text, where)}}
+                        "nbgrader": _meta(grade_id, solution=True, grade=manual, points=points if manual else None),
+                        "greenlab": {"learner_source": strip_solutions(answer, where)}}
     out = [cell]
-    for checker, call in calls:
+    if follow:
+        out.append(_code(follow, {}, _unique(f"{stem[:2]}-{name}-use", ids)))
+        del out[-1]["metadata"]["nbgrader"]
+    if statement:  # its keywords prove nothing: marked by hand, by the rubric
+        rows = "".join(f"| {what} | {p} | {text} |\n" for what, p, text in RUBRIC)
+        rubric = ("**How this statement is marked** (by hand; the instant check above only looks for its "
+                  "elements):\n\n| element | points | full marks when |\n| --- | --- | --- |\n" + rows)
+        out.append({"cell_type": "markdown", "id": _unique(f"{stem[:2]}-{name}-rubric", ids),
+                    "metadata": {}, "source": rubric})
+        return out
+    for checker, call, args in checker_call_args(text):
         test_id = _unique(f"{stem[:2]}-{checker}-test", ids)
-        out.append(_code(f"# Autograded: {checker} must pass its checker.\n{call}.assert_passed()",
-                         _meta(test_id, grade=True, locked=True, points=EXERCISE_POINTS), test_id))
+        source = (f"# Graded at grade time by a fresh copy of the {checker} checker, on cases drawn then.\n"
+                  f"{call}\n{HIDDEN_BEGIN}\n{_LOADER}_grading.grade({checker!r}{', ' + args if args else ''})\n"
+                  f"{HIDDEN_END}")
+        out.append(_code(source, _meta(test_id, grade=True, locked=True, points=EXERCISE_POINTS), test_id))
     return out
 
 
-def _quiz_cells(lesson: str, stem: str, ids: set[str]) -> list[dict]:
-    from greenlab.course.quiz import load
+def split_exercise(text: str) -> tuple[str, str]:
+    """An exercise cell cut before its first top-level statement that calls ``gl.check``: the
+    learner's part, and the rest, which starts by giving each name the learner's part defines a
+    ``None`` default (``globals().setdefault``), so it runs when the learner's part did not."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text, ""
+    cut = next((node for node in tree.body if checker_calls(ast.get_source_segment(text, node) or "")), None)
+    if cut is None or cut is tree.body[0]:
+        return text, ""
+    lines = text.splitlines(keepends=True)
+    answer, rest = "".join(lines[:cut.lineno - 1]).rstrip() + "\n", "".join(lines[cut.lineno - 1:])
+    names = []
+    for node in tree.body[:tree.body.index(cut)]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    defaults = "".join(f"globals().setdefault({n!r}, None)\n" for n in dict.fromkeys(names))
+    note = "# None stands for a name the exercise cell above did not define (it did not run).\n" if names else ""
+    return answer.rstrip("\n"), note + defaults + rest
 
-    questions = load(lesson).questions
-    answers = [_correct_answer(q) for q in questions]
-    solution = ("# Knowledge check, graded: one entry per question, in order: the text of the option you\n"
-                "# choose (a list of texts for 'choose all that apply'), or a number.\n"
+
+def checker_call_args(source: str) -> list[tuple[str, str, str]]:
+    """``(name, call text, arguments text)`` for every ``gl.check.NAME(...)`` call in ``source``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        func = getattr(node, "func", None) if isinstance(node, ast.Call) else None
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+                and func.value.attr == "check" and isinstance(func.value.value, ast.Name)
+                and func.value.value.id == "gl"):
+            parts = [ast.get_source_segment(source, a) for a in node.args]
+            parts += [f"{k.arg}={ast.get_source_segment(source, k.value)}" if k.arg
+                      else f"**{ast.get_source_segment(source, k.value)}" for k in node.keywords]
+            found.append((node.lineno, node.col_offset, func.attr, ast.get_source_segment(source, node),
+                          ", ".join(parts)))
+    return [(name, text, args) for _, _, name, text, args in sorted(found)]
+
+
+def _quiz_cells(lesson: str, stem: str, ids: set[str], points: int, seed: int) -> list[dict]:
+    from greenlab.course.grading import option_digest
+    from greenlab.course.quiz import load, shuffled
+
+    shown = shuffled(load(lesson), seed=seed)
+    answers = [_shown_answer(q) for q in shown.questions]
+    solution = ("# Knowledge check, graded: one entry per question, in order: the letter of the option you\n"
+                "# choose as shown above ('a', 'b', ...; or its index, a = 0, or its text), a list of them for\n"
+                "# 'choose all that apply', or a number.\n"
                 "quiz_answers = [\n    # BEGIN SOLUTION\n"
                 + "".join(f"    {a!r},\n" for a in answers)
-                + f"    # LEARNER:\n    # *[None] * {len(questions)}\n    # END SOLUTION\n]")
+                + f"    # LEARNER:\n    # *[None] * {len(shown.questions)}\n    # END SOLUTION\n]")
     answer_id = _unique(f"{stem[:2]}-quiz-answers", ids)
     learner = strip_solutions(solution)
     out = [_code(solution, {**_meta(answer_id, solution=True)}, answer_id,
                  greenlab={"learner_source": learner})]
-    for number in range(1, len(questions) + 1):
+    salt = f"{COURSE_ID}:{seed}:{lesson}"
+    for number, question in enumerate(shown.questions, start=1):
         test_id = _unique(f"{stem[:2]}-quiz-q{number}", ids)
-        out.append(_code(f'gl.check.quiz_answer("{lesson}", quiz_answers, {number}).assert_passed()',
-                         _meta(test_id, grade=True, locked=True, points=QUESTION_POINTS), test_id))
+        key = ({"answer": question.answer, "tolerance": question.tolerance} if question.kind == "numeric"
+               else {"digest": option_digest(salt, [o.text for o in question.options if o.correct])})
+        # the key's line stays out of a failing test's traceback (it shows the failing line and 4 before)
+        source = (f"# Question {number}, graded at grade time.\n{HIDDEN_BEGIN}\n"
+                  f"_key = {dict(seed=seed, salt=salt, **key)!r}\n{_LOADER}"
+                  f"_right, _text = _grading.quiz_verdict({lesson!r}, quiz_answers, {number}, **_key)\n"
+                  f"print(_text)\nassert _right, _text\n{HIDDEN_END}")
+        out.append(_code(source, _meta(test_id, grade=True, locked=True, points=points), test_id))
     return out
+
+
+def _shown_answer(question) -> Any:
+    """The instructor's answer to ``question`` as shown: the letter(s) of its correct option(s),
+    or the number."""
+    if question.kind == "numeric":
+        return question.answer
+    letters = ["abcdefghijklmnopqrstuvwxyz"[j] for j in question.correct_indices]
+    return letters if question.kind == "multiple" else letters[0]
 
 
 def checker_calls(source: str) -> list[tuple[str, str]]:
@@ -262,9 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="the nbgrader course folder to write")
     parser.add_argument("--only", nargs="+", default=None, metavar="NN", help="lesson numbers (default: every lesson)")
     parser.add_argument("--lessons", default=None, help="lessons folder (default: lessons/ beside the package)")
+    parser.add_argument("--quiz-points", type=int, default=0, metavar="N",
+                        help="points per knowledge-check question (default 0: ungraded, since the package "
+                             "ships the quiz key)")
     args = parser.parse_args(argv)
     try:
-        written = export(args.out, only=args.only, folder=args.lessons)
+        written = export(args.out, only=args.only, folder=args.lessons, quiz_points=args.quiz_points)
     except (LessonError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -373,6 +373,7 @@ def _number_in_unit(q: Question, text: str, index: int) -> float:
     not 2 GFLOP. Letter case may differ except in the first letter, the SI prefix (m vs M)."""
     wanted = f"a number{' in ' + q.unit if q.unit else ''}"
     example = f" (e.g. '2' or '2 {q.unit}')" if q.unit else ""
+    text = text.strip().rstrip(".,;:!?") if not re.fullmatch(r"\s*[-+]?\d*\.\s*", text) else text
     match = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*", text)
     if match is None:
         raise ValueError(f"question {index + 1} needs {wanted}{example}; got {text!r}")
@@ -385,7 +386,10 @@ def _number_in_unit(q: Question, text: str, index: int) -> float:
     return float(number)
 
 
-def _option_index(q: Question, answer) -> int:
+def option_index(q: Question, answer) -> int:
+    """The index of the option ``answer`` names in ``q`` as shown: an index (a = 0), a letter
+    (``"b"``, ``"b)"``) or the option's text, compared with case, spaces and trailing punctuation
+    set aside (``"128 "`` and ``"128."`` name the option ``"128"``)."""
     if isinstance(answer, bool):
         raise ValueError("an option is chosen by its index or its text, not True/False")
     if isinstance(answer, int):
@@ -393,11 +397,24 @@ def _option_index(q: Question, answer) -> int:
             raise ValueError(f"option index {answer} out of range 0..{len(q.options) - 1}")
         return answer
     if isinstance(answer, str):
-        for j, o in enumerate(q.options):
-            if o.text == answer:
-                return j
+        wanted = normal_text(answer)
+        matches = [j for j, o in enumerate(q.options) if normal_text(o.text) == wanted]
+        if len(matches) == 1:
+            return matches[0]
+        letter = re.fullmatch(r"\s*\(?([a-zA-Z])[).]?\s*", answer)
+        if letter and not matches and "a" <= letter.group(1).lower() < _letter(len(q.options)):
+            return ord(letter.group(1).lower()) - ord("a")
         raise ValueError(f"{answer!r} is not one of the options: {[o.text for o in q.options]}")
-    raise ValueError(f"an option is chosen by its index (int) or text (str); got {answer!r}")
+    raise ValueError(f"an option is chosen by its index (int), letter or text (str); got {answer!r}")
+
+
+_option_index = option_index
+
+
+def normal_text(text: str) -> str:
+    """``text`` compared loosely: case folded, runs of spaces made one, spaces and trailing
+    punctuation (. , ; : ! ?) at the ends dropped."""
+    return re.sub(r"\s+", " ", text.casefold()).strip().rstrip(".,;:!?").strip()
 
 
 def _is_empty_selection(answer) -> bool:

@@ -11,6 +11,8 @@ Environment variables:
 
 - ``GREENLAB_QUICK=1`` (or ``true``/``yes``/``on``), or ``CI`` set: quick mode;
   ``GREENLAB_QUICK=0``: full mode even without a GPU (it wins over ``CI``).
+- ``GREENLAB_GRADING=1``: grading mode, set by the nbgrader course's config: always quick mode (it
+  wins over ``GREENLAB_QUICK``), so an autograder runs each lesson at its smallest size.
 - ``GREENLAB_RESULTS_DIR``: where the results log goes.
 - ``GREENLAB_DATA_DIR``: the data folder (cited tables; cached datasets in its ``cache`` subfolder).
 - ``GREENLAB_CACHE_DIR``: the dataset cache, if it should live elsewhere.

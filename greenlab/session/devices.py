@@ -7,9 +7,27 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
 
+GRADING_ENV = "GREENLAB_GRADING"
+
+
+def grading_mode(environ) -> bool:
+    """True when ``GREENLAB_GRADING`` is on (1/true/yes/on): a course's autograder runs the
+    lessons, at the smallest size, writing to no class leaderboard (``greenlab.course.nbgrader``'s
+    config sets it). ValueError for a value that is neither on nor off."""
+    raw = (environ.get(GRADING_ENV) or "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ValueError(f"{GRADING_ENV} must be 1/true or 0/false, got {environ.get(GRADING_ENV)!r}")
+
+
 def quick_decision(environ, device: str) -> tuple[bool, str]:
-    """(quick, reason) from the environment and the device: ``GREENLAB_QUICK`` (1 or 0) first,
-    then ``CI``, then quick mode whenever ``device`` is not a CUDA GPU."""
+    """(quick, reason) from the environment and the device: grading mode (``GREENLAB_GRADING``)
+    first, always quick; then ``GREENLAB_QUICK`` (1 or 0), then ``CI``, then quick mode whenever
+    ``device`` is not a CUDA GPU."""
+    if grading_mode(environ):
+        return True, f"{GRADING_ENV}={environ.get(GRADING_ENV)}: grading runs the smallest sizes"
     raw = environ.get("GREENLAB_QUICK")
     if raw is not None and raw.strip():
         value = raw.strip().lower()

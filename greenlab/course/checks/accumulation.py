@@ -14,7 +14,9 @@ from greenlab.course.checks.core import (
     _short,
     check_gradients_match,
     is_placeholder,
+    drawn,
     wrong_inputs,
+    graded,
 )
 
 # Gradient accumulation: accumulate_gradients(model, x, y, micro_batch_size).
@@ -22,12 +24,14 @@ from greenlab.course.checks.core import (
 _ACCUM_CASES = ((12, 4), (10, 4), (10, 3), (9, 2), (7, 7))  # (samples, micro-batch size)
 
 
-def accumulate_gradients(fn: Any) -> Check:
+@graded
+def accumulate_gradients(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(model, x, y, micro_batch_size)``: forward and backward over ``x``
     in micro-batches of ``micro_batch_size`` samples (the last one may be smaller), leaving in
     every parameter's ``.grad`` the gradient of the mean cross-entropy over all of ``x``, as one
     big batch would. No optimizer step. Tried on a tiny model without BatchNorm, with sample
-    counts that do and do not divide by the micro-batch size; fp32 tolerance."""
+    counts that do and do not divide by the micro-batch size; fp32 tolerance. With ``seed``
+    (grade time), on three more sizes and models drawn from it."""
     import torch
 
     label = "accumulate_gradients"
@@ -37,8 +41,14 @@ def accumulate_gradients(fn: Any) -> Check:
 
     failures: list[str] = []
     placeholders = 0
-    for seed, (n, micro) in enumerate(_ACCUM_CASES):
-        model, x, y = _accum_case(n, seed)
+    sizes = [(n, micro, 100 + i) for i, (n, micro) in enumerate(_ACCUM_CASES)]
+    rng = drawn(seed, "accumulate_gradients")
+    for _ in range(3 if rng else 0):
+        n = rng.randint(5, 23)
+        micro = rng.choice([m for m in range(2, n) if n % m] or [n])  # a short last micro-batch when n allows
+        sizes.append((n, micro, rng.randint(1000, 10 ** 9)))
+    for n, micro, case_seed in sizes:
+        model, x, y = _accum_case(n, case_seed)
         reference = copy.deepcopy(model)
         torch.nn.functional.cross_entropy(reference(x), y).backward()
         mine = copy.deepcopy(model)
@@ -60,11 +70,11 @@ def accumulate_gradients(fn: Any) -> Check:
         advice = _accum_hint(model, x, y, micro, learner) if result.attempted else None
         failures.append(f"{line} Hint: {advice}" if advice else line)
 
-    if placeholders == len(_ACCUM_CASES):
+    if placeholders == len(sizes):
         return Check(label, NOT_ATTEMPTED, "the function still returns a placeholder (None); fill it in.")
     if failures:
-        return Check(label, FAILED, wrong_inputs(len(failures), len(_ACCUM_CASES)), failures)
-    return Check(label, PASSED, f"accumulated gradients equal the big batch's on all {len(_ACCUM_CASES)} "
+        return Check(label, FAILED, wrong_inputs(len(failures), len(sizes)), failures)
+    return Check(label, PASSED, f"accumulated gradients equal the big batch's on all {len(sizes)} "
                                 "test inputs, including a short last micro-batch.")
 
 
@@ -72,11 +82,11 @@ def _accum_case(n: int, seed: int):
     """A tiny model (Linear-Tanh-Linear, no BatchNorm) and n samples of 6 features, 3 classes."""
     import torch
 
-    g = torch.Generator().manual_seed(100 + seed)
+    g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 6, generator=g)
     y = torch.randint(0, 3, (n,), generator=g)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(200 + seed)
+        torch.manual_seed(seed + 100)
         model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
     return model, x, y
 
@@ -123,6 +133,7 @@ def _flat_grads(model):
     return torch.cat(grads)
 
 
+@graded
 def batchnorm_fix(fn: Any) -> Check:
     """Check a learner's ``fn(model, num_groups) -> model``: every BatchNorm (nested ones too)
     replaced by a GroupNorm over the same channels, so that gradients accumulated over

@@ -6,8 +6,10 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import Check, check_function, number_or_none
+from greenlab.course.checks.core import graded
 
 
+@graded
 def scaled_lr_with_warmup(fn: Any) -> Check:
     """Check a learner's ``fn(step, base_lr, base_batch, batch, warmup_steps) -> learning rate``:
     the linear scaling rule (lr = base_lr x batch / base_batch) reached by Goyal et al.'s (2017)
@@ -46,6 +48,7 @@ def scaled_lr_with_warmup(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="scaled_lr_with_warmup", hint=hint)
 
 
+@graded
 def noise_scale_from_norms(fn: Any) -> Check:
     """Check a learner's ``fn(small_sq_norm, big_sq_norm, small_batch, big_batch) ->
     (g2, trace_cov, b_simple)``: the true gradient's squared norm |G|^2, the trace of the
@@ -79,6 +82,7 @@ def noise_scale_from_norms(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="noise_scale_from_norms", hint=hint)
 
 
+@graded
 def batch_then_lr_schedule(fn: Any) -> Check:
     """Check a learner's ``fn(epoch, base_batch, base_lr, milestones, factor, max_batch) ->
     (batch, lr)``: Smith et al.'s (2018) schedule that grows the batch ``factor`` times at each

@@ -12,10 +12,12 @@ from greenlab.course.checks.core import (
     Check,
     is_placeholder,
     number_or_none,
+    graded,
 )
 from greenlab.base.units import plain_number
 
 
+@graded(code=False)
 def capstone_submission(config: Any, result: Any = None, board: Any = None,
                         target_accuracy: float | None = None) -> Check:
     """Check a learner's capstone attempt: ``config`` is a valid ``TrainConfig`` aimed at
@@ -62,6 +64,7 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
                   + (" (energy is an estimate)" if result.estimated else "")])
 
 
+@graded
 def one_cycle(fn: Any) -> Check:
     """Check a learner's ``fn(step, total_steps, warmup_steps) -> multiplier`` against
     ``gl.recipes.one_cycle``: a linear rise to 1 over the warm-up steps ((step + 1) / warmup at

@@ -5,17 +5,23 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import Check, check_function, number_or_none, variant_hint
+from greenlab.course.checks.core import Check, check_function, drawn, graded, number_or_none, variant_hint
 
 
-def co2e_grams(fn: Any) -> Check:
-    """Check a learner's ``fn(kwh, g_per_kwh, pue) -> grams CO2e`` (energy x intensity x PUE)."""
+@graded
+def co2e_grams(fn: Any, seed: int | None = None) -> Check:
+    """Check a learner's ``fn(kwh, g_per_kwh, pue) -> grams CO2e`` (energy x intensity x PUE);
+    with ``seed`` (grade time), on four more cases drawn from it."""
     cases = [
         ((1.0, 100.0, 1.0), 100.0),
         ((0.5, 400.0, 1.5), 300.0),
         ((2.0, 50.0, 1.1), 110.0),
         ((0.0, 471.84, 1.58), 0.0),
     ]
+    rng = drawn(seed, "co2e_grams")
+    for _ in range(4 if rng else 0):
+        kwh, g, pue = round(rng.uniform(0.01, 80), 3), round(rng.uniform(15, 900), 1), round(rng.uniform(1.05, 2.2), 2)
+        cases.append(((kwh, g, pue), kwh * g * pue))
 
     def hint(args, expected, got):
         value = number_or_none(got)
@@ -33,9 +39,11 @@ def co2e_grams(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="co2e_grams", hint=hint)
 
 
-def best_start_hour(fn: Any) -> Check:
+@graded
+def best_start_hour(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(values, hours_needed) -> start hour`` with the lowest mean
-    intensity over a contiguous window (no wrap past the end; ties: earliest hour)."""
+    intensity over a contiguous window (no wrap past the end; ties: earliest hour); with
+    ``seed`` (grade time), on four more forecasts drawn from it."""
     cases = [
         (([300, 200, 100, 50, 60, 400], 2), 3),
         (([5, 1, 1, 5], 1), 1),
@@ -43,6 +51,12 @@ def best_start_hour(fn: Any) -> Check:
         (([7, 7, 7], 3), 0),
         (([90, 80, 70, 200, 10], 3), 0),
     ]
+    rng = drawn(seed, "best_start_hour")
+    for _ in range(4 if rng else 0):
+        values = [rng.randint(20, 700) for _ in range(rng.randint(4, 24))]
+        hours = rng.randint(1, len(values))
+        sums = [sum(values[i:i + hours]) for i in range(len(values) - hours + 1)]
+        cases.append(((values, hours), sums.index(min(sums))))
 
     def hint(args, expected, got):
         values, hours = args
@@ -54,6 +68,7 @@ def best_start_hour(fn: Any) -> Check:
     return check_function(fn, cases, name="best_start_hour", hint=hint)
 
 
+@graded
 def schedule_jobs(fn: Any) -> Check:
     """Check a learner's ``fn(values, jobs) -> {name: sorted hours or None}`` against
     ``gl.scheduling.schedule_jobs``: one machine, earliest deadline first, each job in the

@@ -12,9 +12,11 @@ from greenlab.course.checks.core import (
     check_function,
     is_placeholder,
     variant_hint,
+    graded,
 )
 
 
+@graded
 def easy_backfill(fn: Any) -> Check:
     """Check a learner's EASY-backfilling policy ``fn(state) -> jobs to start now`` against
     ``gl.cluster.easy_backfill`` on small cluster states, then on a whole simulated trace."""
@@ -64,6 +66,7 @@ def easy_backfill(fn: Any) -> Check:
                                        "gl.cluster.easy_backfill.")
 
 
+@graded
 def promote(fn: Any) -> Check:
     """Check a learner's successive-halving rule ``fn(scores, eta) -> indices kept`` against
     ``gl.tuning.promote``: the top ``max(1, n // eta)`` scores, ties with the last one kept."""

@@ -11,10 +11,12 @@ from greenlab.course.checks.core import (
     check_function,
     is_placeholder,
     number_or_none,
+    graded,
 )
 from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED
 
 
+@graded
 def tensor_sparsity(fn: Any) -> Check:
     """Check a learner's ``fn(tensor) -> fraction (0..1) of entries that are exactly zero``."""
     import torch
@@ -41,6 +43,7 @@ def tensor_sparsity(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="tensor_sparsity", hint=hint)
 
 
+@graded
 def break_even(fn: Any) -> Check:
     """Check a learner's ``fn(compression_joules, joules_before, joules_after) -> inferences``:
     the smallest whole number n with n x (before - after) >= compression_joules; ``math.inf``
@@ -110,6 +113,7 @@ def _run_cases(label: str, fn: Any, cases: list, judge) -> Check:
     return Check(label, PASSED, f"all {len(cases)} test inputs give the expected result.")
 
 
+@graded
 def fine_grained_prune(fn: Any) -> Check:
     """Check a learner's ``fn(weight, sparsity) -> (pruned, mask)``: exactly
     ``round(sparsity * numel)`` entries zeroed, those of smallest |w| (ties may go either way),
@@ -121,8 +125,9 @@ def fine_grained_prune(fn: Any) -> Check:
                        [0.15, -0.95, 0.35, 0.01, -0.65], [0.45, 0.25, -0.75, 0.55, -0.02],
                        [-0.85, 0.3, 0.12, -0.4, 1.0]])
     ties = torch.tensor([[0.5, -0.5, 0.5, 2.0], [-0.5, 1.0, 0.5, -3.0]])
+    # 0.75 x 25 = 18.75 and 0.65 x 25 = 16.25: int() (18), ceil (17) and round (19, 16) part ways there
     cases = [(w5, 0.6), (w5, 0.2), (ties, 0.5), (torch.tensor([[-2.0, 1.0, -0.5, 3.0]]), 0.5),
-             (w5, 0.0)]
+             (w5, 0.0), (w5, 0.75), (w5, 0.65)]
 
     def judge(args, got):
         weight, sparsity = args
@@ -164,6 +169,7 @@ def fine_grained_prune(fn: Any) -> Check:
     return verdict or _run_cases("fine_grained_prune", guarded, cases, judge)
 
 
+@graded
 def channel_prune(fn: Any) -> Check:
     """Check a learner's ``fn(conv, next_layer, keep) -> (new_conv, new_next, kept)``: the
     ``keep`` filters of largest L1 norm are kept (sorted indices), with their biases; the next
@@ -230,6 +236,7 @@ def channel_prune(fn: Any) -> Check:
     return _run_cases("channel_prune", fn, cases, judge)
 
 
+@graded
 def linear_quantize(fn: Any, dequantize_fn: Any = None) -> Check:
     """Check a learner's ``fn(w, bits, per_channel) -> (q, scale, zero_point)`` (signed integers,
     asymmetric, range [min(w,0), max(w,0)]) against ``gl.compress.linear_quantize`` (torch's
@@ -293,6 +300,7 @@ def linear_quantize(fn: Any, dequantize_fn: Any = None) -> Check:
     return verdict or _run_cases("linear_quantize", fn, cases, judge)
 
 
+@graded
 def distillation_loss(fn: Any) -> Check:
     """Check a learner's ``fn(student_logits, teacher_logits, targets, temperature, alpha)``
     against ``gl.compress.distillation_loss`` (Hinton et al., 2015), value and gradient."""
@@ -334,6 +342,7 @@ def distillation_loss(fn: Any) -> Check:
     return _run_cases("distillation_loss", fn, cases, judge)
 
 
+@graded
 def fake_quantize(fn: Any) -> Check:
     """Check a learner's ``fn(weight, bits) -> tensor`` for quantisation-aware training: the
     forward value is the weight rounded onto the per-tensor integer grid and back (as

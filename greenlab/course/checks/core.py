@@ -17,7 +17,9 @@ exercise's name::
 from __future__ import annotations
 
 import copy
+import functools
 import html
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -133,6 +135,106 @@ def variant_hint(wrong, otherwise: Callable[[tuple, Any, Any], str | None] | Non
     return hint
 
 
+LIBRARY_PACKAGE = "greenlab"
+
+
+def library_answer(answer: Any) -> str | None:
+    """Why ``answer`` is the library's own implementation rather than the learner's, or None.
+
+    An answer is the library's when it is, or wraps (``functools.partial``, a bound method,
+    ``functools.wraps``' ``__wrapped__``), a function or class defined in the ``greenlab``
+    package (by its ``__module__``), a class with such a class among its bases, or a callable
+    instance of one. ``fedavg_aggregate = gl.federated.fedavg`` and
+    ``class MyLoRA(gl.lora.LoRALinear): pass`` are both refused: a checker that compares the
+    answer with that same reference would otherwise pass it for no work. Answers that are no
+    callable (numbers, text, a measurement, a config) are never refused here."""
+    seen: set[int] = set()
+    target = answer
+    while id(target) not in seen:
+        seen.add(id(target))
+        try:
+            if isinstance(target, functools.partial):
+                target = target.func
+            elif inspect.ismethod(target):
+                target = target.__func__
+            elif inspect.isfunction(target) and inspect.isfunction(getattr(target, "__wrapped__", None)):
+                target = target.__wrapped__
+        except Exception:  # an answer whose attributes raise is no library object
+            return None
+    if inspect.isclass(target):
+        for klass in _mro(target):
+            if _in_library(klass):
+                what = "is" if klass is target else f"subclasses"
+                return (f"your answer {what} the library's own {_qualified(klass)}: a graded exercise "
+                        "counts only code you wrote. Write the technique yourself (you may use torch).")
+        return None
+    if inspect.isroutine(target) and _in_library(target):
+        return (f"your answer is the library's own {_qualified(target)}: a graded exercise counts only "
+                "code you wrote. Write the technique yourself (you may use torch).")
+    if callable(target) and not inspect.isroutine(target):
+        for klass in _mro(type(target)):
+            if _in_library(klass):
+                return (f"your answer is an instance of the library's own {_qualified(klass)}: a graded "
+                        "exercise counts only code you wrote.")
+    return None
+
+
+def graded(checker: Callable[..., Check] | None = None, *, code: bool = True):
+    """Decorate a public checker so that it refuses the library's own implementation (see
+    :func:`library_answer`) as any positional argument, with the reason, before it checks anything.
+    Every ``gl.check.NAME`` is decorated, so the refusal lives in this one place;
+    ``@graded(code=False)`` marks a checker whose answer is a value, not code (a measurement,
+    a statement), which is never refused for being a library object. The undecorated checker
+    stays reachable as ``__wrapped__`` (tests check that the library passes its own checker)."""
+    if checker is None:
+        return functools.partial(graded, code=code)
+    try:
+        params = inspect.signature(checker).parameters
+    except (TypeError, ValueError):
+        params = {}
+
+    @functools.wraps(checker)
+    def check(*args: Any, **kwargs: Any) -> Check:
+        for answer in args if code else ():  # linear_quantize takes two functions: both are the learner's
+            reason = library_answer(answer)
+            if reason is not None:
+                return Check(checker.__name__, FAILED, "refused: the library's implementation is not your work.",
+                             [reason])
+        return checker(*args, **kwargs)
+
+    check.draws_cases = "seed" in params  # True when it can draw random cases from a seed (grade time)
+    return check
+
+
+def drawn(seed: int | None, stream: str):
+    """A ``random.Random`` for the cases a checker draws at grade time from ``seed`` (None: no
+    drawn cases, the checker keeps to its fixed ones), one stream per checker by name."""
+    import random  # lazy: only grade time draws cases
+
+    if seed is None:
+        return None
+    return random.Random(f"{int(seed)}:{stream}")
+
+
+def _mro(klass: type) -> tuple:
+    try:
+        return tuple(klass.__mro__)
+    except Exception:  # a class-like object without an MRO
+        return (klass,)
+
+
+def _in_library(obj: Any) -> bool:
+    try:
+        module = obj.__module__
+    except Exception:  # no module attribute (or one that raises): not a library object
+        return False
+    return isinstance(module, str) and (module == LIBRARY_PACKAGE or module.startswith(LIBRARY_PACKAGE + "."))
+
+
+def _qualified(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', getattr(obj, '__name__', '?'))}"
+
+
 def is_placeholder(value: Any) -> bool:
     """True for the values a learner stub returns before it is filled in (None, NotImplemented, ...)."""
     return value is None or value is NotImplemented or value is Ellipsis
@@ -153,7 +255,7 @@ def check_close(
     _check_tolerances(rtol, atol)
     if is_placeholder(got):
         return Check(name, NOT_ATTEMPTED, "no answer yet (the value is still a placeholder).")
-    problem = _compare(got, expected, rtol, atol)
+    problem = _compare(got, expected, max(rtol, dtype_rtol(got)), atol)
     if problem is None:
         return Check(name, PASSED, f"{_short(got)} matches the expected value.")
     return Check(name, FAILED, problem)
@@ -233,7 +335,8 @@ def check_function(
             placeholders += 1
             failures.append(f"{call} returned {_short(got)}; expected {_short(expected)}")
             continue
-        problem = _compare(got, expected, rtol, atol)
+        # a float32 input carries float32 rounding into any right answer: the tolerance fits the dtype
+        problem = _compare(got, expected, max(rtol, dtype_rtol(args), dtype_rtol(got)), atol)
         if problem is not None:
             line = f"{call}: {problem}"
             advice = _safe_hint(hint, args, expected, got)
@@ -308,6 +411,30 @@ def check_gradients_match(model_a: Any, model_b: Any, atol: float = 1e-6, rtol: 
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+
+_EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+_ROUNDINGS = 8  # a right answer computed in a dtype may differ from the float64 reference by a few roundings
+
+
+def dtype_rtol(value: Any) -> float:
+    """The relative tolerance a right answer computed in ``value``'s floating dtype needs:
+    8 x the machine epsilon of the least precise float tensor or array in ``value`` (searched
+    through lists, tuples and dicts), 0 when it holds none. A float32 sparsity of 5/6 is
+    0.83333331, not 0.83333333: a checker asking for 1e-9 fails the right answer."""
+    found = 0.0
+    stack, seen = [value], 0
+    while stack and seen < 1000:
+        item, seen = stack.pop(), seen + 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        else:
+            dtype = str(getattr(item, "dtype", "")).replace("torch.", "")
+            if dtype in _EPSILON and getattr(item, "shape", None) is not None:
+                found = max(found, _ROUNDINGS * _EPSILON[dtype])
+    return found
 
 
 def _check_tolerances(rtol: float, atol: float) -> None:
@@ -402,7 +529,8 @@ def _compare_unchecked(got: Any, expected: Any, rtol: float, atol: float) -> str
             close = abs(g - e) <= atol + rtol * abs(e)
         if not close:
             where = f" at index {i}" if wshape else ""
-            return f"expected {e:.6g}{where}, got {g:.6g} (difference {g - e:.3g})."
+            digits = ".6g" if f"{e:.6g}" != f"{g:.6g}" else ".10g"
+            return f"expected {e:{digits}}{where}, got {g:{digits}} (difference {g - e:.3g})."
     return None
 
 

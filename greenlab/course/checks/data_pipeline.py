@@ -13,9 +13,11 @@ from greenlab.course.checks.core import (
     check_function,
     is_placeholder,
     variant_hint,
+    graded,
 )
 
 
+@graded
 def most_uncertain(fn: Any) -> Check:
     """Check a learner's ``fn(probs, k) -> indices`` of the ``k`` samples the model is least sure
     of: the lowest top-class probability. ``probs`` is a float tensor (N, classes) whose rows sum
@@ -48,6 +50,7 @@ def most_uncertain(fn: Any) -> Check:
     return check_function(as_sorted_indices, cases, name="most_uncertain", hint=hint)
 
 
+@graded
 def early_stopping(fn: Any) -> Check:
     """Check a learner's ``fn(accuracies, patience, min_delta) -> bool`` against
     ``gl.stopping.should_stop``: stop once ``patience`` evaluations in a row failed to beat the
@@ -102,6 +105,7 @@ def early_stopping(fn: Any) -> Check:
     return check_function(fn, cases, name="early_stopping", hint=variant_hint(wrong))
 
 
+@graded
 def prefetch_loader(fn: Any) -> Check:
     """Check a learner's ``fn(batches, depth) -> iterator``: the same items in the same order,
     the next item loaded before it is asked for, at most ``depth`` loaded items waiting, and an

@@ -8,20 +8,22 @@ from typing import Any
 import torch
 
 from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _short, \
-    check_function, variant_hint
+    check_function, drawn, graded, variant_hint
 
 
-def fedavg_aggregate(fn: Any) -> Check:
+@graded
+def fedavg_aggregate(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(states, sample_counts) -> state dict``: FedAvg's weighted average
     of every tensor (parameters and buffers), weights n_k / n, against
-    ``greenlab.techniques.federated.fedavg`` on tiny state dicts."""
+    ``greenlab.techniques.federated.fedavg`` on tiny state dicts; with ``seed`` (grade time),
+    on three more rounds drawn from it."""
     from greenlab.techniques.federated import fedavg
 
     name = "fedavg_aggregate"
     verdict = _not_a_function(fn, name)
     if verdict is not None:
         return verdict
-    cases = _fedavg_cases()
+    cases = _fedavg_cases() + _drawn_fedavg_cases(seed)
     wrong = [
         (_unweighted, "weight each client by its share of the samples, n_k / sum(n): a plain mean "
                       "lets a client with 10 images count as much as one with 1,000."),
@@ -58,6 +60,7 @@ def fedavg_aggregate(fn: Any) -> Check:
     return Check(name, PASSED, f"all {len(cases)} test inputs give the expected result.")
 
 
+@graded
 def round_bytes(fn: Any) -> Check:
     """Check a learner's ``fn(state, n_clients) -> bytes`` one FedAvg round sends: every client
     downloads the global model and uploads its own, every tensor counted as elements x bytes each."""
@@ -118,6 +121,24 @@ def _fedavg_cases():
         ([client(2.0)], [7]),
         ([client(1.0), client(1.0), client(4.0), client(0.1)], [100, 1, 1, 2]),
     ]
+
+
+def _drawn_fedavg_cases(seed):
+    rng = drawn(seed, "fedavg_aggregate")
+    if rng is None:
+        return []
+    g = torch.Generator().manual_seed(rng.randint(0, 2 ** 31))
+    out = []
+    for _ in range(3):
+        clients = rng.randint(2, 6)
+        states = [{"conv.weight": torch.randn(2, 1, 3, 3, generator=g) * rng.uniform(0.1, 3),
+                   "conv.bias": torch.randn(2, generator=g),
+                   "norm.running_mean": torch.randn(2, generator=g),
+                   "norm.running_var": torch.rand(2, generator=g) + 0.5,
+                   "norm.num_batches_tracked": torch.tensor(rng.randint(0, 50)),
+                   "head.weight": torch.randn(3, 2, generator=g)} for _ in range(clients)]
+        out.append((states, [rng.randint(1, 500) for _ in range(clients)]))
+    return out
 
 
 def _combine(states, weights, keys=None):

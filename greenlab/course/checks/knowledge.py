@@ -10,16 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check
+from greenlab.course.checks.core import graded
 
 
-def quiz_answer(lesson: str, answers: Any, question: int) -> Check:
+@graded(code=False)
+def quiz_answer(lesson: str, answers: Any, question: int, order_seed: int | None = None) -> Check:
     """Check answer ``question`` (1-based) of ``answers`` against lesson ``lesson``'s quiz.
 
     ``answers`` is a list in question order: an option's text (any order of display), a list of
-    texts for a "choose all" question, or a number for a numeric one; ``None`` is not answered."""
-    from greenlab.course.quiz import grade_question, load
+    texts for a "choose all" question, or a number for a numeric one; ``None`` is not answered.
+    With ``order_seed`` (the seed ``gl.quiz(lesson, seed=...)`` showed the quiz with), an index or letter
+    names the option in the order shown; without it, in the quiz file's order."""
+    from greenlab.course.quiz import grade_question, load, shuffled
 
-    questions = load(lesson).questions
+    quiz = load(lesson)
+    questions = (quiz if order_seed is None else shuffled(quiz, seed=order_seed)).questions
     if isinstance(question, bool) or not isinstance(question, int) or not 1 <= question <= len(questions):
         raise ValueError(f"question must be a number 1..{len(questions)}, got {question!r}")
     label = f"quiz {lesson} question {question}"

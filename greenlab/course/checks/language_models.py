@@ -7,8 +7,10 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import Check, check_function, number_or_none
+from greenlab.course.checks.core import graded
 
 
+@graded
 def zero_bytes_per_rank(fn: Any) -> Check:
     """Check a learner's ``fn(n_params, world_size, stage) -> bytes`` one data-parallel rank holds
     for parameters, gradients and AdamW state in fp32 (4 + 4 + 8 bytes per parameter) under ZeRO
@@ -39,6 +41,7 @@ def zero_bytes_per_rank(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=0.5, name="zero_bytes_per_rank", hint=hint)
 
 
+@graded
 def lora_trainable_params(fn: Any) -> Check:
     """Check a learner's ``fn(in_features, out_features, rank) -> trainable parameters`` that LoRA
     adds beside one frozen linear layer: A (rank x in) and B (out x rank)."""

@@ -25,9 +25,11 @@ from greenlab.course.checks.core import (
     check_function,
     is_placeholder,
     number_or_none,
+    graded,
 )
 
 
+@graded
 def lora_linear(cls: Any) -> Check:
     """Check a learner's LoRA layer class, called as ``cls(base, rank, alpha)`` on a frozen
     ``nn.Linear`` ``base``: parameters ``A`` (rank x in) and ``B`` (out x rank) with B zero at the
@@ -115,6 +117,7 @@ def _decode(model, token, cache, offset=True, use_cache=True, causal=False):
     return model.head(model.ln(x))
 
 
+@graded
 def kv_decode_step(fn: Any) -> Check:
     """Check ``fn(model, token, cache) -> (logits, cache)``: one KV-cache decoding step of a
     ``greenlab.techniques.lm.gpt.TinyGPT`` (``greenlab.techniques.lm.serving.decode_step``). On a 2-layer model over 8
@@ -178,6 +181,7 @@ def kv_decode_step(fn: Any) -> Check:
                                 "positions, with a cache that grows by one position per step.")
 
 
+@graded
 def int8_per_channel(fn: Any) -> Check:
     """Check ``fn(weight) -> (q, scale)``: symmetric int8 with one scale per output channel (row)
     of a (out, in) weight, scale = max |w| / 127.5 (PyTorch's per-channel symmetric observer and
@@ -253,6 +257,7 @@ def _int8_problem(w: torch.Tensor, result) -> str | None:
     return "the values differ from round(w / scale), clamped to [-128, 127]."
 
 
+@graded
 def kv_cache_bytes(fn: Any) -> Check:
     """Check ``fn(n_layers, n_kv_heads, head_dim, batch_size, context, bytes_per_value) -> bytes``
     of a full KV cache: keys and values (2) for every layer, key/value head, position and sequence."""

@@ -25,9 +25,11 @@ from greenlab.course.checks.core import (
     check_function,
     is_placeholder,
     number_or_none,
+    graded,
 )
 
 
+@graded
 def causal_attention(fn: Any) -> Check:
     """Check ``fn(q, k, v) -> output`` for (batch, heads, seq, head_dim) tensors against
     ``torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)``."""
@@ -77,6 +79,7 @@ class _Runner(nn.Module):
         return self.fn(self.blocks, x, self.segment)
 
 
+@graded
 def checkpoint_blocks(fn: Any) -> Check:
     """Check ``fn(blocks, x, segment) -> output``: run ``blocks`` (an ``nn.ModuleList``) on ``x``,
     checkpointing runs of ``segment`` consecutive blocks with ``torch.utils.checkpoint``. Passes
@@ -153,6 +156,7 @@ def checkpoint_blocks(fn: Any) -> Check:
                                 "(the same saved bytes as the library's) for segments of 1, 2 and 4 blocks.")
 
 
+@graded
 def zero1_step(fn: Any) -> Check:
     """Check ``fn(flat_params, rank_grads, optimizers)``: one simulated ZeRO-1 step in place
     (``greenlab.techniques.lm.sharding.zero1_step``). Passes when three steps give the parameters of one plain
@@ -228,6 +232,7 @@ def _zero1_hint(start, got, steps, world) -> str:
             "slice of the mean gradient; then all slices are gathered in rank order.")
 
 
+@graded
 def activation_bytes_per_layer(fn: Any) -> Check:
     """Check ``fn(seq_len, batch_size, hidden, heads) -> bytes`` of activations one transformer
     layer stores for the backward pass, by Korthikanti et al. (2022, eq. 1): s b h (34 + 5 a s / h),

@@ -13,10 +13,12 @@ from greenlab.course.checks.core import (
     check_function,
     is_placeholder,
     number_or_none,
+    graded,
 )
 from greenlab.base.units import plain_number
 
 
+@graded
 def joules_per_gflop(fn: Any) -> Check:
     """Check a learner's ``fn(joules, flops) -> joules per GFLOP`` (1 GFLOP = 1e9 FLOP)."""
     cases = [
@@ -47,6 +49,7 @@ def joules_per_gflop(fn: Any) -> Check:
 
 
 
+@graded(code=False)
 def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energy window") -> Check:
     """Check a learner's measurement window (a ``greenlab.energy.Measurement``).
 
@@ -99,6 +102,7 @@ def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energ
     return Check(name, PASSED, f"{plain_number(joules, 4)} J over {plain_number(seconds)} s from {sources}.")
 
 
+@graded
 def counter_joules(fn: Any) -> Check:
     """Check a learner's ``fn(before_uj, after_uj, max_range_uj) -> joules``: the energy between
     two reads of a RAPL-style counter in microjoules that wraps to zero after ``max_range_uj``
@@ -131,6 +135,7 @@ def counter_joules(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="counter_joules", hint=hint)
 
 
+@graded
 def integrate_power(fn: Any) -> Check:
     """Check a learner's ``fn(times_s, watts, max_gap_s) -> (joules, missing_s)``: the energy of
     irregular power samples by the trapezoid rule, never bridging two samples more than

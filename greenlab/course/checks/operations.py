@@ -6,10 +6,12 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import Check, check_function, variant_hint
+from greenlab.course.checks.core import graded
 
 _INTERVAL_INPUTS = [(0.07, 1.0), (30.0, 36000.0), (1.0, 2.0), (0.5, 100.0), (5.0, 4.0), (10.0, 3.0)]
 
 
+@graded
 def young_interval(fn: Any) -> Check:
     """Check a learner's ``fn(checkpoint_s, mtbf_s) -> seconds`` against Young's (1974) optimum,
     ``sqrt(2 * checkpoint_s * mtbf_s)``."""
@@ -27,6 +29,7 @@ def young_interval(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-6, name="young_interval", hint=variant_hint(wrong))
 
 
+@graded
 def daly_interval(fn: Any) -> Check:
     """Check a learner's ``fn(checkpoint_s, mtbf_s) -> seconds`` against Daly's (2006)
     higher-order optimum (``gl.preemption.daly_interval``), including its ``d >= 2M`` case."""
@@ -65,6 +68,7 @@ def daly_interval(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-6, name="daly_interval", hint=variant_hint(wrong))
 
 
+@graded
 def idle_alert(fn: Any) -> Check:
     """Check a learner's ``fn(times_s, values, below, for_s) -> list of seconds`` against
     ``gl.monitoring.alert_times``: fire once per stretch of samples below ``below``, at the first

@@ -14,9 +14,11 @@ from greenlab.course.checks.core import (
     _not_a_function,
     check_function,
     is_placeholder,
+    graded,
 )
 
 
+@graded
 def amp_step(fn: Any) -> Check:
     """Check a learner's ``fn(model, optimizer, scaler, x, y) -> loss``: one fp16 mixed-precision
     training step (autocast to float16 on ``x.device.type``, cross-entropy loss, a scaled
@@ -136,6 +138,7 @@ def _amp_compare(case: str, mine: dict, ref: dict, unchanged: bool) -> str | Non
     return None
 
 
+@graded
 def fp16_flush_fractions(fn: Any) -> Check:
     """Check a learner's ``fn(grads, scale) -> (flushed, subnormal)``: of the non-zero values in
     ``grads`` (fp32), multiplied by ``scale`` and cast to float16, the fraction that become 0
@@ -190,6 +193,7 @@ _SCALER_OVERFLOWS = (3, 4, 9)
 _SCALER_STEPS = 12
 
 
+@graded
 def loss_scaler(make_scaler: Any) -> Check:
     """Check a learner's dynamic loss scaler: ``make_scaler(init_scale, growth_factor,
     backoff_factor, growth_interval)`` returns an object with a ``scale`` attribute (the current

@@ -15,9 +15,11 @@ from greenlab.course.checks.core import (
     is_placeholder,
     number_or_none,
     variant_hint,
+    graded,
 )
 
 
+@graded
 def scale_out_costs(fn: Any) -> Check:
     """Check a learner's ``fn(single_device_hours, n_devices, scaling_efficiency,
     watts_per_device, price_per_device_hour) -> (wall_hours, energy_kwh, cost_usd)``.
@@ -74,6 +76,7 @@ def scale_out_costs(fn: Any) -> Check:
                  "greenlab.impact.scaling.cost_benefit.")
 
 
+@graded
 def ring_all_reduce(fn: Any) -> Check:
     """Check a learner's ``fn(tensors) -> (summed, bytes_sent)``: a ring all-reduce simulated in
     one process over one tensor per rank (reduce-scatter, then all-gather, over N chunks).
@@ -98,8 +101,9 @@ def ring_all_reduce(fn: Any) -> Check:
         want = torch.stack(tensors).sum(0)
         want_bytes = ring_allreduce_bytes(length * 4, n)
         call = f"{label}({n} ranks x {length} float32 values)"
+        traced, additions = _traced_tensors()
         try:
-            got = fn([t.clone() for t in tensors])
+            got = fn([t.clone().as_subclass(traced) for t in tensors])
         except Exception as exc:  # the learner's code failed: report it, never raise
             failures.append(f"{call} raised {type(exc).__name__}: {exc}")
             continue
@@ -113,7 +117,17 @@ def ring_all_reduce(fn: Any) -> Check:
         except (TypeError, ValueError):
             failures.append(f"{call}: return two lists, (one summed tensor per rank, bytes sent per rank).")
             continue
+        try:
+            summed = [torch.as_tensor(t).as_subclass(torch.Tensor) for t in summed]
+        except Exception:  # an odd answer: _ring_problem says what is wrong with it
+            pass
         problem = _ring_problem(tensors, want, want_bytes, summed, sent)
+        chunk = -(-length // n)
+        steps = sum(1 for shapes in additions if len(shapes) == 2 and max(shapes) <= chunk)
+        if problem is None and n > 1 and steps < n * (n - 1):
+            problem = (f"the sums are right but no ring ran: a ring adds one received chunk (at most {chunk} "
+                       f"values) per rank in each of N - 1 = {n - 1} steps, {n * (n - 1)} chunk additions in all; "
+                       f"your function made {steps}. Split each tensor with tensor_split(N) and pass chunks round.")
         if problem:
             failures.append(f"{call}: {problem}")
     if placeholders == len(shapes):
@@ -122,6 +136,23 @@ def ring_all_reduce(fn: Any) -> Check:
         return Check(label, FAILED, f"{len(failures)} of {len(shapes)} rings wrong.", failures)
     return Check(label, PASSED, f"every rank holds the sum in all {len(shapes)} rings, and each rank sends "
                  "2(N-1)/N of the tensor's bytes, as the formula says.")
+
+
+def _traced_tensors():
+    """A tensor subclass that records, for every addition made on it, the sizes of the tensors
+    added, and that list: how a ring's N (N - 1) chunk additions are told from one ``torch.sum``."""
+    import torch
+
+    additions: list[tuple[int, ...]] = []
+
+    class Traced(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") in ("add", "add_", "__add__", "__iadd__", "__radd__"):
+                additions.append(tuple(a.numel() for a in args if isinstance(a, torch.Tensor)))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    return Traced, additions
 
 
 def _ring_problem(tensors, want, want_bytes, summed, sent) -> str | None:
@@ -166,6 +197,7 @@ def _ring_problem(tensors, want, want_bytes, summed, sent) -> str | None:
             f"(2(N-1)/N x {bytes_total} B).")
 
 
+@graded
 def energy_per_device_hour(fn: Any) -> Check:
     """Check a learner's ``fn(device_hours, energy) -> k``: the k of energy ~ k x device-hours, the
     least-squares slope through the origin of the learner's runs (a line through zero: no
@@ -204,6 +236,7 @@ def energy_per_device_hour(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="energy_per_device_hour", hint=hint)
 
 
+@graded
 def watts_per_device(fn: Any) -> Check:
     """Check a learner's ``fn(energy_kwh, n_devices, wall_hours) -> k``: the k of one job in W per
     device (Wh per device-hour) from its total energy over all devices (kWh), its device count

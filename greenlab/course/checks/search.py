@@ -15,12 +15,14 @@ from greenlab.course.checks.core import (
     check_function,
     is_placeholder,
     number_or_none,
+    graded,
 )
 
 # Lesson 05 (architecture search) checkers: separable_conv_flops, pareto_indices,
 # regularized_evolution, grad_norm_proxy.
 
 
+@graded
 def separable_conv_flops(fn: Any) -> Check:
     """Check a learner's ``fn(c_in, c_out, kernel_size, height, width) -> (standard, separable)``:
     forward FLOPs of one k x k convolution layer, stride 1, 'same' padding (the output is
@@ -56,6 +58,7 @@ def separable_conv_flops(fn: Any) -> Check:
     return check_function(as_pair, cases, rtol=1e-9, atol=0.0, name="separable_conv_flops", hint=hint)
 
 
+@graded
 def pareto_indices(fn: Any) -> Check:
     """Check a learner's ``fn(points) -> indices`` of the Pareto front of ``points``, a list of
     (accuracy, joules) pairs where higher accuracy and lower joules are better. A point is on the
@@ -99,6 +102,7 @@ def pareto_indices(fn: Any) -> Check:
     return check_function(as_sorted_indices, cases, name="pareto_indices", hint=hint)
 
 
+@graded
 def regularized_evolution(fn: Any) -> Check:
     """Check a learner's ``fn(space, fitness_of, budget, population, sample_size, rng) ->
     [(arch, fitness), ...]``: exactly ``budget`` evaluations, each fitness the one
@@ -183,6 +187,7 @@ def _one_mutation(a, b) -> bool:
     return sum(da[k] != db[k] for k in da) == 1
 
 
+@graded
 def grad_norm_proxy(fn: Any) -> Check:
     """Check a learner's ``fn(model, x, y) -> float``: the sum over Conv2d/Linear layers of the
     L2 norm of the weight gradient of the cross-entropy on (x, y), as ``gl.search.grad_norm``,

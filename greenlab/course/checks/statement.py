@@ -8,8 +8,13 @@ A statement for a non-technical reader passes when it holds all five, each found
 4. the accuracy it was bought at (a percentage beside the word accuracy);
 5. the decision, and the condition under which it holds ("if", "as long as", "unless", ...).
 
-Feedback names every missing element with what to add. The patterns are deliberately plain:
-they check that an element is there, not that it is true; the lesson's numbers make it true.
+Feedback names every missing element with what to add. The patterns alone check that an element is
+there, not that it is true: "The meter measured 1 J (±1 J). At 1 % accuracy we recommend it if you
+like." has all five. Given ``facts`` about the run the statement describes (:func:`check_against`),
+the checker also requires its figures to be the run's (within the rounding they are written with),
+its uncertainty the run's, its accuracy the run's and its recommendation to agree with the verdict
+(no saving claimed where the verdict is "no detectable difference"). A graded course marks the
+statement by hand with :data:`RUBRIC` (``greenlab.course.nbgrader``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, is_placeholder
+from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, graded, is_placeholder
 
 _NUMBER = r"(?<![\w.])\d[\d,]*(?:\.\d+)?"
 FIGURE = re.compile(_NUMBER + r"\s*(?:[kM]?J|[kM]?Wh|(?:m|k)?g\s*CO2e?|t\s*CO2e?|tonnes?\s+CO2e?|"
@@ -30,8 +35,8 @@ UNCERTAINTY = re.compile(r"±|\+/-|\binterval\b|\buncertain|\bno detectable diff
                          + _NUMBER + r".{0,20}\band\b|\bfactor of (?:two|2)\b|\bspread\b|\bCI\b", re.IGNORECASE)
 ACCURACY = re.compile(r"accura\w*\D{0,40}" + _NUMBER + r"\s*%|" + _NUMBER + r"\s*%[^.]{0,40}accura",
                       re.IGNORECASE)
-DECISION = re.compile(r"\b(?:recommend|we (?:will|should|choose|chose|keep|switch|run)|decid\w*|"
-                      r"should|choose|adopt|switch to|go with)\b", re.IGNORECASE)
+DECISION = re.compile(r"\b(?:recommend\w*|advi[cs]e|suggest\w*|we (?:will|should|choose|chose|keep|switch|run)|"
+                      r"decid\w*|should|choose|adopt|switch to|go with|serve|deploy)\b", re.IGNORECASE)
 CONDITION = re.compile(r"\b(?:if|unless|as long as|provided|only when|when|while|on condition)\b",
                        re.IGNORECASE)
 
@@ -62,10 +67,84 @@ def statement_elements(text: str) -> dict:
     }
 
 
-def stakeholder_statement(text: Any) -> Check:
+RUBRIC = (
+    ("figures", 1, "The energy (or CO2e) figures are the run's, within the rounding they are written with, "
+                   "in a unit the reader knows."),
+    ("provenance", 1, "Says whether each figure is measured or estimated, and from what."),
+    ("uncertainty", 1, "Gives the run's uncertainty, or 'no detectable difference' where the verdict says so."),
+    ("accuracy", 1, "States the accuracy the result was bought at, the run's."),
+    ("recommendation", 2, "Recommends what the verdict supports (no saving claimed that the intervals do not "
+                          "show) and names the condition under which it holds."),
+)
+_ENERGY_UNITS = {"j": 1.0, "kj": 1e3, "mj": 1e6, "wh": 3600.0, "kwh": 3.6e6, "mwh": 3.6e9}
+_MASS_UNITS = {"mg": 1e-3, "g": 1.0, "gram": 1.0, "grams": 1.0, "kg": 1e3, "t": 1e6, "tonne": 1e6, "tonnes": 1e6}
+_ENERGY = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(kWh|MWh|Wh|kJ|MJ|J)\b")
+_MASS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(mg|kg|g|grams?|t|tonnes?)\s*(?:of\s+)?CO2e?\b")
+_PERCENT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*%")
+_PLUS_MINUS = re.compile(r"(?:±|\+/-)\s*(\d[\d,]*(?:\.\d+)?)\s*(%|kWh|MWh|Wh|kJ|MJ|J)?")
+_SAVING = re.compile(r"\b(?:saves?|saving|saved|less energy|lower energy|reduc\w*|cuts?|cheaper|greener)\b",
+                     re.IGNORECASE)
+
+
+def check_against(text: str, facts: dict) -> list[str]:
+    """What in ``text`` disagrees with ``facts`` about the run it describes; empty when nothing does.
+
+    ``facts`` may hold ``joules`` (a number or a list: the run's energies, J), ``g_co2e`` (grams),
+    ``accuracy`` (a fraction 0-1, or a list), ``uncertainty`` (the relative uncertainty of the
+    energy, a fraction) and ``verdict`` (the comparison's words, e.g. "no detectable difference").
+    A figure matches when the run's value, written with the figure's own number of decimals, is
+    that figure (or within 2 %, for a figure rounded further)."""
+    problems = []
+    joules = _as_list(facts.get("joules"))
+    grams = _as_list(facts.get("g_co2e"))
+    accuracies = [100 * a for a in _as_list(facts.get("accuracy"))]
+    if joules:
+        for number, unit in _ENERGY.findall(text):
+            value, scale = _number(number), _ENERGY_UNITS[unit.lower()]
+            if not any(_agrees(number, value, j / scale) for j in joules):
+                problems.append(f"{number} {unit} is not the run's energy (the run: "
+                                f"{', '.join(f'{j:,.0f} J' for j in joules)}).")
+    if grams:
+        for number, unit in _MASS.findall(text):
+            value, scale = _number(number), _MASS_UNITS[unit.lower()]
+            if not any(_agrees(number, value, g / scale) for g in grams):
+                problems.append(f"{number} {unit} CO2e is not the run's ({', '.join(f'{g:,.3g} g' for g in grams)}).")
+    if accuracies:
+        for match in ACCURACY.finditer(text):
+            found = _PERCENT.findall(match.group(0))
+            # the percentage nearest the word: the first after "accuracy", the last before it
+            for number in found[:1] if match.group(0).lower().startswith("accura") else found[-1:]:
+                if not any(_agrees(number, float(number), a, tolerance=0.02) for a in accuracies):
+                    problems.append(f"{number} % is not the run's accuracy "
+                                    f"({', '.join(f'{a:.1f} %' for a in accuracies)}).")
+    uncertainty = facts.get("uncertainty")
+    if uncertainty is not None:
+        for number, unit in _PLUS_MINUS.findall(text):
+            value = _number(number)
+            if unit == "%" or not unit:
+                want = 100 * uncertainty
+            elif joules:
+                want = uncertainty * joules[0] / _ENERGY_UNITS[unit.lower()]
+            else:
+                continue
+            if not _agrees(number, value, want, tolerance=0.1):
+                problems.append(f"±{number}{' ' + unit if unit else ''} is not the run's uncertainty "
+                                f"(±{100 * uncertainty:.0f} %).")
+    verdict = str(facts.get("verdict") or "")
+    if "no detectable difference" in verdict.lower() and _SAVING.search(text) \
+            and "no detectable difference" not in text.lower():
+        problems.append(f"the statement claims a saving ('{_SAVING.search(text).group(0)}') but the verdict is "
+                        "'no detectable difference': say so, and recommend on other grounds.")
+    return list(dict.fromkeys(problems))
+
+
+@graded(code=False)
+def stakeholder_statement(text: Any, facts: dict | None = None) -> Check:
     """Check a learner's stakeholder statement (a str) for the five elements a decision needs;
     the details name each missing one with what to add, and flag figures a reader cannot read
-    (``4.08e+03``, microjoules)."""
+    (``4.08e+03``, microjoules). With ``facts`` about the run it describes (see
+    :func:`check_against`), its figures, uncertainty, accuracy and recommendation must agree
+    with the run's."""
     name = "stakeholder_statement"
     if is_placeholder(text) or (isinstance(text, str) and not text.strip()):
         return Check(name, NOT_ATTEMPTED, "the statement is still empty: write it in my_statement().")
@@ -80,5 +159,30 @@ def stakeholder_statement(text: Any) -> Check:
     if details:
         have = sum(found.values())
         return Check(name, FAILED, f"{have} of {len(ELEMENTS)} elements found.", details)
+    disagreements = check_against(text, facts) if facts else []
+    if disagreements:
+        return Check(name, FAILED, "the statement does not describe the run it is about.", disagreements)
     return Check(name, PASSED, "the statement has a figure with its unit, its provenance, its uncertainty, "
                  "the accuracy it was bought at and a decision with its condition.")
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+def _as_list(value) -> list[float]:
+    if value is None:
+        return []
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return [float(v) for v in values if v is not None]
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _agrees(written: str, value: float, truth: float, tolerance: float = 0.02) -> bool:
+    """True when ``truth`` written with ``written``'s decimals reads ``value``, or is within ``tolerance``
+    (relative) of it."""
+    decimals = len(written.split(".", 1)[1]) if "." in written else 0
+    if round(truth, decimals) == round(value, decimals):
+        return True
+    return abs(value - truth) <= tolerance * max(abs(truth), 1e-12)
