@@ -22,7 +22,7 @@ import re
 import sys
 from pathlib import Path
 
-from greenlab.course.build import SOLUTION_BEGIN, instructor_notebooks, lessons_dir
+from greenlab.course.notebook_format import SOLUTION_BEGIN, instructor_notebooks, lessons_dir
 
 GUIDE = Path("docs") / "instructor_guide.md"
 PLAN_MINUTES = (("Opening: the goals, why it matters, the baseline", 10), ("The changes, one at a time", 35),

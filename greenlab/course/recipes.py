@@ -667,8 +667,8 @@ def halving_lm_lr(model_fn, corpus, config, rates, first_share: float = 0.1, kee
     (Jamieson & Talwalkar, AISTATS 2016; the rung of Li et al.'s Hyperband, JMLR 2018) over the same
     ``rates`` and the same most steps per trial as ``gl.lm.tune_lr``. Rung 1 trains every rate for
     ``first_share`` of ``config.steps`` (its schedule compressed to them) and scores each by its
-    validation loss there (on the config's evaluation batches); rung 2 runs the ``keep`` best again from the start through
-    ``gl.lm.tune_lr`` with ``config`` as it is (its stop at the target included). Returns (best
+    validation loss there (on the config's evaluation batches); rung 2 runs the ``keep`` best again from
+    the start through ``gl.lm.tune_lr`` with ``config`` as it is (its stop at the target included). Returns (best
     rate, {rate: the rung-2 LMRun, or the rung-1 one for a rate dropped there, or None where it
     diverged}, joules of both rungs, {rate: "rung 1" or "rung 2"})."""
     import math

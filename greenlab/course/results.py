@@ -185,7 +185,7 @@ def run_from_args(args) -> int:
 # --- helpers ---------------------------------------------------------------------------
 
 _CHILD = ("import sys\n"
-          "from greenlab.course.build import run_notebook\n"
+          "from greenlab.course.headless import run_notebook\n"
           "run_notebook(sys.argv[1], quick=True if sys.argv[2] == 'quick' else None)\n")
 
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from greenlab.base import validation
+from greenlab.base import progress, validation
 from greenlab.base.units import plain_number
 from greenlab.energy.flags import PooledFlags
 from greenlab.energy.provenance import how_measured
@@ -262,32 +262,33 @@ def run_federated(model_fn, data, splits, rounds: int, local_epochs: int = 1, ba
     x_all, y_all = data.train_x.cpu(), data.train_y.cpu()
     per_round_bytes = round_bytes(global_model.state_dict(), len(splits)) if exchange else 0
     history = []
-    for r in range(1, rounds + 1):
-        states, seconds = [], []
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ShortWindowWarning)
-            window = measure(f"{label} round {r}")
-            with window:
-                for k, rows in enumerate(splits):
-                    t0 = time.perf_counter()
-                    worker.load_state_dict(global_model.state_dict())
-                    _local_train(worker, x_all[rows], y_all[rows], local_epochs, batch_size, lr,
-                                 seed=seed * 1_000_003 + r * 1009 + k)
-                    states.append({key: t.detach().clone() for key, t in worker.state_dict().items()})
-                    seconds.append(time.perf_counter() - t0)
-        short = any(issubclass(w.category, ShortWindowWarning) for w in caught)
-        for w in caught:
-            if not issubclass(w.category, ShortWindowWarning):
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        result = window.result
-        global_model.load_state_dict(states[0] if len(states) == 1 else aggregate(states, counts))
-        total_s = sum(seconds) or 1.0
-        history.append(RoundRecord(round=r, val_accuracy=_accuracy(global_model, data.val_x, data.val_y),
-                                   joules=result.joules, seconds=result.seconds, bytes_sent=per_round_bytes,
-                                   client_joules=[result.joules * s / total_s for s in seconds],
-                                   client_seconds=seconds, short_window=short, energy=result))
-        if stop_at_target and target_accuracy is not None and history[-1].val_accuracy >= target_accuracy:
-            break
+    with progress.heartbeat(f"greenlab.federated {label}: {rounds} round(s)"):
+        for r in range(1, rounds + 1):
+            states, seconds = [], []
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ShortWindowWarning)
+                window = measure(f"{label} round {r}")
+                with window:
+                    for k, rows in enumerate(splits):
+                        t0 = time.perf_counter()
+                        worker.load_state_dict(global_model.state_dict())
+                        _local_train(worker, x_all[rows], y_all[rows], local_epochs, batch_size, lr,
+                                     seed=seed * 1_000_003 + r * 1009 + k)
+                        states.append({key: t.detach().clone() for key, t in worker.state_dict().items()})
+                        seconds.append(time.perf_counter() - t0)
+            short = any(issubclass(w.category, ShortWindowWarning) for w in caught)
+            for w in caught:
+                if not issubclass(w.category, ShortWindowWarning):
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            result = window.result
+            global_model.load_state_dict(states[0] if len(states) == 1 else aggregate(states, counts))
+            total_s = sum(seconds) or 1.0
+            history.append(RoundRecord(round=r, val_accuracy=_accuracy(global_model, data.val_x, data.val_y),
+                                       joules=result.joules, seconds=result.seconds, bytes_sent=per_round_bytes,
+                                       client_joules=[result.joules * s / total_s for s in seconds],
+                                       client_seconds=seconds, short_window=short, energy=result))
+            if stop_at_target and target_accuracy is not None and history[-1].val_accuracy >= target_accuracy:
+                break
     return FederatedRun(label=label, rounds=history, target=target_accuracy, client_samples=counts,
                         bytes_per_round=per_round_bytes, one_off_bytes=int(one_off_bytes), network=network,
                         test_accuracy=_accuracy(global_model, data.test_x, data.test_y), model=global_model)

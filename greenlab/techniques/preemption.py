@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from greenlab.base import validation
+from greenlab.base import progress, validation
 from greenlab.base.units import plain_number
 
 
@@ -409,10 +409,11 @@ def run_preemptible(model: dict, data, config, checkpoint_every: int | None, kil
     scratch); ``config.max_steps`` is the job. Energy (this process and its children) and wall
     time cover every life and restart. Pass a ``Launcher`` to reuse one across runs."""
     _check_job(model, config, checkpoint_every, kill_after_s)
-    if launcher is not None:
-        return launcher.run(model, data, config, checkpoint_every, kill_after_s)
-    with Launcher(folder) as own:
-        return own.run(model, data, config, checkpoint_every, kill_after_s)
+    with progress.heartbeat(f"greenlab.preemption: {config.max_steps} steps through pre-emptions"):
+        if launcher is not None:
+            return launcher.run(model, data, config, checkpoint_every, kill_after_s)
+        with Launcher(folder) as own:
+            return own.run(model, data, config, checkpoint_every, kill_after_s)
 
 
 def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_seconds: float = 0.3) -> tuple:

@@ -32,6 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
+from greenlab.base import progress
 from greenlab.base.optional import require
 from greenlab.base.units import plain_number
 from greenlab.energy.measure import Measurement
@@ -347,13 +348,14 @@ def shared_study(journal_path, data, study_name: str = "shared", workers: int = 
                                             start_new_session=True)
                 janitor.watch_group(procs[w].pid)
             end = time.monotonic() + float(timeout_s)
-            for w, p in procs.items():
-                try:
-                    p.wait(timeout=max(0.0, end - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    timed_out.add(w)
-                    processes.kill_group(p, grace_s=2.0)
-                codes[w] = p.returncode
+            with progress.heartbeat(f"greenlab.tuning: {workers} workers sharing one study"):
+                for w, p in procs.items():
+                    try:
+                        p.wait(timeout=max(0.0, end - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        timed_out.add(w)
+                        processes.kill_group(p, grace_s=2.0)
+                    codes[w] = p.returncode
             for w, f in errs.items():
                 f.seek(0)
                 tails[w] = f.read()[-3000:]
@@ -375,7 +377,8 @@ def shared_study(journal_path, data, study_name: str = "shared", workers: int = 
         else:
             why = f"exited with code {code}"
         tail = "\n".join((tails.get(w) or "").strip().splitlines()[-15:])
-        failures[w] = f"worker {w} (process {procs[w].pid}) {why}" + (f"; the end of its stderr:\n{tail}" if tail else "")
+        failures[w] = (f"worker {w} (process {procs[w].pid}) {why}"
+                       + (f"; the end of its stderr:\n{tail}" if tail else ""))
     study = optuna.load_study(study_name=study_name, storage=storage)
     failed = _fail_orphans(study, storage, {procs[w].pid for w in failures})
     rows = _rows(study)
