@@ -52,3 +52,15 @@ def test_a_lesson_without_the_anchor_or_the_figure_is_reported():
     assert figures.missing(nb, fig)
     with pytest.raises(LookupError, match=fig.name):
         figures.place(nb, fig)
+
+
+@pytest.mark.parametrize("fig", figures.FIGURES, ids=lambda f: f.name)
+def test_every_figure_sits_in_both_copies_of_its_lesson(fig):
+    import json
+    from pathlib import Path
+
+    lessons = Path(__file__).resolve().parent.parent / "lessons"
+    instructor = figures.lesson_path(lessons, fig.lesson)
+    for path in (instructor, lessons / instructor.name):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        assert not figures.missing(nb, fig), f"{path.name} lacks figure {fig.name!r}: python -m greenlab.course.figures"
