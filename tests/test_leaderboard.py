@@ -492,7 +492,9 @@ def test_verify_accepts_an_honest_claim_and_refuses_an_inflated_one(tmp_path, wo
 
 def test_verify_refuses_to_rerun_in_another_mode(tmp_path, monkeypatch):
     from greenlab.course import verify
+    from greenlab.session import config
 
+    monkeypatch.setattr(config, "_current", None)  # the mode comes from the environment, not an earlier gl.setup()
     monkeypatch.setenv("GREENLAB_QUICK", "1")
     assert verify.set_harness(tmp_path).mode == "quick"
     monkeypatch.setenv("GREENLAB_QUICK", "0")

@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import json
 import types
+import warnings
 from pathlib import Path
 
 import pytest
@@ -76,8 +77,8 @@ def test_lesson03_one_step_gradients_works_when_training_moves_the_model():
                 p.sub_(config.lr * 0.25)  # an "update" of 0.25 per weight
         return None
 
-    fake_gl = types.SimpleNamespace(train=fake_train)
-    namespace = {"gl": fake_gl, "dataclasses": dataclasses, "torch": torch}
+    fake_gl = types.SimpleNamespace(train=fake_train, energy=gl.energy)
+    namespace = {"gl": fake_gl, "dataclasses": dataclasses, "torch": torch, "warnings": warnings}
     exec(lesson_function("03_gradient_accumulation.ipynb", "one_step_gradients"), namespace)
     model = torch.nn.Linear(3, 2)
     grads = namespace["one_step_gradients"](model, None, gl.TrainConfig(batch_size=4))

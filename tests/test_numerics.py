@@ -12,7 +12,7 @@ def test_flush_fractions_count_zeros_and_subnormals_among_non_zero_values():
     assert fp16_flush_fractions(grads) == pytest.approx((1 / 3, 1 / 3))
     assert fp16_flush_fractions(grads, 2.0 ** 16) == (0.0, 0.0)  # both land among the normals
     assert fp16_flush_fractions(torch.zeros(4)) == (0.0, 0.0)
-    assert checks.fp16_flush_fractions(fp16_flush_fractions).passed
+    assert checks.fp16_flush_fractions.__wrapped__(fp16_flush_fractions).passed  # the reference passes its own check
     with pytest.raises(ValueError):
         fp16_flush_fractions(grads, 0)
     with pytest.raises(TypeError):
@@ -20,7 +20,7 @@ def test_flush_fractions_count_zeros_and_subnormals_among_non_zero_values():
 
 
 def test_torch_loss_scaler_passes_the_lesson_checker_and_reports_skips():
-    assert checks.loss_scaler(TorchLossScaler).passed
+    assert checks.loss_scaler.__wrapped__(TorchLossScaler).passed  # the reference passes its own check
     model = torch.nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = TorchLossScaler(init_scale=8.0, growth_interval=1)

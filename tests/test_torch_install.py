@@ -69,4 +69,4 @@ def test_it_runs_as_a_plain_script_before_greenlab_can_be_imported():
 
 def test_the_makefile_runs_it_before_the_install():
     text = (ROOT / "Makefile").read_text()
-    assert text.index("greenlab/base/torch_install.py") < text.index("-e '.[test")
+    assert text.index("greenlab/base/torch_install.py") < text.index("-e '.[$(MAKE_EXTRAS)")
