@@ -165,7 +165,7 @@ def test_nothing_but_the_face_imports_the_face():
 # needs: an import that must stay inside a function (an optional dependency, a heavy import on a cold path)
 # ends with a "# lazy: <why>" comment. The list grows layer by layer, from the bottom.
 AT_THE_TOP = ["greenlab.base", "greenlab.energy", "greenlab.impact", "greenlab.session", "greenlab.training",
-              "greenlab.experiments", "greenlab.widgets", "greenlab.cli"]
+              "greenlab.experiments", "greenlab.techniques", "greenlab.course", "greenlab.widgets", "greenlab.cli"]
 
 
 def deferred_imports(known: dict, packages=AT_THE_TOP) -> list:

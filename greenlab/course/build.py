@@ -28,6 +28,7 @@ from greenlab.course.hosted import with_launch_cells  # Colab/Binder badges and 
 from greenlab.course.notebook_format import (
     _STEM_RE, CHECK_OUTPUT_MARK, LessonError, _check_stem, _checks_output, _joined, _read_json, _rel, code, dumps,
     instructor_notebooks, learner_notebook, lessons_dir, md, normalise, notebook)
+from greenlab.base.processes import die_with_parent
 
 
 def expected_files(folder: str | os.PathLike | None = None) -> dict[Path, str]:
@@ -173,8 +174,6 @@ def _run_command(paths: list[str], quick: bool, max_silence_s: float | None = No
     after the lessons when a cell was silent for longer), 2 for a missing file.
     Started by a program that set ``$GREENLAB_PARENT_PID`` (the GPU suite), it dies with it."""
     if os.environ.get("GREENLAB_PARENT_PID"):
-        from greenlab.base.processes import die_with_parent
-
         die_with_parent()
     for name in paths:
         if not Path(name).is_file():

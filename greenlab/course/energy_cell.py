@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from greenlab.energy.measure import component_text
 from greenlab.base.units import format_energy, plain_number
+from greenlab.base.validation import instance
+from greenlab.energy.measure import Measurement, component_text
+from greenlab.impact.carbon import co2e_g, format_mass
 
 USAGE = "%%energy [--region CODE] [--pue P] [--label TEXT] [--attribution process|machine]"
 METER_USAGE = "%energy_meter on|off [--region CODE] [--pue P]"
@@ -71,7 +73,6 @@ def parse_options(line: str, cell: bool):
         opts = parser.parse_args(words)
     except SystemExit:  # pragma: no cover - error() raises first
         raise UsageError(f"usage: {usage}") from None
-    from greenlab.impact.carbon import co2e_g
 
     try:  # a bad region or PUE fails before the cell runs
         co2e_g(0.0, region=opts.region, pue=opts.pue)
@@ -97,15 +98,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _check_result(result) -> None:
-    from greenlab.energy.measure import Measurement
-    from greenlab.base.validation import instance
-
     instance("result", result, Measurement, "a Measurement (a window's .result)")
 
 
 def _co2e_text(joules: float, region: str, pue) -> str:
-    from greenlab.impact.carbon import co2e_g, format_mass
-
     grams = co2e_g(max(joules, 0.0), region=region, pue=pue)
     pue_text = "" if pue is None else f", PUE {pue:g}"
     return f"{format_mass(grams)} CO2e ({region}{pue_text})"

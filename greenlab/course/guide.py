@@ -22,7 +22,11 @@ import re
 import sys
 from pathlib import Path
 
+from greenlab.course import checks
+from greenlab.course.checks.statement import RUBRIC
+from greenlab.course.nbgrader import MANUAL_CHECKER, checker_calls
 from greenlab.course.notebook_format import SOLUTION_BEGIN, instructor_notebooks, lessons_dir
+from greenlab.course.quiz import load
 
 GUIDE = Path("docs") / "instructor_guide.md"
 PLAN_MINUTES = (("Opening: the goals, why it matters, the baseline", 10), ("The changes, one at a time", 35),
@@ -113,10 +117,6 @@ def _goals(opening: str) -> list[str]:
 
 
 def _exercises(cells: list[dict]) -> list[str]:
-    from greenlab.course import checks
-    from greenlab.course.checks.statement import RUBRIC
-    from greenlab.course.nbgrader import MANUAL_CHECKER, checker_calls
-
     out = []
     for cell in cells:
         text = "".join(cell["source"])
@@ -165,8 +165,6 @@ def usual_mistakes(checker) -> list[str]:
 
 
 def _quiz(number: str) -> list[str]:
-    from greenlab.course.quiz import load
-
     try:
         quiz = load(number)
     except ValueError:

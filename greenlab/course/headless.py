@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from greenlab.course.energy_cell import parse_options, readout
 from greenlab.course.notebook_format import _joined, _read_json
+from greenlab.energy import measure
 
 SILENCE_LIMIT_S = 10.0
 
@@ -173,9 +175,6 @@ class _CellRunner:
     def _run_energy_cell(self, source: str, where: str) -> None:
         """``%%energy`` without IPython: the body inside one ``greenlab.measure`` window, its
         Measurement kept as ``_energy`` and summarised, as the magic does."""
-        from greenlab.energy import measure
-        from greenlab.course.energy_cell import parse_options, readout
-
         first, _, body = source.lstrip().partition("\n")
         opts = parse_options(first.strip()[len("%%energy"):], cell=True)  # --region and all, as the magic
         self._note(where, "ran the %%energy cell as a greenlab.measure window, kept as _energy "

@@ -17,6 +17,10 @@ import math
 import os
 from pathlib import Path
 
+from greenlab.energy.provenance import how_measured
+from greenlab.session import hardware
+from greenlab.session.config import device
+
 HEADLINE_FILE_ENV = "GREENLAB_HEADLINE_FILE"  # where records go (JSON lines); unset: nowhere
 HEADLINE_LESSON_ENV = "GREENLAB_HEADLINE_LESSON"  # the lesson the results runner is running
 FIELDS = ("lesson", "technique", "saves", "factor", "low", "high", "detectable", "repeats", "reached",
@@ -33,8 +37,6 @@ def headline(lesson: str | None, technique: str, saves: str, factor, source=None
     (ratio kind), or None where there is no factor. ``source``: a result with energy (a comparison, a
     run) whose provenance ``how_measured`` states. ``reached``/``note``: free text (how many repeats
     reached a target, why there is no factor)."""
-    from greenlab.energy.provenance import how_measured
-
     for name, value in (("technique", technique), ("saves", saves), ("reached", reached), ("note", note)):
         if not isinstance(value, str):
             raise ValueError(f"{name} must be text, got {value!r}")
@@ -84,14 +86,10 @@ def _number(value):
 
 def _cpu_bf16():
     try:
-        from greenlab.session.hardware import precision_support
-
-        return bool(precision_support("bf16", "cpu").native)
+        return bool(hardware.precision_support("bf16", "cpu").native)
     except Exception:  # noqa: BLE001 - a record must not fail because a probe did
         return None
 
 
 def _device():
-    from greenlab.session.config import device
-
     return device()

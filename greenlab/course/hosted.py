@@ -25,6 +25,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from greenlab.base.optional import EXTRAS
+from greenlab.base.paths import repo_root
+
 DISTRIBUTION = "greenlab-course"
 BRANCH = "main"
 LESSONS_FOLDER = "lessons"  # where the learner copies are, relative to the repository's root
@@ -45,8 +48,6 @@ def repository_url(root: str | os.PathLike | None = None) -> str:
     """The repository's address: ``[project.urls] Repository`` of ``pyproject.toml`` in a checkout
     (``root``, else the one beside the package), else the installed distribution's metadata."""
     import tomllib
-
-    from greenlab.base.paths import repo_root
 
     pyproject = Path(root if root is not None else repo_root()) / "pyproject.toml"
     if pyproject.is_file():
@@ -102,8 +103,6 @@ def runtime_text() -> str:
 
 def extra_modules(stem: str) -> list[str]:
     """The modules of the extras lesson ``stem`` uses (``LESSON_EXTRAS``, ``optional.EXTRAS``)."""
-    from greenlab.base.optional import EXTRAS
-
     extras = LESSON_EXTRAS.get(stem[:2], ())
     return sorted(module for module, extra in EXTRAS.items() if extra in extras)
 

@@ -37,7 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from greenlab.base.filelock import locked
+from greenlab.base.paths import results_dir
 from greenlab.base.storage import atomic_write_bytes
+from greenlab.impact import carbon
 
 FORMAT = "greenlab-leaderboard"
 VERSION = 1
@@ -61,8 +63,6 @@ class Leaderboard:
 
     def __init__(self, path=None):
         if path is None:
-            from greenlab.base.paths import results_dir
-
             path = os.environ.get(DIR_ENV) or results_dir()
         path = Path(path).expanduser()  # '~/class' as every other GREENLAB_*_DIR
         self.path = path / FILE_NAME if path.is_dir() or path.suffix != ".json" else path
@@ -115,15 +115,12 @@ class Leaderboard:
             seconds_to_target = _number("seconds_to_target", seconds_to_target)
         co2e_note = "given"
         if co2e_g is None:
-            from greenlab.impact import carbon
-
             grid = carbon.intensity(region)
             co2e_g = carbon.co2e_g(joules, grid)
             co2e_note = (f"greenlab.carbon: {grid.g_per_kwh:g} g/kWh for {grid.code} "
                          f"({grid.source}, {grid.year}), PUE {carbon.DEFAULT_PUE:g}")
         if not isinstance(region, str) or not region.strip():
             raise ValueError(f"region must be a region code such as 'WORLD' or 'FRA', got {region!r}")
-        from greenlab.impact import carbon
 
         carbon.check_region(region)  # an unknown region is refused even when co2e_g is given
         if estimated is not None and not isinstance(estimated, bool):

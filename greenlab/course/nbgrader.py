@@ -56,20 +56,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from greenlab.course import quiz as course_quiz
+from greenlab.course.checks.statement import RUBRIC
+from greenlab.course.grading import option_digest
 from greenlab.course.notebook_format import (
-    INSTRUCTOR_ONLY_TAG,
-    SOLUTION_BEGIN,
-    LessonError,
-    _check_stem,
-    _read_json,
-    _source,
-    dumps,
-    instructor_notebooks,
-    lessons_dir,
-    normalise,
-    strip_instructor_notes,
-    strip_solutions,
-)
+    INSTRUCTOR_ONLY_TAG, SOLUTION_BEGIN, LessonError, _check_stem, _read_json, _source, dumps, instructor_notebooks,
+    lessons_dir, normalise, strip_instructor_notes, strip_solutions)
 
 EXERCISE_POINTS = 2
 QUESTION_POINTS = 1
@@ -204,8 +196,6 @@ def nbgrader_notebook(instructor_nb: dict[str, Any], stem: str, quiz_points: int
 
 
 def _exercise_cells(cell: dict, text: str, stem: str, where: str, ids: set[str]) -> list[dict]:
-    from greenlab.course.checks.statement import RUBRIC
-
     calls = checker_calls(text)
     name = calls[0][0] if calls else _first_defined_name(text) or "answer"
     grade_id = _unique(f"{stem[:2]}-{name}", ids)
@@ -282,10 +272,7 @@ def checker_call_args(source: str) -> list[tuple[str, str, str]]:
 
 
 def _quiz_cells(lesson: str, stem: str, ids: set[str], points: int, seed: int) -> list[dict]:
-    from greenlab.course.grading import option_digest
-    from greenlab.course.quiz import load, shuffled
-
-    shown = shuffled(load(lesson), seed=seed)
+    shown = course_quiz.shuffled(course_quiz.load(lesson), seed=seed)
     answers = [_shown_answer(q) for q in shown.questions]
     solution = ("# Knowledge check, graded: one entry per question, in order: the letter of the option you\n"
                 "# choose as shown above ('a', 'b', ...; or its index, a = 0, or its text), a list of them for\n"

@@ -35,6 +35,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from greenlab.base.paths import lessons_dir as configured_lessons_dir
+
 SOLUTION_BEGIN = "# BEGIN SOLUTION"
 SOLUTION_END = "# END SOLUTION"
 LEARNER_MARK = "# LEARNER:"
@@ -191,7 +193,6 @@ def lessons_dir(folder: str | os.PathLike | None = None) -> Path:
     (``$GREENLAB_LESSONS_DIR``, else ``lessons/`` beside the package)."""
     if folder is not None:
         return Path(folder)
-    from greenlab.base.paths import lessons_dir as configured_lessons_dir
 
     return configured_lessons_dir()
 

@@ -42,7 +42,18 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Callable, NamedTuple
+
+from greenlab.base import progress
 from greenlab.base.units import plain_number
+from greenlab.experiments import Comparison, compare
+from greenlab.experiments.verdicts import paired
+from greenlab.session import hardware
+from greenlab.session.config import seed_everything
+from greenlab.techniques.lm import comparison as lm_comparison
+from greenlab.techniques.lm.gpt import TinyGPT
+from greenlab.techniques.lm.training import LMConfig
+from greenlab.training import loop, models
+from greenlab.training.loop import TrainConfig
 
 # The reference CNN the lessons and reference runs compare precisions on (gl.models.build options).
 REFERENCE_CNN = {"depth": 3, "width": 64, "kernel_size": 3, "norm": "batch"}
@@ -158,15 +169,11 @@ def tutorial_cnn(in_channels: int = 1, num_classes: int = 10, image_size: int = 
 
 def reference_cnn(in_channels: int = 1, num_classes: int = 10):
     """A fresh reference CNN (3 conv blocks of 64, 128, 256 channels, batch norm)."""
-    from greenlab.training import models
-
     return models.build("cnn", in_channels=in_channels, num_classes=num_classes, **REFERENCE_CNN)
 
 
 def reference_resnet(in_channels: int = 3, num_classes: int = 10):
     """A fresh ResNet-20 (widths 16, 32, 64) for 32x32 colour images."""
-    from greenlab.training import models
-
     return models.build("resnet", in_channels=in_channels, num_classes=num_classes, **REFERENCE_RESNET)
 
 
@@ -181,8 +188,6 @@ def naive_recipe(device: str | None = None, n_train: int | None = None, n_test: 
     ``size``: "full" (CAPSTONE_DATA, the GPU suite's), "cpu" (CPU_DATA, a learner's CPU) or
     "quick" (QUICK_DATA, CI); None: "quick" when ``quick`` else "full".
     """
-    from greenlab.training.loop import TrainConfig
-
     _check_device(device)
     plan = capstone_size(_size(quick, size))
     cfg = TrainConfig(precision="fp32", batch_size=TUTORIAL_BATCH, lr=TUTORIAL_LR, momentum=0.9,
@@ -207,9 +212,6 @@ def green_recipe(device: str | None = None, n_train: int | None = None, n_test: 
     measures where it pays); True is refused where bf16 is emulated; False leaves it out.
     """
     import torch
-
-    from greenlab.session import hardware
-    from greenlab.training.loop import TrainConfig
 
     device = _check_device(device)
     if device is None:
@@ -342,8 +344,6 @@ def compare_ladder(ladder: dict, data, repeats: int = 3, ends=None, **compare_kw
     ``ends``: a :func:`compare_ends` result for the same two recipes and repeats: its runs stand
     for the first and the last row (repeat r for repeat r, the same seeds), and only the rows
     between them are trained. Raises ValueError when its recipes or repeats are not the ladder's."""
-    from greenlab.experiments import Comparison
-
     if not isinstance(ladder, dict) or not ladder or not all(isinstance(r, Recipe) for r in ladder.values()):
         raise ValueError("ladder must be a non-empty dict {row name: Recipe} (from one_change_at_a_time)")
     names = list(ladder)
@@ -459,8 +459,6 @@ def compare_bills(comparison, baseline, variant, tuning_joules: dict | None = No
     model that reaches the validation target, each row's search from ``tuning_joules`` ({row: J},
     0 where absent) included, paired by repeat; no factor unless both rows reached the target in
     every repeat. ``names`` ({row: word}) renames rows in the sentences."""
-    from greenlab.experiments.verdicts import paired
-
     tuning_joules, names = dict(tuning_joules or {}), dict(names or {})
     b = target_bill(comparison, baseline, tuning_joules.get(baseline, 0.0))
     v = target_bill(comparison, variant, tuning_joules.get(variant, 0.0))
@@ -490,7 +488,6 @@ def bill_table(comparison, tuning_joules: dict | None = None) -> str:
             against = "no figure: a row missed the target in some repeat"
         else:
             runs = [[_to_target_joules(r) for r in comparison.runs[n]] for n in (name, previous.name)]
-            from greenlab.experiments.verdicts import paired
 
             against = paired(runs[0], runs[1], "joules_to_target", name, previous.name).short()
         lines.append(f"{name:{width}}  {bill.reached:>3} of {bill.repeats}  {search:>9}  {energy:>18}  {against}")
@@ -500,14 +497,10 @@ def bill_table(comparison, tuning_joules: dict | None = None) -> str:
 
 def _compare_rows(ladder, data, repeats, compare_kwargs):
     """The rows of ``ladder`` through the comparison their kind of config needs."""
-    from greenlab.techniques.lm.comparison import compare_lm
-    from greenlab.techniques.lm.training import LMConfig
-
     if isinstance(next(iter(ladder.values())).config, LMConfig):
         fns = {name: row.model_fn for name, row in ladder.items()}
-        return compare_lm({name: dataclasses.replace(row.config, label=name) for name, row in ladder.items()},
-                          lambda cfg: fns[cfg.label](), data, repeats=repeats, **compare_kwargs)
-    from greenlab.experiments import compare
+        rows = {name: dataclasses.replace(row.config, label=name) for name, row in ladder.items()}
+        return lm_comparison.compare_lm(rows, lambda cfg: fns[cfg.label](), data, repeats=repeats, **compare_kwargs)
 
     return compare({name: row.config for name, row in ladder.items()}, data=data, repeats=repeats,
                    model_fn={name: row.model_fn for name, row in ladder.items()}, **compare_kwargs)
@@ -553,10 +546,6 @@ def tune_lr(model_fn, data, config, candidates=LR_CANDIDATES, samples: int = QUI
     same tuning budget. ``train_kwargs`` go to ``gl.train`` (default log=False, save=False)."""
     import math
 
-    from greenlab.base import progress
-    from greenlab.session.config import seed_everything
-    from greenlab.training.loop import TrainConfig, train
-
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
     candidates = list(candidates)
@@ -577,7 +566,7 @@ def tune_lr(model_fn, data, config, candidates=LR_CANDIDATES, samples: int = QUI
         cfg = dataclasses.replace(config, lr=float(lr), max_steps=steps, epochs=epochs, patience=None,
                                   label=f"{config.label or 'recipe'} lr {lr:g}", **keep)
         seed_everything(cfg.seed)
-        res = train(model_fn(), data, cfg, **kwargs)
+        res = loop.train(model_fn(), data, cfg, **kwargs)
         runs.append(res)
         ok = res.status != "diverged" and res.val_accuracy is not None
         rows.append({"lr": float(lr), "val_accuracy": res.val_accuracy if ok else None,
@@ -606,8 +595,6 @@ def naive_lm_recipe(quick: bool = False) -> Recipe:
     the steps; the evaluation keeps the tutorial's cadence (a tenth of the run) and its share
     (0.8 validation batches per training step). No stop at the target: it is only recorded.
     ``model_fn()`` builds a fresh TinyGPT; ``data_spec`` holds ``gl.lm.load_corpus`` arguments."""
-    from greenlab.techniques.lm.training import LMConfig
-
     _check_quick(quick)
     size = LM_QUICK if quick else LM_FULL
     every = max(1, size["steps"] // 10)
@@ -628,8 +615,6 @@ def green_lm_recipe(device: str | None = None, quick: bool = False, fused: bool 
     says the device runs bf16 natively; False leaves it out, as where a measurement found no saving;
     True is refused where bf16 is emulated) and the fused AdamW kernel (``fused``, off by default)."""
     import torch
-
-    from greenlab.session import hardware
 
     device = _check_device(device)
     if device is None:
@@ -656,8 +641,6 @@ def green_lm_recipe(device: str | None = None, quick: bool = False, fused: bool 
 def small_mlp(num_classes: int = 10, input_shape=(1, 28, 28)):
     """A fresh SMALL_MLP (flatten, one hidden layer of 64 with ReLU, a linear head): the green
     recipe's network on a CPU."""
-    from greenlab.training import models
-
     return models.build("mlp", num_classes=num_classes, input_shape=input_shape, **SMALL_MLP)
 
 
@@ -673,8 +656,6 @@ def halving_lm_lr(model_fn, corpus, config, rates, first_share: float = 0.1, kee
     diverged}, joules of both rungs, {rate: "rung 1" or "rung 2"})."""
     import math
 
-    from greenlab.techniques.lm.comparison import tune_lr
-
     rates = list(rates)
     if not rates:
         raise ValueError("rates must hold at least one learning rate")
@@ -685,10 +666,10 @@ def halving_lm_lr(model_fn, corpus, config, rates, first_share: float = 0.1, kee
     short = max(1, round(config.steps * first_share))
     rung1 = dataclasses.replace(config, steps=short, eval_every=short, stop_at_target=False,
                                 warmup_steps=min(config.warmup_steps, short - 1), label=f"{config.label} rung 1")
-    _, first, spent1 = tune_lr(model_fn, corpus, rung1, rates, device=device)
+    _, first, spent1 = lm_comparison.tune_lr(model_fn, corpus, rung1, rates, device=device)
     ranked = sorted(rates, key=lambda r: math.inf if first[r] is None else first[r].val_loss)  # stable: first of equals
     kept = ranked[:keep]
-    best, second, spent2 = tune_lr(model_fn, corpus, config, kept, device=device)
+    best, second, spent2 = lm_comparison.tune_lr(model_fn, corpus, config, kept, device=device)
     trials = {r: second[r] if r in second else first[r] for r in rates}
     where = {r: "rung 2" if r in second else "rung 1" for r in rates}
     return best, trials, spent1 + spent2, where
@@ -696,8 +677,6 @@ def halving_lm_lr(model_fn, corpus, config, rates, first_share: float = 0.1, kee
 
 def quick_cnn(in_channels: int = 1, num_classes: int = 10):
     """A fresh quick-mode CNN: the reference CNN's shape at an eighth of its width (8, 16, 32)."""
-    from greenlab.training import models
-
     return models.build("cnn", in_channels=in_channels, num_classes=num_classes, **QUICK_CNN)
 
 
@@ -714,8 +693,6 @@ def _lm_model_fn(size):
 
 def _new_lm_model_fn(size):
     def tiny_gpt():
-        from greenlab.techniques.lm.gpt import TinyGPT
-
         return TinyGPT(d_model=size["d_model"], n_layers=size["n_layers"], n_heads=size["n_heads"],
                        max_seq_len=size["seq_len"])
 
@@ -724,15 +701,10 @@ def _new_lm_model_fn(size):
 
 
 def _config_types():
-    from greenlab.techniques.lm.training import LMConfig
-    from greenlab.training.loop import TrainConfig
-
     return (TrainConfig, LMConfig)
 
 
 def _ladder_for(config):
-    from greenlab.techniques.lm.training import LMConfig
-
     return LM_LADDER if isinstance(config, LMConfig) else LADDER
 
 

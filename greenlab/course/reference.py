@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from greenlab.base.paths import data_dir, lessons_dir
+
 SCHEMA_VERSION = 1
 ENV_VAR = "GREENLAB_REFERENCE_DIR"
 REQUIRED_FIELDS = {
@@ -173,7 +175,6 @@ def reference_dir(folder: str | os.PathLike | None = None) -> Path:
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env)
-    from greenlab.base.paths import data_dir
 
     return data_dir() / "reference_runs"
 
@@ -243,8 +244,6 @@ def lesson_experiments(lessons_folder: str | os.PathLike | None = None) -> dict[
 
     ``benchmarks/gpu_suite.py`` must record every one of them (a test checks that it does).
     """
-    from greenlab.base.paths import lessons_dir
-
     folder = Path(lessons_folder) if lessons_folder is not None else lessons_dir()
     out: dict[str, list[str]] = {}
     for path in sorted((folder / "instructor").glob("*.ipynb")):

@@ -27,7 +27,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from greenlab.base.paths import lessons_dir, results_dir
 from greenlab.course.headline import HEADLINE_FILE_ENV, HEADLINE_LESSON_ENV, read_headlines
+from greenlab.energy.estimate import cpu_model_name
+from greenlab.energy.provenance import how_measured
+from greenlab.energy.windows import measure
+from greenlab.session import hardware
 
 COLUMNS = ("lesson", "technique", "saves", "factor", "interval_95", "detectable", "repeats", "reached",
            "energy_source", "cpu_bf16", "load_before", "load_after", "lesson_joules", "lesson_seconds", "status")
@@ -124,8 +129,6 @@ def run_results(paths, quick: bool = False, echo: bool = True, timeout_s: float 
     """Run each notebook in ``paths`` headless, in a process of its own, and collect its headline
     records. ``quick``: CI's quick mode (GREENLAB_QUICK=1); otherwise the mode this machine gives a
     learner (the environment's GREENLAB_QUICK, if any, is left as it is)."""
-    from greenlab.session.hardware import precision_support
-
     paths = [Path(p) for p in paths]
     if not paths:
         raise ValueError("no lessons to run")
@@ -142,7 +145,7 @@ def run_results(paths, quick: bool = False, echo: bool = True, timeout_s: float 
     joules = [x.joules for x in outcomes]
     total = None if any(j is None for j in joules) else sum(joules)
     try:
-        bf16 = bool(precision_support("bf16", "cpu").native)
+        bf16 = bool(hardware.precision_support("bf16", "cpu").native)
     except Exception:  # noqa: BLE001 - the table says "unknown"
         bf16 = None
     mode = "CI quick mode (GREENLAB_QUICK=1)" if quick else "this machine's default mode"
@@ -152,8 +155,6 @@ def run_results(paths, quick: bool = False, echo: bool = True, timeout_s: float 
 
 def default_lessons() -> list[Path]:
     """Every instructor copy, in order (the headless runner needs the worked solutions)."""
-    from greenlab.base.paths import lessons_dir
-
     return sorted(Path(lessons_dir(), "instructor").glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -172,8 +173,6 @@ def add_arguments(parser) -> None:
 
 
 def run_from_args(args) -> int:
-    from greenlab.base.paths import results_dir
-
     paths = [Path(p) for p in args.notebooks] or default_lessons()
     results = run_results(paths, quick=args.quick)
     written = results.write(args.out or Path(results_dir(), "course"))
@@ -190,9 +189,6 @@ _CHILD = ("import sys\n"
 
 
 def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
-    from greenlab.energy.provenance import how_measured
-    from greenlab.energy.windows import measure
-
     lesson = path.stem
     with tempfile.TemporaryDirectory(prefix="greenlab-results-") as tmp:
         record_file = Path(tmp, "headlines.jsonl")
@@ -233,8 +229,6 @@ def _load():
 
 def _cpu_name() -> str:
     try:
-        from greenlab.energy.estimate import cpu_model_name
-
         return cpu_model_name() or platform.processor() or "unknown CPU"
     except Exception:  # noqa: BLE001
         return platform.processor() or "unknown CPU"

@@ -33,6 +33,12 @@ from pathlib import Path
 from greenlab.base import validation
 from greenlab.base.filelock import locked
 from greenlab.course.leaderboard import _write_shared, default_author, safe_text
+from greenlab.experiments.stats import summarize
+from greenlab.session.config import is_quick
+from greenlab.training import data
+from greenlab.training.config import TrainConfig
+from greenlab.training.loop import train
+from greenlab.training.models import MODELS, build
 
 HARNESS_FILE = "harness.json"
 SUBMISSIONS_FILE = "submissions.json"
@@ -71,14 +77,10 @@ class Harness:
                 f"target {self.target_accuracy:.1%}, {self.mode} mode, {self.repeats} repeat(s)")
 
     def data(self):
-        from greenlab.training import data
-
         return data.load(self.dataset, n_train=self.n_train, n_test=self.n_test, seed=self.data_seed, verbose=False)
 
 
 def _current_mode() -> str:
-    from greenlab.session.config import is_quick
-
     return "quick" if is_quick() else "full"
 
 
@@ -107,9 +109,6 @@ def harness(folder) -> Harness:
 
 def check_recipe(model: dict, recipe: dict) -> None:
     """Refuse a recipe that is not a model spec and training settings only (by name)."""
-    from greenlab.training.config import TrainConfig
-    from greenlab.training.models import MODELS
-
     if not isinstance(model, dict) or model.get("name") not in MODELS:
         raise ValueError(f"model must be a gl.models.build spec naming one of {', '.join(MODELS)}, got {model!r}")
     if not isinstance(recipe, dict):
@@ -130,11 +129,6 @@ def run_recipe(harness: Harness, model: dict, recipe: dict, sources=None, data=N
     result each): per repeat, the energy to the target (None when it was not reached), the best
     accuracy and the energy's provenance; and their summaries (``gl.experiments`` statistics)."""
     import torch
-
-    from greenlab.experiments.stats import summarize
-    from greenlab.training.config import TrainConfig
-    from greenlab.training.loop import train
-    from greenlab.training.models import build
 
     check_recipe(model, recipe)
     data = harness.data() if data is None else data

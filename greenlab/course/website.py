@@ -18,6 +18,8 @@ import re
 import sys
 from pathlib import Path
 
+from greenlab.base.optional import require
+from greenlab.base.paths import lessons_dir
 from greenlab.course import hosted
 
 NAV_CLASS = "greenlab-nav"
@@ -45,9 +47,6 @@ def build_site(out: str | os.PathLike, lessons: str | os.PathLike | None = None,
     """Write ``index.html`` and one page per learner copy into ``out``; returns the pages written.
     ``lessons``: the lessons folder (default ``greenlab.base.paths.lessons_dir()``); ``only``: lesson
     numbers ("00", "03") to render, all when None."""
-    from greenlab.base.optional import require
-    from greenlab.base.paths import lessons_dir
-
     nbconvert = require("nbconvert", "the course website")  # lazy: nbconvert comes with JupyterLab (lab)
     folder = Path(lessons) if lessons is not None else lessons_dir()
     paths = sorted(folder.glob("[0-9][0-9]_*.ipynb"))

@@ -17,6 +17,7 @@ import statistics
 from dataclasses import dataclass
 
 from greenlab.base import validation
+from greenlab.experiments import summarize
 from greenlab.impact import network as _network
 from greenlab.techniques.compress import BreakEven, break_even_interval, joules_text
 
@@ -134,7 +135,6 @@ class EdgeVerdict:
             return None
         per_byte = self.remote.network.joules_per_byte
         dc = self.remote.datacentre.joules_per_inference if self.remote.datacentre else 0.0
-        from greenlab.experiments import summarize
 
         stat = summarize(self.edge_joules)
         half = stat.ci95 or 0.0

@@ -33,8 +33,10 @@ import torch.nn.functional as F
 
 from greenlab.base import progress, validation
 from greenlab.base.units import plain_number
+from greenlab.energy import ShortWindowWarning, measure
 from greenlab.energy.flags import PooledFlags
 from greenlab.energy.provenance import how_measured
+from greenlab.experiments import paired
 from greenlab.impact import network as _network
 
 
@@ -253,8 +255,6 @@ def run_federated(model_fn, data, splits, rounds: int, local_epochs: int = 1, ba
     splits = check_splits(splits, len(data.train_y))
     network = _network.energy_per_byte() if network is None else network
 
-    from greenlab.energy import ShortWindowWarning, measure
-
     torch.manual_seed(seed)
     global_model = model_fn().cpu()
     worker = model_fn().cpu()
@@ -320,8 +320,6 @@ class FederatedComparison:
         """FedAvg against centralised, paired by repeat: a ``greenlab.experiments.Paired`` on
         ``joules_to_target`` (compute + communication), ``compute_joules_to_target`` or
         ``rounds_to_target``. A repeat where either arm missed the target drops out."""
-        from greenlab.experiments import paired
-
         if metric not in ("joules_to_target", "compute_joules_to_target", "rounds_to_target"):
             raise ValueError("metric must be 'joules_to_target', 'compute_joules_to_target' or "
                              f"'rounds_to_target', got {metric!r}")

@@ -35,7 +35,11 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+
+from greenlab import energy
+from greenlab.base import validation
 from greenlab.base.units import plain_number
+from greenlab.training import models
 
 __all__ = ["MODES", "ParallelResult", "run", "staleness_histogram"]
 
@@ -97,9 +101,6 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
     update from its own shard of the training split. Returns a :class:`ParallelResult`."""
     import torch
 
-    from greenlab.energy import measure
-    from greenlab.training import models
-
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     for name, value in (("workers", workers), ("batch_size", batch_size), ("max_updates", max_updates),
@@ -110,7 +111,6 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
         raise ValueError(f"lr must be a number > 0, got {lr!r}")
     if not (isinstance(target_accuracy, (int, float)) and 0 < target_accuracy <= 1):
         raise ValueError(f"target_accuracy must be within (0, 1], got {target_accuracy!r}")
-    from greenlab.base import validation
 
     # a timeout at or below zero ran the workers and then threw their results away
     timeout_s = validation.number("timeout_s", timeout_s, low=0, low_open=True)
@@ -141,7 +141,7 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
         except threading.BrokenBarrierError:
             pass  # a worker failed while setting up: it reports through the queue below
         setup_seconds = time.perf_counter() - setup_start
-        with measure(f"{mode} data parallel") as window:
+        with energy.measure(f"{mode} data parallel") as window:
             start = time.perf_counter()
             go.set()
             while len(outputs) < workers and time.monotonic() < deadline:

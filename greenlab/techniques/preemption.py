@@ -33,7 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from greenlab.base import progress, validation
+from greenlab.base.janitor import Janitor
 from greenlab.base.units import plain_number
+from greenlab.energy import measure
+from greenlab.session import config as gl_config
+from greenlab.training import loop
+from greenlab.training.checkpoint import load_checkpoint, save_checkpoint
+from greenlab.training.loop import TrainConfig
+from greenlab.training.models import build
 
 
 
@@ -241,7 +248,6 @@ class Launcher:
 
     def __init__(self, folder, timeout_s: float = 300.0):
         _positive("timeout_s", timeout_s)
-        from greenlab.base.janitor import Janitor
 
         Path(folder).mkdir(parents=True, exist_ok=True)
         self.timeout_s = float(timeout_s)
@@ -267,9 +273,6 @@ class Launcher:
 
     def run(self, model: dict, data, config, checkpoint_every: int | None, kill_after_s) -> "PreemptibleRun":
         """See :func:`run_preemptible`."""
-        from greenlab.energy import measure
-        from greenlab.session import config as gl_config
-
         kills = _check_job(model, config, checkpoint_every, kill_after_s)
         if self._proc.poll() is not None:
             raise RuntimeError("the launcher has ended; start a new one")
@@ -426,9 +429,6 @@ def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_second
     import shutil
     import tempfile
 
-    from greenlab.energy import measure
-    from greenlab.training.checkpoint import save_checkpoint
-
     validation.integer("writes", writes, low=1)
     validation.number("min_seconds", min_seconds, low=0)
     if not isinstance(folder, (str, os.PathLike)):
@@ -520,10 +520,6 @@ def life(job: dict, data) -> None:
     checkpoint when it exists, train to the end or until killed, publishing progress."""
     import torch
 
-    from greenlab.training.checkpoint import load_checkpoint
-    from greenlab.training.loop import TrainConfig, train
-    from greenlab.training.models import build
-
     torch.set_num_threads(int(job["threads"]))
     config = TrainConfig(**job["config"])
     every, path = job["every"], job["checkpoint"]
@@ -533,7 +529,7 @@ def life(job: dict, data) -> None:
     torch.manual_seed(config.seed)
     spec = dict(job["model"])
     net = build(spec.pop("name"), **spec)
-    result = train(net, data, config, callbacks=[progress], device=job["device"], log=False, save=False,
+    result = loop.train(net, data, config, callbacks=[progress], device=job["device"], log=False, save=False,
                    resume_from=resume)
     progress.set(accuracy=-1.0 if result.final_accuracy is None else float(result.final_accuracy),
                  reached=int(result.steps), done=1)
@@ -541,8 +537,6 @@ def life(job: dict, data) -> None:
 
 def _check_job(model, config, checkpoint_every, kill_after_s) -> list:
     """Refuse a bad job before any process starts; returns the lifetimes as floats."""
-    from greenlab.training.loop import TrainConfig
-
     if not isinstance(model, dict) or not isinstance(model.get("name"), str):
         raise validation.ArgumentTypeError(f"model must be a gl.models.build spec like "
                                            f"{{'name': 'mlp', 'hidden': (128,)}}, got {model!r}")

@@ -16,15 +16,15 @@ import signal
 import sys
 import traceback
 
+from greenlab.base.processes import die_with_parent
+from greenlab.techniques import preemption
+from greenlab.training import data, loop, models
+from greenlab.training.data import Dataset
+
 
 def main() -> int:
-    from greenlab.base.processes import die_with_parent
-
     die_with_parent()
     import torch  # noqa: F401  (imported once here, inherited by every forked life)
-
-    from greenlab.techniques import preemption
-    from greenlab.training.data import Dataset
 
     _warm_up(torch)
     out = sys.stdout
@@ -75,8 +75,6 @@ def _warm_up(torch) -> None:
     torch's first-call set-up done (one thread: no OpenMP thread pool exists when a life forks)."""
     import contextlib
     import io
-
-    from greenlab.training import data, loop, models
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -18,6 +18,11 @@ import queue
 import threading
 from typing import Callable, Iterable, Iterator
 
+from greenlab.energy import measure
+from greenlab.experiments import paired, short_flags, warm_up
+from greenlab.session.config import seed_everything
+from greenlab.training.data import make_dataloader
+
 _DONE = object()
 
 
@@ -72,11 +77,6 @@ def compare_loaders(model_fn: Callable, data, config, wrap: Callable, steps: int
     ``{"plain": [Measurement], name: [Measurement], "seconds": Paired, "joules": Paired}``: the
     paired verdicts of ``name`` against "plain"."""
     import torch
-
-    from greenlab.session.config import seed_everything
-    from greenlab.training.data import make_dataloader
-    from greenlab.energy import measure
-    from greenlab.experiments import paired, short_flags, warm_up
 
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")

@@ -37,6 +37,11 @@ from greenlab.training.checkpoint import (
 from greenlab.base.storage import atomic_write_bytes, clean_stale_tmp  # noqa: F401
 from greenlab.base.units import plain_number
 from greenlab.session.devices import synchronize
+from greenlab.energy.nvml import get_nvml
+from greenlab.session import config as gl_config
+from greenlab.training.data import DeviceLoader, make_dataloader
+from greenlab.training.loop import TrainConfig
+from greenlab.training.precision import dtype as precision_dtype
 
 
 # --- profiling ------------------------------------------------------------------------------
@@ -277,19 +282,14 @@ def _check_count(label, value, minimum) -> None:
 
 def _stepper(model, data, config, device):
     """(step(x, y), endless batch iterator, device) for plain training steps as gl.train does them."""
-    from greenlab.training.loop import TrainConfig
-
     cfg = config if config is not None else TrainConfig()
     if device is None:
-        from greenlab.session import config as gl_config
-
         device = gl_config.device()
     dev = torch.device(device)
     model.to(dev).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=getattr(cfg, "lr", 0.05),
                                 momentum=getattr(cfg, "momentum", 0.9))
     precision = getattr(cfg, "precision", "fp32")
-    from greenlab.training.precision import dtype as precision_dtype
 
     dtype = precision_dtype(precision)
 
@@ -307,8 +307,6 @@ def _stepper(model, data, config, device):
 
 def _loader_for(data, cfg, dev):
     if hasattr(data, "train_x") and hasattr(data, "train_y"):
-        from greenlab.training.data import DeviceLoader, make_dataloader
-
         bs = getattr(cfg, "batch_size", 128)
         if getattr(cfg, "loader", "device") == "dataloader":
             return make_dataloader(data, bs, num_workers=cfg.num_workers, pin_memory=cfg.pin_memory,
@@ -359,7 +357,6 @@ class _GpuUtilization:
         self.note = ""
         if dev.type != "cuda":
             return
-        from greenlab.energy.nvml import get_nvml
 
         lib = get_nvml()
         if not lib.available:

@@ -28,7 +28,10 @@ from torch.utils._pytree import tree_leaves
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from greenlab.base.units import plain_number
+from greenlab.energy.estimate import cpu_model_name
+from greenlab.session.config import device as default_device
 from greenlab.session.devices import synchronize
+from greenlab.training.flop_counting import flop_counter as course_flop_counter
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -99,8 +102,6 @@ def measure(device=None, dtypes=("fp32",), matmul_n: int = 1024, copy_bytes: int
     repeated for at least ``min_seconds`` per window, best of ``rounds`` windows. With ``reuse``,
     a roofline measured earlier in this Python session with the same arguments and thread count is
     returned instead (its notes say so)."""
-    from greenlab.session.config import device as default_device
-
     dev = torch.device(device or default_device())
     key = (str(dev), tuple(dtypes), matmul_n, copy_bytes, min_seconds, rounds, machine, torch.get_num_threads())
     if reuse and key in _MEASURED:
@@ -187,8 +188,6 @@ class Point:
 def count(fn) -> Counts:
     """FLOPs and bytes of one call of ``fn()`` (see ``Counts``), counted at PyTorch's operator
     level while it runs; backward passes inside ``fn`` are counted too."""
-    from greenlab.training.flop_counting import flop_counter as course_flop_counter
-
     if not callable(fn):
         raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}")
     with course_flop_counter() as flop_counter, _ByteCounter() as bytes_counter:
@@ -212,8 +211,6 @@ def place(label: str, fn, device=None, min_seconds: float = 0.05, rounds: int = 
 def seconds_per_call(fn, device=None, min_seconds: float = 0.2, rounds: int = 3) -> float:
     """Seconds one call of ``fn()`` takes: the fastest of ``rounds`` windows of repeated calls,
     each at least ``min_seconds`` long, the device synchronised at the window edges."""
-    from greenlab.session.config import device as default_device
-
     if not min_seconds > 0:
         raise ValueError(f"min_seconds must be > 0, got {min_seconds!r}")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
@@ -307,6 +304,5 @@ def _tensor_bytes(tree) -> int:
 def _machine_name(dev) -> str:
     if dev.type == "cuda":
         return torch.cuda.get_device_name(dev)
-    from greenlab.energy.estimate import cpu_model_name
 
     return cpu_model_name() or "this CPU"

@@ -30,7 +30,10 @@ import torch.nn.functional as F
 
 from greenlab.base import validation
 from greenlab.base.units import plain_number
-from greenlab.training import models
+from greenlab.experiments import paired
+from greenlab.experiments.arms import rotated, warm_up, warmup_config
+from greenlab.techniques.compress import energy_per_inference as _measure_inference
+from greenlab.training import loop as training_loop, models
 
 DIRECTIONS = ("max", "min")
 DEFAULT_OBJECTIVES = (("accuracy", "max"), ("joules", "min"))
@@ -345,12 +348,10 @@ def train_evaluator(data, config, space: SearchSpace, train_kwargs=None):
     returns accuracy (validation accuracy at the end: the search selects on it), test_accuracy
     (scored once at the end, for reporting only), joules and seconds (measured) and whether the
     energy was estimated."""
-    from greenlab.training.loop import train
-
     kwargs = {"log": False} if train_kwargs is None else dict(train_kwargs)
 
     def evaluate(arch):
-        res = train(space.build(arch), data, config, **kwargs)
+        res = training_loop.train(space.build(arch), data, config, **kwargs)
         return {"accuracy": res.val_accuracy if res.val_accuracy is not None else 0.0,
                 "test_accuracy": res.final_accuracy, "joules": res.joules, "seconds": res.seconds,
                 "estimated": bool(res.estimated), "status": res.status}
@@ -383,8 +384,6 @@ class ArchComparison:
 
     def paired(self, arch: Arch, baseline: Arch, metric: str):
         """``arch`` against ``baseline`` on ``metric``, paired by repeat (``experiments.Paired``)."""
-        from greenlab.experiments import paired
-
         return paired(self.values(arch, metric), self.values(baseline, metric), metric, str(arch), str(baseline))
 
     @property
@@ -406,9 +405,6 @@ def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, tra
     repeats gives fresh runs, to estimate the winner's saving on repeats it was not chosen on."""
     import dataclasses
 
-    from greenlab.experiments.arms import rotated, warm_up, warmup_config
-    from greenlab.training.loop import train
-
     archs = list(dict.fromkeys(validation.items("archs", archs)))
     if not archs or not all(isinstance(a, Arch) for a in archs):
         raise ValueError("archs must be a non-empty list of Arch")
@@ -417,13 +413,14 @@ def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, tra
     kwargs = {"log": False} if train_kwargs is None else dict(train_kwargs)
     runs = {a: [] for a in archs}
     # every architecture warmed up by a short discarded run first, then the repeats in rotating order
-    warm_up({a: (lambda a=a: train(space.build(a), data, warmup_config(dataclasses.replace(config, label=str(a))),
-                                   **dict(kwargs, save=False))) for a in archs})
+    warm_up({a: (lambda a=a: training_loop.train(space.build(a), data,
+                                                 warmup_config(dataclasses.replace(config, label=str(a))),
+                                                 **dict(kwargs, save=False))) for a in archs})
     for r in range(repeats):
         for arch in rotated(archs, r):
             cfg = dataclasses.replace(config, seed=config.seed + seed_offset + r,
                                       label=f"{arch} repeat {seed_offset + r + 1}")
-            runs[arch].append(train(space.build(arch), data, cfg, **kwargs))
+            runs[arch].append(training_loop.train(space.build(arch), data, cfg, **kwargs))
     return ArchComparison(archs=archs, runs=runs, repeats=repeats)
 
 
@@ -514,8 +511,6 @@ def energy_per_inference(model: nn.Module, input_shape, batch_size: int = 64, re
     """Measured energy and time per sample of inference on random inputs of shape
     (batch_size, *input_shape): ``greenlab.techniques.compress.energy_per_inference`` (one ``gl.measure``
     window around ``repeats`` batches). Returns its ``InferenceCost``."""
-    from greenlab.techniques.compress import energy_per_inference as _measure_inference
-
     _check_positive("batch_size", batch_size)
     x = torch.randn((batch_size, *tuple(int(s) for s in input_shape)), device=_device(model))
     return _measure_inference(model, x, repeats=repeats, warmup=warmup)

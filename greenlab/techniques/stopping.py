@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from greenlab.training.loop import StopTraining
+
 
 def should_stop(accuracies: Sequence[float], patience: int, min_delta: float = 0.0) -> bool:
     """True when the last ``patience`` of ``accuracies`` (validation accuracies, fractions, in
@@ -40,8 +42,6 @@ class EarlyStopping:
         self.stopped_at_step: int | None = None
 
     def on_eval(self, state) -> None:
-        from greenlab.training.loop import StopTraining
-
         self.accuracies.append(float(state.accuracy))
         if self.rule(list(self.accuracies), self.patience, self.min_delta):
             self.stopped_at_step = state.step

@@ -23,7 +23,9 @@ from pathlib import Path
 import torch
 
 from greenlab.base import validation
+from greenlab.energy import measure
 from greenlab.energy.flags import PooledFlags
+from greenlab.experiments import paired
 
 # Bytes per parameter of a checkpoint that can resume mixed-precision AdamW training: fp32 master
 # weights (4), Adam's first and second moments in fp32 (4 + 4), and the bf16 working copy (2);
@@ -169,8 +171,6 @@ class ReadComparison(PooledFlags):
 
     def paired(self, metric: str = "seconds"):
         """The shards against the small files, paired by repeat (``gl.experiments.paired``)."""
-        from greenlab.experiments import paired
-
         table = {"seconds": self.seconds, "joules": self.joules}[metric]
         return paired(table["tar shards"], table["small files"], metric, variant="tar shards",
                       baseline="small files")
@@ -182,8 +182,6 @@ def compare_reads(x: torch.Tensor, y: torch.Tensor, folder, repeats: int = 3, pa
     then read each layout in ``gl.measure`` windows, alternating which goes first, ``repeats``
     times: at least ``passes`` reads per window, more when one read is shorter than
     ``min_window_s`` (from the checking read). The files stay in the OS page cache (a warm read)."""
-    from greenlab.energy import measure
-
     x, y = _samples(x, y)
     validation.integer("repeats", repeats, low=1)
     validation.integer("passes", passes, low=1)

@@ -32,11 +32,18 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
-from greenlab.base import progress
+
+from greenlab.base import processes, progress, validation
+from greenlab.base.janitor import Janitor
 from greenlab.base.optional import require
 from greenlab.base.units import plain_number
 from greenlab.energy.measure import Measurement
 from greenlab.energy.provenance import how_measured
+from greenlab.experiments import paired
+from greenlab.session.config import seed_everything, setup
+from greenlab.training import loop, models
+from greenlab.training.dataset_files import load_dataset, save_dataset
+from greenlab.training.loop import StopTraining, TrainConfig
 
 __all__ = ["METHODS", "TrialRow", "SweepResult", "TuningComparison", "promote", "rungs", "rule_pruner",
            "sweep", "compare_sweeps", "shared_study", "SharedStudy"]
@@ -51,7 +58,6 @@ def promote(scores: Sequence[float], eta: int) -> list:
     (a diverged trial) ranks below every other, as the worst, and is never promoted."""
     if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
         raise ValueError(f"eta must be an integer >= 2, got {eta!r}")
-    from greenlab.base import validation
 
     scores = [validation.number("each score", s, allow_none=False) if not _is_nan(s) else math.nan
               for s in validation.items("scores", scores)]
@@ -190,8 +196,6 @@ def sweep(data, model_fn, config, n_trials: int = 8, max_steps: int = 90, min_st
     ``storage``/``study_name``: an Optuna storage to share (see :func:`shared_study`)."""
     optuna = require("optuna", "early-stopped tuning")  # lazy: optuna is an extra (scheduling)
 
-    from greenlab.training.loop import TrainConfig
-
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "rule" and not callable(rule):
@@ -234,8 +238,6 @@ class TuningComparison:
 
     def paired(self, method: str, metric: str):
         """``gl.experiments.paired`` of ``method`` against the baseline (the full sweep)."""
-        from greenlab.experiments import paired
-
         return paired(self.values(method, metric), self.values(self.baseline, metric), metric,
                       variant=method, baseline=self.baseline)
 
@@ -310,11 +312,6 @@ def shared_study(journal_path, data, study_name: str = "shared", workers: int = 
     import signal as _signal
     import time
     import warnings
-
-    from greenlab.base import processes
-    from greenlab.base.janitor import Janitor
-    from greenlab.base import validation
-    from greenlab.training.dataset_files import save_dataset
 
     optuna = require("optuna", "early-stopped tuning")  # lazy: optuna is an extra (scheduling)
     from optuna.storages.journal import JournalFileBackend, JournalStorage
@@ -417,9 +414,6 @@ class _Objective:
     def __call__(self, trial):
         import optuna
 
-        from greenlab.session.config import seed_everything
-        from greenlab.training.loop import train
-
         if self.worker is not None:  # first: a worker that dies in this trial is found by its pid
             trial.set_user_attr("worker", int(self.worker))
             trial.set_user_attr("pid", os.getpid())
@@ -429,7 +423,7 @@ class _Objective:
                                   patience=None, label=f"{self.config.label or 'trial'} lr {lr:.3g}")
         reporter = _Reporter(trial, self.max_steps)
         seed_everything(cfg.seed)
-        res = train(self.model_fn(), self.data, cfg, callbacks=[reporter], log=False, save=False)
+        res = loop.train(self.model_fn(), self.data, cfg, callbacks=[reporter], log=False, save=False)
         trial.set_user_attr("joules", float(res.joules))
         trial.set_user_attr("seconds", float(res.seconds))
         trial.set_user_attr("steps", int(res.steps))
@@ -452,8 +446,6 @@ class _Reporter:
         self.trial, self.max_steps, self.pruned = trial, max_steps, False
 
     def on_eval(self, state):
-        from greenlab.training.loop import StopTraining
-
         if state.accuracy is None or state.step >= self.max_steps:
             return
         self.trial.report(float(state.accuracy), int(state.step))
@@ -492,11 +484,6 @@ def _positive_int(name, value):
 def _worker(spec_path: str) -> int:
     """One process of :func:`shared_study`: load the study from the journal and run its trials."""
     from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-    from greenlab.session.config import setup
-    from greenlab.training.dataset_files import load_dataset
-    from greenlab.training import models
-    from greenlab.training.loop import TrainConfig
 
     spec = json.loads(Path(spec_path).read_text())
     setup(verbose=False)

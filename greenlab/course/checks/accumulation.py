@@ -6,18 +6,9 @@ import copy
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    _not_a_function,
-    _short,
-    check_gradients_match,
-    is_placeholder,
-    drawn,
-    wrong_inputs,
-    graded,
-)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _short, check_gradients_match, drawn, graded, is_placeholder,
+    wrong_inputs)
+from greenlab.techniques.accumulation import groupnorm_instead_of_batchnorm
 
 # Gradient accumulation: accumulate_gradients(model, x, y, micro_batch_size).
 
@@ -142,8 +133,6 @@ def batchnorm_fix(fn: Any) -> Check:
     of 8 against micro-batches of 3, 3 and 2) and the layers with the library's
     ``greenlab.techniques.accumulation.groupnorm_instead_of_batchnorm``."""
     import torch
-
-    from greenlab.techniques.accumulation import groupnorm_instead_of_batchnorm
 
     label = "batchnorm_fix"
     verdict = _not_a_function(fn, label)

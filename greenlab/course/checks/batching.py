@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import Check, check_function, number_or_none
-from greenlab.course.checks.core import graded
+from greenlab.course.checks.core import Check, check_function, graded, number_or_none
+from greenlab.techniques.batching.noise_scale import simple_noise_scale
+from greenlab.techniques.batching.schedules import goyal_warmup, grow_batch_then_decay, linear_scaling_lr
 
 
 @graded
@@ -15,8 +16,6 @@ def scaled_lr_with_warmup(fn: Any) -> Check:
     the linear scaling rule (lr = base_lr x batch / base_batch) reached by Goyal et al.'s (2017)
     gradual warm-up, which rises linearly from ``base_lr`` at step 0 to the scaled rate at step
     ``warmup_steps`` and stays there (no warm-up when ``warmup_steps`` is 0)."""
-    from greenlab.techniques.batching.schedules import goyal_warmup, linear_scaling_lr
-
     inputs = [
         (0, 0.1, 256, 1024, 100),
         (50, 0.1, 256, 1024, 100),
@@ -55,8 +54,6 @@ def noise_scale_from_norms(fn: Any) -> Check:
     per-sample gradient covariance and B_simple = trace / |G|^2 (McCandlish et al., 2018),
     solved from E|G_B|^2 = |G|^2 + trace/B at the two batch sizes. Expected values come from
     ``greenlab.techniques.batching.noise_scale.simple_noise_scale``."""
-    from greenlab.techniques.batching.noise_scale import simple_noise_scale
-
     inputs = [(2.0, 1.1, 10, 100), (5.0, 0.6, 8, 128), (0.09, 0.05, 16, 512), (1.5, 1.4, 32, 64)]
     cases = [(args, simple_noise_scale(*args)) for args in inputs]
 
@@ -88,8 +85,6 @@ def batch_then_lr_schedule(fn: Any) -> Check:
     (batch, lr)``: Smith et al.'s (2018) schedule that grows the batch ``factor`` times at each
     milestone while it fits in ``max_batch`` and decays the learning rate by ``factor`` once it
     would not. Expected values come from ``greenlab.techniques.batching.schedules.grow_batch_then_decay``."""
-    from greenlab.techniques.batching.schedules import grow_batch_then_decay
-
     inputs = [(0, 32, 0.1, [2, 4, 6], 4, 512), (2, 32, 0.1, [2, 4, 6], 4, 512),
               (4, 32, 0.1, [2, 4, 6], 4, 512), (5, 32, 0.1, [2, 4, 6], 4, 512),
               (7, 32, 0.1, [2, 4, 6], 4, 512), (3, 64, 0.05, [1, 2, 3], 2, 128),

@@ -5,16 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    is_placeholder,
-    number_or_none,
-    graded,
-)
 from greenlab.base.units import plain_number
+from greenlab.course.checks.core import (
+    FAILED, NOT_ATTEMPTED, PASSED, Check, check_function, graded, is_placeholder, number_or_none)
+from greenlab.course.recipes import one_cycle as reference_one_cycle
+from greenlab.training.loop import TrainConfig
 
 
 @graded(code=False)
@@ -23,8 +18,6 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
     """Check a learner's capstone attempt: ``config`` is a valid ``TrainConfig`` aimed at
     ``target_accuracy`` (fraction 0-1), ``result`` (a ``RunResult`` from ``gl.train``) reached
     it, and ``board`` (a ``gl.Leaderboard``) holds an entry with the run's energy (joules)."""
-    from greenlab.training.loop import TrainConfig
-
     name = "capstone_submission"
     if is_placeholder(config):
         return Check(name, NOT_ATTEMPTED, "my_recipe() still returns None: return a gl.TrainConfig.")
@@ -69,12 +62,9 @@ def one_cycle(fn: Any) -> Check:
     """Check a learner's ``fn(step, total_steps, warmup_steps) -> multiplier`` against
     ``gl.recipes.one_cycle``: a linear rise to 1 over the warm-up steps ((step + 1) / warmup at
     step < warmup), then a linear fall to 0 at ``total_steps``."""
-    from greenlab.course.checks.core import check_function
-    from greenlab.course.recipes import one_cycle as reference
-
     inputs = [(0, 10, 4), (1, 10, 4), (3, 10, 4), (4, 10, 4), (7, 10, 4), (10, 10, 4), (12, 10, 4),
               (0, 5, 0), (2, 5, 0), (0, 8, 1), (5, 8, 1)]
-    cases = [(args, reference(*args)) for args in inputs]
+    cases = [(args, reference_one_cycle(*args)) for args in inputs]
 
     def hint(args, expected, got):
         step, total, warm = args

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import Check, check_function, drawn, graded, number_or_none, variant_hint
+from greenlab.impact import scheduling
 
 
 @graded
@@ -73,8 +74,6 @@ def schedule_jobs(fn: Any) -> Check:
     """Check a learner's ``fn(values, jobs) -> {name: sorted hours or None}`` against
     ``gl.scheduling.schedule_jobs``: one machine, earliest deadline first, each job in the
     cleanest free hours before its deadline (contiguous unless it is interruptible)."""
-    from greenlab.impact import scheduling
-
     def job(name, hours, deadline, interruptible):
         return {"name": name, "hours": hours, "deadline": deadline, "interruptible": interruptible}
 

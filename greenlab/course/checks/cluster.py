@@ -5,23 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED,
-    Check,
-    _not_a_function,
-    _sorted_indices,
-    check_function,
-    is_placeholder,
-    variant_hint,
-    graded,
-)
+    FAILED, Check, _not_a_function, _sorted_indices, check_function, graded, is_placeholder, variant_hint)
+from greenlab.techniques import cluster, tuning
 
 
 @graded
 def easy_backfill(fn: Any) -> Check:
     """Check a learner's EASY-backfilling policy ``fn(state) -> jobs to start now`` against
     ``gl.cluster.easy_backfill`` on small cluster states, then on a whole simulated trace."""
-    from greenlab.techniques import cluster
-
     label = "easy_backfill"
     verdict = _not_a_function(fn, label)
     if verdict is not None:
@@ -70,8 +61,6 @@ def easy_backfill(fn: Any) -> Check:
 def promote(fn: Any) -> Check:
     """Check a learner's successive-halving rule ``fn(scores, eta) -> indices kept`` against
     ``gl.tuning.promote``: the top ``max(1, n // eta)`` scores, ties with the last one kept."""
-    from greenlab.techniques import tuning
-
     inputs = [
         ([0.5, 0.9, 0.7, 0.6, 0.8, 0.1, 0.3, 0.2, 0.4], 3),
         ([0.2, 0.4], 3),
@@ -152,8 +141,6 @@ def _states(cluster) -> list:
 
 
 def _backfill(state, end_of, spare_used_up=True, past_reservation=True, reserve=True):
-    from greenlab.techniques import cluster
-
     started = cluster._in_order(state.queue, state.free_gpus)
     rest = list(state.queue)[len(started):]
     if not rest:

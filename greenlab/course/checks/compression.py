@@ -6,14 +6,8 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import (
-    Check,
-    _not_a_function,
-    check_function,
-    is_placeholder,
-    number_or_none,
-    graded,
-)
-from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, graded, is_placeholder, number_or_none)
+from greenlab.techniques import compress
 
 
 @graded
@@ -244,8 +238,6 @@ def linear_quantize(fn: Any, dequantize_fn: Any = None) -> Check:
     zero_point)``, that the round trip is within scale/2 of the weight."""
     import torch
 
-    from greenlab.techniques.compress import dequantize, linear_quantize as reference
-
     w = torch.tensor([[0.9, -0.1, 0.4, -0.8, 0.2], [-0.3, 0.7, -0.05, 0.6, -0.5],
                       [0.15, -0.95, 0.35, 0.01, -0.65], [2.45, 0.25, -0.75, 0.55, -0.02]])
     cases = [(w, 8, False), (w, 4, False), (w, 8, True), (w, 3, True),
@@ -254,7 +246,7 @@ def linear_quantize(fn: Any, dequantize_fn: Any = None) -> Check:
     def judge(args, got):
         weight, bits, per_channel = args
         q, scale, zp = got
-        rq, rs, rz = reference(weight, bits, per_channel)
+        rq, rs, rz = compress.linear_quantize(weight, bits, per_channel)
         q, scale, zp = (torch.as_tensor(v) for v in (q, scale, zp))
         qmin, qmax = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
         where = f"bits={bits}, per_channel={per_channel}"
@@ -284,7 +276,7 @@ def linear_quantize(fn: Any, dequantize_fn: Any = None) -> Check:
                     "round(w / scale) + zero_point with torch.round, not int() or floor.")
         if dequantize_fn is not None:
             back = torch.as_tensor(dequantize_fn(rq.clone(), rs.clone(), rz.clone())).float()
-            ref_back = dequantize(rq, rs, rz)
+            ref_back = compress.dequantize(rq, rs, rz)
             if back.shape != ref_back.shape or not torch.allclose(back, ref_back, atol=1e-6):
                 return f"{where}: dequantize is off. Hint: scale * (q - zero_point), per row when per channel."
             step = rs.view(-1, *([1] * (weight.dim() - 1))) if per_channel else rs
@@ -307,8 +299,6 @@ def distillation_loss(fn: Any) -> Check:
     import torch
     import torch.nn.functional as F
 
-    from greenlab.techniques.compress import distillation_loss as reference
-
     s = torch.tensor([[2.0, 0.5, -1.0], [0.1, 1.5, 0.3], [-0.5, 0.2, 2.2]])
     t = torch.tensor([[3.0, 1.0, -2.0], [0.0, 2.5, 1.0], [0.5, -1.0, 1.5]])
     y = torch.tensor([0, 1, 2])
@@ -316,7 +306,7 @@ def distillation_loss(fn: Any) -> Check:
 
     def judge(args, got):
         student, teacher, targets, temp, alpha = args
-        want = float(reference(student, teacher, targets, temp, alpha))
+        want = float(compress.distillation_loss(student, teacher, targets, temp, alpha))
         value = float(got)
         if abs(value - want) <= 1e-5 * max(1.0, abs(want)):
             leaf = student.clone().requires_grad_(True)
@@ -350,17 +340,14 @@ def fake_quantize(fn: Any) -> Check:
     zero point) and the gradient passes straight through (d out / d weight = 1)."""
     import torch
 
-    from greenlab.techniques.compress import fake_quantize as reference
-    from greenlab.techniques.compress import linear_quantize as qparams
-
     w = torch.tensor([[0.9, -0.1, 0.4, -0.8, 0.2], [-0.3, 0.7, -0.05, 0.6, -0.5],
                       [0.15, -0.95, 0.35, 0.01, -0.65]])
     cases = [(w, 8), (w, 4), (w, 3), (torch.tensor([0.2, 0.5, 1.0, 0.1]), 4)]
 
     def judge(args, got):
         weight, bits = args
-        want = reference(weight, bits).detach()
-        q, scale, zero = qparams(weight, bits)
+        want = compress.fake_quantize(weight, bits).detach()
+        q, scale, zero = compress.linear_quantize(weight, bits)
         value = torch.as_tensor(got)
         if value.shape != weight.shape:
             return f"bits={bits}: the output has shape {tuple(value.shape)}, expected {tuple(weight.shape)}."

@@ -5,16 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    _sorted_indices,
-    check_function,
-    is_placeholder,
-    variant_hint,
-    graded,
-)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _sorted_indices, check_function, graded, is_placeholder, variant_hint)
+from greenlab.techniques.stopping import should_stop
 
 
 @graded
@@ -55,8 +47,6 @@ def early_stopping(fn: Any) -> Check:
     """Check a learner's ``fn(accuracies, patience, min_delta) -> bool`` against
     ``gl.stopping.should_stop``: stop once ``patience`` evaluations in a row failed to beat the
     best so far by more than ``min_delta`` (the first evaluation sets the best)."""
-    from greenlab.techniques.stopping import should_stop
-
     inputs = [
         ([0.5, 0.6, 0.7], 2, 0.0),
         ([0.5, 0.6, 0.6, 0.6], 2, 0.0),

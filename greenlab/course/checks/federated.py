@@ -7,8 +7,10 @@ from typing import Any
 
 import torch
 
-from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _short, \
-    check_function, drawn, graded, variant_hint
+from greenlab.course.checks.core import (
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _short, check_function, drawn, graded, variant_hint)
+from greenlab.techniques import federated
+from greenlab.techniques.federated import fedavg
 
 
 @graded
@@ -17,8 +19,6 @@ def fedavg_aggregate(fn: Any, seed: int | None = None) -> Check:
     of every tensor (parameters and buffers), weights n_k / n, against
     ``greenlab.techniques.federated.fedavg`` on tiny state dicts; with ``seed`` (grade time),
     on three more rounds drawn from it."""
-    from greenlab.techniques.federated import fedavg
-
     name = "fedavg_aggregate"
     verdict = _not_a_function(fn, name)
     if verdict is not None:
@@ -64,8 +64,6 @@ def fedavg_aggregate(fn: Any, seed: int | None = None) -> Check:
 def round_bytes(fn: Any) -> Check:
     """Check a learner's ``fn(state, n_clients) -> bytes`` one FedAvg round sends: every client
     downloads the global model and uploads its own, every tensor counted as elements x bytes each."""
-    from greenlab.techniques import federated
-
     def state(*tensors):
         names = ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
         return dict(zip(names, tensors))

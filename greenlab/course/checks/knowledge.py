@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check
-from greenlab.course.checks.core import graded
+from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, graded
+from greenlab.course.quiz import grade_question, load, shuffled
 
 
 @graded(code=False)
@@ -21,8 +21,6 @@ def quiz_answer(lesson: str, answers: Any, question: int, order_seed: int | None
     texts for a "choose all" question, or a number for a numeric one; ``None`` is not answered.
     With ``order_seed`` (the seed ``gl.quiz(lesson, seed=...)`` showed the quiz with), an index or letter
     names the option in the order shown; without it, in the quiz file's order."""
-    from greenlab.course.quiz import grade_question, load, shuffled
-
     quiz = load(lesson)
     questions = (quiz if order_seed is None else shuffled(quiz, seed=order_seed)).questions
     if isinstance(question, bool) or not isinstance(question, int) or not 1 <= question <= len(questions):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import Check, check_function, number_or_none
-from greenlab.course.checks.core import graded
+from greenlab.course.checks.core import Check, check_function, graded, number_or_none
+from greenlab.techniques.lm.sharding import zero_bytes_per_rank as reference_zero_bytes
 
 
 @graded
@@ -15,11 +15,9 @@ def zero_bytes_per_rank(fn: Any) -> Check:
     """Check a learner's ``fn(n_params, world_size, stage) -> bytes`` one data-parallel rank holds
     for parameters, gradients and AdamW state in fp32 (4 + 4 + 8 bytes per parameter) under ZeRO
     ``stage`` 0-3 (``greenlab.techniques.lm.sharding.zero_bytes_per_rank``'s total)."""
-    from greenlab.techniques.lm.sharding import zero_bytes_per_rank as reference
-
     inputs = [(1000, 1, 0), (1000, 4, 0), (1000, 4, 1), (1000, 4, 2), (1000, 4, 3),
               (1_000_000, 8, 1), (1_000_000, 8, 2), (1_000_000, 8, 3), (4096, 2, 3)]
-    cases = [(args, reference(*args)["total"]) for args in inputs]
+    cases = [(args, reference_zero_bytes(*args)["total"]) for args in inputs]
 
     def hint(args, expected, got):
         value = number_or_none(got)

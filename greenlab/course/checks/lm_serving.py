@@ -17,16 +17,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    _not_a_function,
-    check_function,
-    is_placeholder,
-    number_or_none,
-    graded,
-)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, graded, is_placeholder, number_or_none)
+from greenlab.techniques.lm.gpt import TinyGPT
+from greenlab.techniques.lm.lora import LoRALinear
+from greenlab.techniques.lm.serving import prefill
 
 
 @graded
@@ -35,8 +29,6 @@ def lora_linear(cls: Any) -> Check:
     ``nn.Linear`` ``base``: parameters ``A`` (rank x in) and ``B`` (out x rank) with B zero at the
     start, ``forward(x) = base(x) + (alpha / rank) * x A^T B^T``, gradients only for A and B
     (the same as ``greenlab.techniques.lm.lora.LoRALinear``)."""
-    from greenlab.techniques.lm.lora import LoRALinear
-
     label = "lora_linear"
     verdict = _not_a_function(cls, label)
     if verdict is not None:
@@ -122,9 +114,6 @@ def kv_decode_step(fn: Any) -> Check:
     """Check ``fn(model, token, cache) -> (logits, cache)``: one KV-cache decoding step of a
     ``greenlab.techniques.lm.gpt.TinyGPT`` (``greenlab.techniques.lm.serving.decode_step``). On a 2-layer model over 8
     positions, each step's logits must equal running the whole sequence again."""
-    from greenlab.techniques.lm.gpt import TinyGPT
-    from greenlab.techniques.lm.serving import prefill
-
     label = "kv_decode_step"
     verdict = _not_a_function(fn, label)
     if verdict is not None:

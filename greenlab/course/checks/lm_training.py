@@ -17,16 +17,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    _not_a_function,
-    check_function,
-    is_placeholder,
-    number_or_none,
-    graded,
-)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, graded, is_placeholder, number_or_none)
+from greenlab.techniques.lm.gpt import Block, checkpoint_blocks as reference_checkpoint_blocks
+from greenlab.techniques.lm.sharding import rank_optimizers
+from greenlab.training.memory import saved_for_backward
 
 
 @graded
@@ -85,10 +79,6 @@ def checkpoint_blocks(fn: Any) -> Check:
     checkpointing runs of ``segment`` consecutive blocks with ``torch.utils.checkpoint``. Passes
     when output and gradients equal a plain forward pass and the bytes saved for the backward pass
     (``greenlab.training.memory.saved_for_backward``) equal the library's ``greenlab.techniques.lm.gpt.checkpoint_blocks``."""
-    from greenlab.techniques.lm.gpt import Block
-    from greenlab.techniques.lm.gpt import checkpoint_blocks as reference
-    from greenlab.training.memory import saved_for_backward
-
     label = "checkpoint_blocks"
     verdict = _not_a_function(fn, label)
     if verdict is not None:
@@ -141,7 +131,7 @@ def checkpoint_blocks(fn: Any) -> Check:
             failures.append(f"{call}: gradients differ from a plain backward pass.")
             continue
         got_bytes = saved_for_backward(_Runner(blocks, fn, segment), x).activation_bytes
-        ref_bytes = saved_for_backward(_Runner(blocks, reference, segment), x).activation_bytes
+        ref_bytes = saved_for_backward(_Runner(blocks, reference_checkpoint_blocks, segment), x).activation_bytes
         if got_bytes >= plain_bytes:
             failures.append(f"{call}: {got_bytes:,} bytes saved for the backward pass, as many as without "
                             f"checkpointing ({plain_bytes:,}). Hint: pass each segment through "
@@ -161,8 +151,6 @@ def zero1_step(fn: Any) -> Check:
     """Check ``fn(flat_params, rank_grads, optimizers)``: one simulated ZeRO-1 step in place
     (``greenlab.techniques.lm.sharding.zero1_step``). Passes when three steps give the parameters of one plain
     ``torch.optim.AdamW`` over the whole vector stepped with the ranks' mean gradient."""
-    from greenlab.techniques.lm.sharding import rank_optimizers
-
     label = "zero1_step"
     verdict = _not_a_function(fn, label)
     if verdict is not None:

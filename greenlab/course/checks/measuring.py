@@ -5,17 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    check_function,
-    is_placeholder,
-    number_or_none,
-    graded,
-)
 from greenlab.base.units import plain_number
+from greenlab.course.checks.core import (
+    FAILED, NOT_ATTEMPTED, PASSED, Check, check_function, graded, is_placeholder, number_or_none)
+from greenlab.energy.rapl import unwrap_delta
 
 
 @graded
@@ -108,8 +101,6 @@ def counter_joules(fn: Any) -> Check:
     two reads of a RAPL-style counter in microjoules that wraps to zero after ``max_range_uj``
     (``/sys/class/powercap/.../max_energy_range_uj``), allowing for one wrap. Expected values
     come from ``greenlab.energy.rapl.unwrap_delta`` (microjoules) / 1e6."""
-    from greenlab.energy.rapl import unwrap_delta
-
     max_range = 262_143_328_850  # a package domain's range on many Intel CPUs (about 262 kJ)
     inputs = [(1_000_000, 6_000_000, max_range), (max_range - 2_000_000, 3_000_000, max_range),
               (5, 5, 1000), (900, 100, 1000), (0, 999, 1000)]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import Check, check_function, variant_hint
-from greenlab.course.checks.core import graded
+from greenlab.course.checks.core import Check, check_function, graded, variant_hint
+from greenlab.techniques import preemption
+from greenlab.techniques.monitoring import alert_times
 
 _INTERVAL_INPUTS = [(0.07, 1.0), (30.0, 36000.0), (1.0, 2.0), (0.5, 100.0), (5.0, 4.0), (10.0, 3.0)]
 
@@ -15,9 +16,7 @@ _INTERVAL_INPUTS = [(0.07, 1.0), (30.0, 36000.0), (1.0, 2.0), (0.5, 100.0), (5.0
 def young_interval(fn: Any) -> Check:
     """Check a learner's ``fn(checkpoint_s, mtbf_s) -> seconds`` against Young's (1974) optimum,
     ``sqrt(2 * checkpoint_s * mtbf_s)``."""
-    from greenlab.techniques.preemption import young_interval as reference
-
-    cases = [(args, reference(*args)) for args in _INTERVAL_INPUTS[:4]]
+    cases = [(args, preemption.young_interval(*args)) for args in _INTERVAL_INPUTS[:4]]
     wrong = [
         (lambda d, m: math.sqrt(d * m), "Young's interval has a factor 2 under the root: sqrt(2 * d * M)."),
         (lambda d, m: math.sqrt(2 * d / m), "multiply the checkpoint cost by the mean time between failures, "
@@ -33,9 +32,7 @@ def young_interval(fn: Any) -> Check:
 def daly_interval(fn: Any) -> Check:
     """Check a learner's ``fn(checkpoint_s, mtbf_s) -> seconds`` against Daly's (2006)
     higher-order optimum (``gl.preemption.daly_interval``), including its ``d >= 2M`` case."""
-    from greenlab.techniques.preemption import daly_interval as reference
-
-    cases = [(args, reference(*args)) for args in _INTERVAL_INPUTS]
+    cases = [(args, preemption.daly_interval(*args)) for args in _INTERVAL_INPUTS]
 
     def young(d, m):
         return math.sqrt(2 * d * m)
@@ -73,8 +70,6 @@ def idle_alert(fn: Any) -> Check:
     """Check a learner's ``fn(times_s, values, below, for_s) -> list of seconds`` against
     ``gl.monitoring.alert_times``: fire once per stretch of samples below ``below``, at the first
     sample at least ``for_s`` seconds into the stretch."""
-    from greenlab.techniques.monitoring import alert_times
-
     inputs = [
         ([0, 1, 2, 3, 4, 5], [50, 5, 5, 5, 50, 50], 10, 2),
         ([0, 1, 2, 3, 4, 5, 6], [5, 5, 5, 5, 5, 5, 5], 10, 2),

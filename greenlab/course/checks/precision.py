@@ -7,15 +7,8 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    _not_a_function,
-    check_function,
-    is_placeholder,
-    graded,
-)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, graded, is_placeholder)
+from greenlab.techniques import numerics
 
 
 @graded
@@ -182,9 +175,7 @@ def fp16_flush_fractions(fn: Any) -> Check:
 
 
 def _flush_reference(grads, scale):
-    from greenlab.techniques.numerics import fp16_flush_fractions
-
-    return fp16_flush_fractions(grads, scale)
+    return numerics.fp16_flush_fractions(grads, scale)
 
 
 # the loss scaler's test: growth every 3 good steps, and a planted overflow (an inf in the input)

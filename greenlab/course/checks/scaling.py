@@ -6,17 +6,9 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    _short,
-    check_function,
-    is_placeholder,
-    number_or_none,
-    variant_hint,
-    graded,
-)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _short, check_function, graded, is_placeholder, number_or_none, variant_hint)
+from greenlab.impact import scaling
+from greenlab.techniques.lm.sharding import ring_allreduce_bytes
 
 
 @graded
@@ -27,8 +19,6 @@ def scale_out_costs(fn: Any) -> Check:
     Expected values come from ``greenlab.impact.scaling.cost_benefit``; a price of None must give
     a cost of None. The prices in the cases are test inputs, not prices of any offer.
     """
-    from greenlab.impact import scaling
-
     gpu_name = scaling.gpus()[0].name  # any catalogue GPU: watts are given, so its TDP is unused
     inputs = [
         (10.0, 1, 1.0, 300.0, 2.0),
@@ -85,8 +75,6 @@ def ring_all_reduce(fn: Any) -> Check:
     tensors that split evenly is ``greenlab.techniques.lm.sharding.ring_allreduce_bytes``: 2 (N - 1) / N x the
     tensor's bytes. Values are small integers in float32, so any order of summation is exact."""
     import torch
-
-    from greenlab.techniques.lm.sharding import ring_allreduce_bytes
 
     label = "ring_all_reduce"
     if is_placeholder(fn):
@@ -242,8 +230,6 @@ def watts_per_device(fn: Any) -> Check:
     device (Wh per device-hour) from its total energy over all devices (kWh), its device count
     and its wall-clock hours. Expected values come from
     ``greenlab.impact.scaling.watts_per_device``; the inputs are test numbers, not published figures."""
-    from greenlab.impact import scaling
-
     inputs = [(4.0, 8, 2.0), (30.0, 4, 12.5), (0.9, 1, 3.0), (120.0, 16, 10.0)]
     cases = [(args, scaling.watts_per_device(*args)) for args in inputs]
     wrong = [

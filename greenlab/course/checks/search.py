@@ -6,17 +6,9 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    _not_a_function,
-    _sorted_indices,
-    check_function,
-    is_placeholder,
-    number_or_none,
-    graded,
-)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _sorted_indices, check_function, graded, is_placeholder,
+    number_or_none)
+from greenlab.techniques.search import Arch, SearchSpace, grad_norm, pareto_front
 
 # Lesson 05 (architecture search) checkers: separable_conv_flops, pareto_indices,
 # regularized_evolution, grad_norm_proxy.
@@ -64,8 +56,6 @@ def pareto_indices(fn: Any) -> Check:
     (accuracy, joules) pairs where higher accuracy and lower joules are better. A point is on the
     front when no other point is at least as good on both and strictly better on one (equal
     points all stay). Any order of the returned indices is accepted."""
-    from greenlab.techniques.search import pareto_front
-
     inputs = [
         [(0.9, 10.0)],
         [(0.8, 5.0), (0.9, 10.0), (0.7, 8.0)],
@@ -110,8 +100,6 @@ def regularized_evolution(fn: Any) -> Check:
     member still alive (the last ``population`` evaluations: the oldest retires), and, when the
     whole population is sampled, of the fittest member."""
     import random
-
-    from greenlab.techniques.search import Arch, SearchSpace
 
     space = SearchSpace(depth=(1, 2, 3), width=(4, 8, 16), kernel_size=(3, 5), separable=(False, True))
 
@@ -194,8 +182,6 @@ def grad_norm_proxy(fn: Any) -> Check:
     leaving the model's weights and gradients as they were."""
     import torch
     import torch.nn as nn
-
-    from greenlab.techniques.search import grad_norm
 
     def cases():
         out = []

@@ -10,8 +10,11 @@ import math
 from dataclasses import dataclass, field
 
 from greenlab.base import validation
+from greenlab.experiments import paired, short_flags
+from greenlab.experiments.arms import rotated, warm_up, warmup_config
 from greenlab.techniques.batching.inputs import _check_positive_int, _xy
 from greenlab.techniques.batching.schedules import linear_scaling_lr
+from greenlab.training import loop
 
 
 @dataclass
@@ -76,8 +79,6 @@ class SweepResult:
         """batch size -> ``gl.experiments.Paired`` of ``metric`` against batch ``baseline``,
         repeat by repeat (repeat r of every size shares seed and sample order). A repeat where
         either run missed the target has no figure and is left out of the pair."""
-        from greenlab.experiments import paired, short_flags
-
         sizes = sorted({r.batch_size for r in self.rows})
         if baseline not in sizes:
             raise ValueError(f"baseline must be one of the swept sizes {sizes}, got {baseline!r}")
@@ -128,7 +129,7 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
     validation.number("target_accuracy", target_accuracy, low=0, high=1, low_open=True)
     default_train = train_fn is None
     if train_fn is None:
-        from greenlab.training.loop import train as train_fn
+        train_fn = loop.train
     if (getattr(base_config, "eval_every", None) is not None
             and getattr(base_config, "eval_every_samples", None) is None):
         base_config = dataclasses.replace(
@@ -143,7 +144,6 @@ def sweep_batch_sizes(model_fn, data, sizes, base_config, target_accuracy: float
     if max_samples is not None:
         _check_positive_int("max_samples", max_samples)
     n_train = int(_xy(data)[0].shape[0]) if max_samples is not None else None
-    from greenlab.experiments.arms import rotated, warm_up, warmup_config
 
     def config_for(b, rep):
         if lrs is not None:

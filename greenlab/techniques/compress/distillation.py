@@ -15,6 +15,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.base import validation
+from greenlab.energy import measure
+from greenlab.training.accuracy import accuracy
+from greenlab.training.data import DeviceLoader
 
 
 def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
@@ -64,8 +67,6 @@ def distill(teacher: nn.Module, student: nn.Module, data, config=None, temperatu
     ``loss_fn(student_logits, teacher_logits, targets, temperature, alpha)``: the loss to train
     with (default ``distillation_loss``), e.g. a learner's own.
     """
-    from greenlab.training.data import DeviceLoader
-
     if not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
     if not float(temperature) > 0:
@@ -83,7 +84,6 @@ def distill(teacher: nn.Module, student: nn.Module, data, config=None, temperatu
     loader = DeviceLoader(data.train_x, data.train_y, opts["batch_size"], shuffle=True,
                           device=dev, seed=opts["seed"])
     history, step, samples = [], 0, 0
-    from greenlab.energy import measure  # late: the energy package is not needed to import this one
 
     window = measure("distill")
     with window:
@@ -153,7 +153,6 @@ def _accuracy(model: nn.Module, data, device, batch_size: int = 512) -> float | 
     x, y = getattr(data, "test_x", None), getattr(data, "test_y", None)
     if x is None or y is None or len(y) == 0:
         return None
-    from greenlab.training.accuracy import accuracy
 
     return accuracy(model, x, y, batch_size=batch_size, device=device)
 

@@ -15,7 +15,10 @@ import torch
 import torch.nn as nn
 
 from greenlab.base import validation
+from greenlab.base.units import format_energy
+from greenlab.energy import ShortWindowWarning, measure
 from greenlab.energy.flags import MeasuredFlags, PooledFlags
+from greenlab.experiments import paired, summarize
 from greenlab.session.devices import synchronize
 
 
@@ -79,8 +82,6 @@ def _timed_window(model, x, repeats: int, max_repeats: int):
     """One energy window over ``repeats`` forward passes (per-pass times kept), doubling the
     passes and measuring again while the library flags the window as too short, up to
     ``max_repeats``. Returns (Measurement, per-pass seconds, passes, still_short)."""
-    from greenlab.energy import ShortWindowWarning, measure
-
     while True:
         times = []
         with warnings.catch_warnings(record=True) as caught:
@@ -178,8 +179,6 @@ def compare_inference_speed(variants: dict, x: torch.Tensor, rounds: int = 25, w
 
 def joules_text(joules: float) -> str:
     """Energy in words a reader takes in: "2.13 mJ", "4.1 J", "3.6 kJ" (three significant figures)."""
-    from greenlab.base.units import format_energy
-
     return format_energy(joules, small_units=True)
 
 
@@ -264,8 +263,6 @@ def break_even_interval(one_off_joules: float, before, after, what: str = "use",
     side, so shared noise cancels in the difference). ``short``: None, or one flag per round,
     True where either window was too short to read; any such round means no break-even ("not
     measurable at this size"). See ``BreakEven``."""
-    from greenlab.experiments import summarize
-
     one_off_joules = validation.number("one_off_joules", one_off_joules, low=0)
     before, after = list(before), list(after)
     if len(before) != len(after) or not before:
@@ -328,8 +325,6 @@ class InferenceComparison(PooledFlags):
     def verdict(self, name: str, metric: str = "joules"):
         """``name`` against the baseline, paired by round: a ``greenlab.experiments.Paired`` on
         the per-round ratios of ``metric`` ("joules" per sample or "seconds" per batch)."""
-        from greenlab.experiments import paired
-
         self._check(name)
         if metric not in ("joules", "seconds"):
             raise ValueError(f"metric must be 'joules' or 'seconds', got {metric!r}")

@@ -20,10 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from greenlab.base import progress
-from greenlab.base.processes import kill_group
+from greenlab.base import paths, processes, progress
+from greenlab.base.interrupts import Interrupted
+from greenlab.base.processes import PARENT_ENV, kill_group
 from greenlab.base.units import plain_number
+from greenlab.energy import measure
 from greenlab.techniques.ddp.results import DDPResult
+from greenlab.training import data as gl_data
+from greenlab.training.dataset_files import save_dataset
 
 BACKENDS = ("gloo", "nccl")
 DEVICES = ("cpu", "cuda")
@@ -119,8 +123,6 @@ def _spec_of(data):
 
 def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, window_label: str) -> list:
     """One torchrun launch that trains every config of ``configs`` in turn; their DDPResults."""
-    from greenlab.training.dataset_files import save_dataset
-
     timeout_s = _positive_number("timeout_s", timeout_s)
     dataset = _dataset(data)
     for i, config in enumerate(configs):
@@ -142,8 +144,6 @@ def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, w
         command = launch_command(config_path, nprocs)
         window = None
         if measure_energy:
-            from greenlab.energy import measure
-
             window = measure(window_label).start()
         started = time.perf_counter()
         try:
@@ -227,7 +227,6 @@ def launch_command(config_path, nprocs: int, module: str = "greenlab.techniques.
     that launched it and then removes the run's folder (the config's), which holds the dataset
     copy; each worker dies with torchrun (``run_worker``)."""
     folder = str(Path(config_path).parent)
-    from greenlab.base import processes
 
     supervisor = str(Path(processes.__file__).resolve())
     return [sys.executable, supervisor, "--remove", folder, "--",
@@ -281,8 +280,6 @@ def parse_worker_counts(text) -> list:
 def _interrupted_launch(nprocs: int, runs: int, seconds: float):
     """The one-line ``Interrupted`` for a Ctrl-C during a torchrun launch (no partial result: the
     workers report only when every run of the launch is done)."""
-    from greenlab.base.interrupts import Interrupted
-
     what = f"{runs} runs" if runs > 1 else "the run"
     return Interrupted(f"greenlab.ddp: interrupted a {nprocs}-worker torchrun launch ({what}) after "
                        f"{plain_number(seconds)} s; its workers are stopped and nothing was recorded", None)
@@ -293,8 +290,6 @@ def run_launch(command: list, env: dict, timeout_s: float, label: str = "greenla
     exception here (Ctrl-C, SIGTERM turned into SystemExit). Returns (returncode or None on
     timeout, stderr text). The command learns this process's pid (it dies with it). While it
     runs, ``label ... N s`` is printed every few seconds (``greenlab.base.progress.heartbeat``)."""
-    from greenlab.base.processes import PARENT_ENV
-
     env = {**env, PARENT_ENV: str(os.getpid())}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
@@ -318,9 +313,8 @@ def worker_env(threads: int) -> dict:
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(threads)
     env["MKL_NUM_THREADS"] = str(threads)
-    from greenlab.base.paths import package_folder
 
-    package_parent = str(package_folder().parent)
+    package_parent = str(paths.package_folder().parent)
     parts = [package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -368,8 +362,6 @@ def _check_gpus(nprocs: int) -> None:
 
 def _dataset(data):
     """A ``greenlab.training.data.Dataset`` from a Dataset, a name, or a dict of ``load`` arguments."""
-    from greenlab.training import data as gl_data
-
     if isinstance(data, gl_data.Dataset):
         return data
     spec = _as_spec(data, "data")

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from greenlab.base.units import plain_number
 from greenlab.energy.provenance import how_measured
+from greenlab.impact.scaling import scaling_efficiency
 
 
 @dataclass
@@ -201,8 +202,6 @@ def scaling_report(results) -> ScalingReport:
     all its workers and nodes (``DDPResult.train_joules``); a run whose energy is incomplete is
     marked so in the table and its problems listed below it.
     """
-    from greenlab.impact.scaling import scaling_efficiency
-
     results = list(results)
     if not results or not all(isinstance(r, DDPResult) for r in results):
         raise ValueError("scaling_report needs a non-empty list of DDPResult, baseline first")

@@ -21,7 +21,14 @@ import sys
 import time
 from pathlib import Path
 
+from greenlab.base.processes import die_with_parent
+from greenlab.base.storage import atomic_write_text
+from greenlab.energy.distributed import CollectiveWindow
 from greenlab.session.devices import synchronize
+from greenlab.training import models
+from greenlab.training.accuracy import accuracy
+from greenlab.training.dataset_files import load_dataset
+from greenlab.training.step import backward, classifier_loss, make_scaler, optimizer_step
 
 
 def worker_main(argv=None) -> int:
@@ -36,7 +43,6 @@ def run_worker(argv, work, module: str, description: str) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
     parser.add_argument("--config", required=True, help="JSON file written by the launcher")
     args = parser.parse_args(argv)
-    from greenlab.base.processes import die_with_parent
 
     die_with_parent(sig=signal.SIGKILL)  # torchrun's death (or kill) ends this worker too
     config = json.loads(Path(args.config).read_text(encoding="utf-8"))
@@ -53,8 +59,6 @@ def run_worker(argv, work, module: str, description: str) -> int:
 def _train_worker(config: dict) -> None:
     import torch
     import torch.distributed as dist
-
-    from greenlab.training.dataset_files import load_dataset
 
     torch.set_num_threads(int(config["threads_per_worker"]))
     rank = int(os.environ["RANK"])
@@ -94,9 +98,6 @@ def _train_one(config: dict, ds, device, rank: int, local_rank: int, group=None)
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data.distributed import DistributedSampler
 
-    from greenlab.training import models
-    from greenlab.training.step import backward, classifier_loss, make_scaler, optimizer_step
-
     torch.manual_seed(config["seed"])
     model_spec = dict(config["model"])
     model_name = model_spec.pop("name")
@@ -120,7 +121,6 @@ def _train_one(config: dict, ds, device, rank: int, local_rank: int, group=None)
     window = None
     dist.barrier(group=group)
     if config.get("measure_energy"):  # every rank of the run: a collective window, reduced at stop()
-        from greenlab.energy.distributed import CollectiveWindow
 
         window = CollectiveWindow("ddp training", group=group).start()
     t0 = time.perf_counter()
@@ -181,8 +181,6 @@ def finish_worker(dist, config: dict, rank: int, result: dict | None) -> None:
     (atomically), every rank waits at a barrier, then marks itself finished. Past that marker a
     crash in the process group's shut-down no longer loses the run (see ``collect_result``)."""
     if rank == 0:
-        from greenlab.base.storage import atomic_write_text
-
         atomic_write_text(config["result_path"], json.dumps(result))
     dist.barrier()
     (Path(config["error_dir"]) / f"finished-{rank}").touch()
@@ -197,8 +195,6 @@ class _nullcontext:
 
 
 def _accuracy(net, x, y, batch: int = 1000) -> float:
-    from greenlab.training.accuracy import accuracy
-
     return accuracy(net, x, y, batch_size=batch)
 
 

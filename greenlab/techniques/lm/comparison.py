@@ -9,6 +9,8 @@ import dataclasses
 import math
 
 from greenlab.base import validation
+from greenlab.experiments import Comparison
+from greenlab.session.config import seed_everything
 from greenlab.techniques.lm.corpus import Corpus
 from greenlab.techniques.lm.training import LMConfig, train_lm
 
@@ -18,9 +20,6 @@ def compare_lm(variants: dict, model_fn, corpus: Corpus, repeats: int = 3, warmu
     ``config.seed + r``: the same initial weights and batches), in an order rotated each repeat.
     ``variants``: {name: LMConfig}, the first is the baseline; ``model_fn(config)`` returns a fresh
     model for a config. Returns a ``greenlab.experiments.Comparison``."""
-    from greenlab.session.config import seed_everything
-    from greenlab.experiments import Comparison
-
     if not isinstance(variants, dict) or not variants:
         raise validation.ArgumentTypeError("variants must be a non-empty dict {name: LMConfig}")
     if not callable(model_fn) or isinstance(model_fn, type):
@@ -91,8 +90,6 @@ def tune_lr(model_fn, corpus: Corpus, config: LMConfig, rates, device=None) -> t
     rate that reached the target in the fewest steps wins (then the lower loss); rates that missed
     it rank after those that reached it. ``model_fn(config)`` returns a fresh model. Returns (best
     rate, {rate: LMRun or None}, joules spent on tuning: the bill of the search itself)."""
-    from greenlab.session.config import seed_everything
-
     rates = [validation.number("rate", r, low=0, high=10, low_open=True) for r in rates]
     if not rates:
         raise ValueError("rates must hold at least one learning rate")

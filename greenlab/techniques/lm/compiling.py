@@ -30,10 +30,13 @@ import torch
 import torch.nn as nn
 
 from greenlab.base import progress, validation
+from greenlab.base.units import plain_number
+from greenlab.energy import default_sources, measure
+from greenlab.experiments import Comparison
+from greenlab.session import config as gl_config
 from greenlab.techniques.lm.corpus import Corpus, batch
 from greenlab.techniques.lm.costs import compile_break_even_steps
 from greenlab.techniques.lm.training import LMConfig, LMRun, make_optimizer, train_step
-from greenlab.base.units import plain_number
 
 
 @dataclasses.dataclass
@@ -169,10 +172,6 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
     text). ``config``: batch shape, learning rate and precision (its ``steps`` is not used);
     ``steps``: ordinary steps per window; ``repeats``: paired windows per variant;
     ``compile_kwargs``: passed to ``torch.compile``. ``model`` is copied, not changed."""
-    from greenlab.session import config as gl_config
-    from greenlab.energy import default_sources, measure
-    from greenlab.experiments import Comparison
-
     cfg = config if config is not None else LMConfig()
     validation.instance("config", cfg, LMConfig, "a greenlab.techniques.lm.training.LMConfig")
     validation.module("model", model)

@@ -13,14 +13,13 @@ import torch.nn as nn
 from greenlab.base import validation
 from greenlab.techniques.lm.corpus import MAX_COUNT
 from greenlab.techniques.lm.gpt import _check_language_model, lm_loss
+from greenlab.training.flop_counting import flop_counter
 
 
 def train_step_flops(model: nn.Module, seq_len: int, batch_size: int = 1) -> dict:
     """FLOPs of one training step (forward + backward) counted by ``torch.utils.flop_counter``
     on ``batch_size`` windows of ``seq_len`` bytes: {"total", "attention", "other"}, where
     attention is the scaled-dot-product attention (the L-squared part)."""
-    from greenlab.training.flop_counting import flop_counter
-
     _check_language_model(model)
     seq_len = validation.integer("seq_len", seq_len, low=1, high=getattr(model, "max_seq_len", MAX_COUNT))
     batch_size = validation.integer("batch_size", batch_size, low=1, high=MAX_COUNT)

@@ -19,10 +19,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from greenlab.base import validation
+from greenlab.base import optional, validation
+from greenlab.energy import measure
 from greenlab.energy.flags import MeasuredFlags
+from greenlab.experiments import paired
 from greenlab.techniques.lm.gpt import TinyGPT
 from greenlab.techniques.lm.training import joules_per_token
+from greenlab.training.flop_counting import flop_counter
 
 
 @torch.no_grad()
@@ -120,8 +123,6 @@ def measure_generation(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, k
                        repeats: int = 1, sources=None, label: str = "", step=None) -> GenerationRun:
     """Generate ``repeats`` times inside one energy window; energy and time per generated token.
     ``step``: the decoding step ``generate`` uses with the cache (default: the library's)."""
-    from greenlab.energy import measure
-
     repeats = validation.integer("repeats", repeats, low=1, high=10_000)
     validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.gpt.TinyGPT")
     validation.tensor("prompts", prompts, dims=2, integer=True)
@@ -163,8 +164,6 @@ class GenerationComparison:
     def paired(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token"):
         """``variant`` against ``baseline`` (default: the first set-up) on ``metric``, paired by
         repeat: a ``greenlab.experiments.Paired`` (estimate, 95% interval, detectable)."""
-        from greenlab.experiments import paired
-
         validation.choice("metric", metric, tuple(_VERDICT_METRIC))
         baseline = self.names[0] if baseline is None else baseline
         return paired([getattr(r, metric) for r in self._runs(variant)],
@@ -213,8 +212,6 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
     place; embeddings and the tied output layer stay fp32. Activations stay in their dtype and the
     weight is widened for each matmul, so the arithmetic is that of the original model. Raises
     ``greenlab.base.optional.LibraryMissing`` when torchao cannot be imported. Returns ``model``."""
-    from greenlab.base import optional
-
     validation.module("model", model)
     blocks = getattr(model, "blocks", None)
     if blocks is None:
@@ -350,8 +347,6 @@ def _plain_tensors(t: torch.Tensor):
 
 def generation_flops(model: TinyGPT, prompts: torch.Tensor, new_tokens: int, kv_cache: bool = True) -> int:
     """FLOPs of ``generate(...)`` counted by ``torch.utils.flop_counter`` (attention included)."""
-    from greenlab.training.flop_counting import flop_counter
-
     validation.instance("model", model, TinyGPT, "a greenlab.techniques.lm.gpt.TinyGPT")
     counter = flop_counter()
     with counter:

@@ -35,6 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.base import validation
+from greenlab.training.optimizers import state_bytes
 
 STAGES = (0, 1, 2, 3)
 _MAX = 2**62
@@ -140,8 +141,6 @@ def train_zero1(model: nn.Module, rank_batches: list, loss_fn, lr: float, world_
     of ``world_size`` batches, one per rank), every rank's gradient of ``loss_fn(model, batch)``,
     then ``step(flat_params, rank_grads, optimizers)`` (default :func:`zero1_step`, or a learner's).
     Returns {"optimizers", "state_bytes_per_rank"} (bytes counted from each rank's AdamW state)."""
-    from greenlab.training.optimizers import state_bytes
-
     step = step or zero1_step
     params = [p for p in model.parameters() if p.requires_grad]
     flat = nn.utils.parameters_to_vector(params).detach().clone()

@@ -33,6 +33,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from greenlab.base import validation
+from greenlab.techniques.ddp import launch
+from greenlab.techniques.ddp.worker import finish_worker, run_worker
+from greenlab.techniques.lm.corpus import CORPORA, batch, load_corpus
+from greenlab.techniques.lm.gpt import TinyGPT, lm_loss
+from greenlab.techniques.lm.sharding import ring_allreduce_bytes, zero_bytes_per_rank
 
 PIECES = ("params", "grads", "optimizer")
 KINDS = ("ddp", "fsdp")
@@ -88,8 +93,6 @@ class ShardingRun:
 
     def zero_arithmetic(self, stage: int) -> dict:
         """``greenlab.techniques.lm.sharding.zero_bytes_per_rank`` for this model and world size (fp32 AdamW)."""
-        from greenlab.techniques.lm.sharding import zero_bytes_per_rank
-
         return zero_bytes_per_rank(self.n_params, self.world_size, stage)
 
     def stages(self, rank: int = 0) -> dict:
@@ -125,8 +128,6 @@ class ShardingRun:
     @property
     def ring_bytes(self) -> float:
         """Bytes each rank sends in a ring all-reduce of the gradients: 2 (N - 1) / N x payload."""
-        from greenlab.techniques.lm.sharding import ring_allreduce_bytes
-
         return ring_allreduce_bytes(self.allreduce["payload_bytes"], self.world_size)
 
     @property
@@ -211,7 +212,6 @@ def run_ddp_vs_fsdp(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n
                          max_seq_len=max_seq_len, seq_len=seq_len, batch_size=batch_size, steps=steps,
                          lr=lr, allreduce_repeats=allreduce_repeats, corpus=corpus, seed=seed)
     timeout_s = validation.number("timeout_s", timeout_s, low=0, low_open=True)
-    from greenlab.techniques.ddp import launch
 
     with tempfile.TemporaryDirectory(prefix="greenlab-fsdp-") as tmp:
         folder = Path(tmp)
@@ -233,9 +233,6 @@ def make_config(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n_hea
                 seed: int = 0) -> dict:
     """The validated worker config ``run_ddp_vs_fsdp`` writes (see there for the arguments), with
     the model's parameter and tensor counts (the model is built once here to check its shape)."""
-    from greenlab.techniques.lm.corpus import CORPORA
-    from greenlab.techniques.lm.gpt import TinyGPT
-
     world_size = validation.integer("world_size", world_size, low=2, high=64)
     cores = os.cpu_count() or 1
     if world_size > 4 * cores:
@@ -280,17 +277,12 @@ def held_bytes(tensors) -> int:
 
 def worker_main(argv=None) -> int:
     """Entry point of one torchrun worker: both runs and the all-reduce; rank 0 writes the result."""
-    from greenlab.techniques.ddp.worker import run_worker
-
     return run_worker(argv, _worker, WORKER_MODULE, "one worker of a greenlab DDP-against-FSDP run")
 
 
 def _worker(config: dict) -> None:
     import torch
     import torch.distributed as dist
-
-    from greenlab.techniques.lm.corpus import batch, load_corpus
-    from greenlab.techniques.ddp.worker import finish_worker
 
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -345,8 +337,6 @@ def _train(config: dict, batches: list, sharded: bool) -> dict:
     import torch
     from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel
-
-    from greenlab.techniques.lm.gpt import TinyGPT, lm_loss
 
     torch.manual_seed(config["seed"])
     model = TinyGPT(**config["model"])

@@ -18,11 +18,17 @@ import torch
 import torch.nn as nn
 
 from greenlab.base import progress, validation
+from greenlab.base.interrupts import interrupted_run
 from greenlab.base.units import plain_number
+from greenlab.base.version import __version__
+from greenlab.energy import default_sources, measure
 from greenlab.energy.flags import MeasuredFlags
+from greenlab.session import config as gl_config
 from greenlab.session.devices import synchronize
 from greenlab.techniques.lm.corpus import MAX_COUNT, Corpus, _check_tokens, batch
 from greenlab.techniques.lm.gpt import _check_language_model, lm_loss
+from greenlab.training import optimizers
+from greenlab.training.loop import _Meter, provenance
 
 PRECISIONS = ("fp32", "bf16")
 LR_SCHEDULES = ("constant", "warmup-cosine")
@@ -195,8 +201,6 @@ def evaluate(model: nn.Module, corpus: Corpus, seq_len: int, batches: int = 4, b
 def make_optimizer(model: nn.Module, config: LMConfig):
     """AdamW over ``model``'s parameters as ``config`` asks: its learning rate, fp32 states
     (the fused or the multi-tensor kernel) or 8-bit states (``greenlab.training.optimizers``)."""
-    from greenlab.training import optimizers
-
     if config.optimizer_states == "fp32":
         return optimizers.adamw(model.parameters(), config.lr, fused=config.fused or None,
                                 foreach=None if config.fused else True)
@@ -253,12 +257,6 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     "stopped" (as ``gl.train``'s). Ctrl-C
     closes the window and raises ``gl.Interrupted`` (one line in a notebook set up by
     ``gl.setup()``); the partial run, status "interrupted", is in ``gl.last_interrupted()``."""
-    from greenlab.base.version import __version__
-    from greenlab.session import config as gl_config
-    from greenlab.training import optimizers
-    from greenlab.energy import default_sources, measure
-    from greenlab.training.loop import _Meter, provenance
-
     cfg = config if config is not None else LMConfig()
     validation.instance("config", cfg, LMConfig, "a greenlab.techniques.lm.training.LMConfig")
     _check_model_and_corpus(model, corpus)
@@ -322,7 +320,5 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
                 optimizer_state_bytes=optimizers.state_bytes(optimizer),
                 final_val_loss=final, steps_to_target=target["step"] if target else None)
     if interrupted:
-        from greenlab.base.interrupts import interrupted_run
-
         raise interrupted_run("greenlab.lm.train_lm", run, cfg.steps)
     return run
