@@ -1,7 +1,7 @@
 """The honest bills of lessons 09 and 10, without the rest of the lessons: each recipe's learning-rate
 search as its lesson runs it, then the naive and the green recipe in paired, interleaved repeats, and the
 energy to a model at the validation target, the search included, for recipes that reached it in every
-repeat (``greenlab.course.recipes.compare_bills``).
+repeat (``greenlab.course.bills.compare_bills``).
 
     .venv/bin/python benchmarks/recipe_bills.py [--lesson 09|10] [--size cpu|quick|full] [--repeats 3]
 
@@ -19,7 +19,7 @@ import os
 import time
 
 import greenlab as gl
-from greenlab.course import recipes
+from greenlab.course import bills, recipes
 
 
 def capstone(settings, size: str | None, repeats: int) -> None:
@@ -36,8 +36,8 @@ def capstone(settings, size: str | None, repeats: int) -> None:
     green = green._replace(config=dataclasses.replace(green.config, lr=tuning["green"].best_lr))
     cmp = recipes.compare_ends(naive, green, ds, repeats=repeats, warmup=0)
     search = {n: t.joules for n, t in tuning.items()}
-    print(recipes.bill_table(cmp, search))
-    verdict = recipes.compare_bills(cmp, "naive", "green", search)
+    print(bills.bill_table(cmp, search))
+    verdict = bills.compare_bills(cmp, "naive", "green", search)
     print(f"lesson 09 ({size}, {green.config.precision}):", verdict.sentence())
 
 
@@ -55,9 +55,9 @@ def language_model(settings, repeats: int) -> None:
     green = green._replace(config=dataclasses.replace(green.config, lr=best, seed=recipes.ESTIMATE_SEED))
     cmp = recipes.compare_ends(naive, green, corpus, repeats=repeats)
     search = {"naive": spent_naive, "green": spent_green}
-    print(recipes.bill_table(cmp, search))
-    print("lesson 10, runs alone:", recipes.compare_bills(cmp, "naive", "green").sentence())
-    print("lesson 10:", recipes.compare_bills(cmp, "naive", "green", search).sentence())
+    print(bills.bill_table(cmp, search))
+    print("lesson 10, runs alone:", bills.compare_bills(cmp, "naive", "green").sentence())
+    print("lesson 10:", bills.compare_bills(cmp, "naive", "green", search).sentence())
 
 
 def main() -> None:

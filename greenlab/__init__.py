@@ -36,7 +36,7 @@ from greenlab.impact import report, scheduling  # noqa: E402
 from greenlab.techniques import batching, ddp, search
 from greenlab.training import data, models
 from greenlab import experiments
-from greenlab.course import recipes
+from greenlab.course import bills, recipes
 from greenlab.base import results  # noqa: E402
 from greenlab.session.config import Settings, budget, device, is_quick, setup  # noqa: E402
 from greenlab.experiments import Comparison, compare  # noqa: E402

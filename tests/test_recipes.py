@@ -7,7 +7,7 @@ import pytest
 
 from fakes import SlopeSource
 from greenlab.training import data, models
-from greenlab.course import recipes
+from greenlab.course import bills, recipes
 from greenlab.training.loop import TrainConfig
 
 
@@ -207,30 +207,30 @@ def _fake_comparison(rows):
 
 def test_a_row_that_missed_in_any_repeat_has_no_energy_to_the_target():
     cmp = _fake_comparison({"naive": [10.0, None, 12.0], "green": [2.0, 2.2, 1.9]})
-    assert not recipes.reached_in_every_repeat(cmp, "naive") and recipes.reached_in_every_repeat(cmp, "green")
-    bill = recipes.target_bill(cmp, "naive", tuning_joules=5.0)
+    assert not bills.reached_in_every_repeat(cmp, "naive") and bills.reached_in_every_repeat(cmp, "green")
+    bill = bills.target_bill(cmp, "naive", tuning_joules=5.0)
     assert (bill.reached, bill.repeats, bill.joules) == (2, 3, None) and bill.per_repeat == [15.0, None, 17.0]
     assert bill.cell() == "none: 2 of 3 reached"
-    verdict = recipes.compare_bills(cmp, "naive", "green", {"naive": 5.0, "green": 1.0})
+    verdict = bills.compare_bills(cmp, "naive", "green", {"naive": 5.0, "green": 1.0})
     assert verdict.factor is None
     assert "naive reached the target in 2 of 3 repeats, green in 3 of 3" in verdict.sentence()
     assert "no factor" in verdict.sentence()
-    table = recipes.bill_table(cmp, {"naive": 5.0})
+    table = bills.bill_table(cmp, {"naive": 5.0})
     assert "none" in table.splitlines()[1] and "missed the target" in table.splitlines()[2]
     with pytest.raises(ValueError, match="unknown row"):
-        recipes.target_bill(cmp, "other")
+        bills.target_bill(cmp, "other")
     with pytest.raises(ValueError, match="tuning_joules"):
-        recipes.target_bill(cmp, "green", tuning_joules=-1)
+        bills.target_bill(cmp, "green", tuning_joules=-1)
 
 
 def test_the_honest_bill_adds_each_search_to_every_repeat_and_pairs_the_ratios():
     cmp = _fake_comparison({"naive": [10.0, 11.0, 12.0], "green": [2.0, 2.0, 2.0]})
-    verdict = recipes.compare_bills(cmp, "naive", "green", {"naive": 20.0, "green": 1.0}, names={"green": "the green"})
+    verdict = bills.compare_bills(cmp, "naive", "green", {"naive": 20.0, "green": 1.0}, names={"green": "the green"})
     assert verdict.baseline.joules == pytest.approx(31.0) and verdict.variant.joules == pytest.approx(3.0)
     ratios = [30 / 3, 31 / 3, 32 / 3]
     assert verdict.factor.estimate == pytest.approx((ratios[0] * ratios[1] * ratios[2]) ** (1 / 3))
     assert verdict.factor.detectable and "the green" in verdict.sentence() and "detectable" in verdict.sentence()
-    without = recipes.compare_bills(cmp, "naive", "green")  # the runs alone
+    without = bills.compare_bills(cmp, "naive", "green")  # the runs alone
     assert without.factor.estimate == pytest.approx((5 * 5.5 * 6) ** (1 / 3))
 
 
@@ -261,4 +261,4 @@ def test_halving_keeps_the_best_rates_of_a_short_rung_and_counts_both_rungs(monk
 
 def test_a_bill_verdict_names_every_recipe_without_an_energy_to_the_target():
     cmp = _fake_comparison({"naive": [10.0, None, 12.0], "green": [None, 2.2, 1.9]})
-    assert "naive and green have no energy to the target" in recipes.compare_bills(cmp, "naive", "green").sentence()
+    assert "naive and green have no energy to the target" in bills.compare_bills(cmp, "naive", "green").sentence()
