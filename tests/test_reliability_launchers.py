@@ -36,7 +36,7 @@ run_ddp(2, data=ds, model={"name": "mlp", "hidden": (8,)}, per_worker_batch=8, e
 _SHARDING_CALLER = """
 from greenlab.techniques.lm.sharding_run import run_ddp_vs_fsdp
 run_ddp_vs_fsdp(world_size=2, d_model=16, n_layers=1, n_heads=2, max_seq_len=32, seq_len=16, batch_size=2,
-                steps=10 ** 6, allreduce_repeats=3, timeout_s=3600)
+                steps=1000, allreduce_repeats=3, timeout_s=3600)
 """
 
 
