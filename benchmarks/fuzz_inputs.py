@@ -1018,6 +1018,99 @@ def fuzz_every(tmp: Path, sample: int | None = None) -> tuple[dict, dict]:
     return record, skipped
 
 
+CLI_NOT_CALLED = {"lab": "starts JupyterLab in the foreground: its arguments are fuzzed by tests/test_cli_lab.py"}
+CLI_PATHS = ("--dir",)  # path options (see EntryPoint.paths)
+CLI_BAD = (("NaN", "nan"), ("inf", "inf"), ("negative", "-1"), ("wrong type", "not-a-value"), ("empty", ""),
+           ("huge", str(10 ** 12)))
+
+
+def _cli_help(words: list) -> str:
+    import io
+
+    from greenlab.cli.app import main as cli_main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            cli_main([*words, "--help"])
+        except SystemExit:
+            pass
+    return out.getvalue()
+
+
+def cli_commands() -> list:
+    """Every ``greenlab`` subcommand (nested ones too), from ``greenlab --help``: [[word, ...]]."""
+    import re
+
+    found, todo = [], [[]]
+    while todo:
+        words = todo.pop(0)
+        text = _cli_help(words)
+        usage = text.split("\n\n")[0]
+        subs = re.search(r"\{([\w,-]+)\}\s*\.\.\.", usage)
+        if subs:
+            todo.extend([*words, s] for s in subs.group(1).split(","))
+        elif words:
+            found.append(words)
+    return found
+
+
+def cli_options(words: list) -> list:
+    """The options of ``greenlab WORDS`` that take a value (``--name VALUE``)."""
+    import re
+
+    return sorted(set(re.findall(r"^\s+(--[\w-]+) [A-Z_]+", _cli_help(words), flags=re.M)))
+
+
+def fuzz_cli() -> tuple[dict, dict]:
+    """``CLI_BAD`` on each value-taking option of each ``greenlab`` subcommand in turn; a call is
+    clear when it exits non-zero (argparse's 2 included) with a message that names the option,
+    silent when it exits 0. Returns (record, {command: why not fuzzed})."""
+    import io
+
+    from greenlab.cli.app import main as cli_main
+
+    record, skipped = {}, {}
+    for words in cli_commands():
+        name = "greenlab " + " ".join(words)
+        if words[0] in CLI_NOT_CALLED:
+            skipped[name] = CLI_NOT_CALLED[words[0]]
+            continue
+        options = cli_options(words)
+        if not options:
+            skipped[name] = "no option takes a value"
+            continue
+        for option in options:
+            for label, value in CLI_BAD:
+                err = io.StringIO()
+                outcome, detail = "silent", "exit 0"
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), \
+                        warnings.catch_warnings(), _time_limit(AUTO_CALL_LIMIT_S):
+                    warnings.simplefilter("ignore")
+                    try:
+                        code = cli_main([*words, f"{option}={value}"])
+                    except SystemExit as exc:
+                        code = exc.code
+                    except _TookTooLong:
+                        code, detail = 0, f"accepted: still working after {AUTO_CALL_LIMIT_S} s"
+                    except (ValueError, TypeError) as exc:
+                        code, detail = 1, f"{type(exc).__name__}: {exc}"
+                        err.write(str(exc))
+                    except KeyboardInterrupt:
+                        raise
+                    except BaseException as exc:
+                        code, outcome, detail = None, "wrong-type", f"{type(exc).__name__}: {exc}"
+                if outcome != "wrong-type" and code not in (0, None):
+                    said = err.getvalue().lower()
+                    named = option.lower() in said or option[2:].replace("-", "_") in said
+                    if option in CLI_PATHS and value:  # a folder that cannot be used: its path named is right
+                        named = named or value.lower() in said
+                    outcome = "clear" if named else "unnamed"
+                    detail = "" if outcome == "clear" else said.strip().splitlines()[-1:] and said.strip().splitlines()[-1]
+                record.setdefault(name, []).append((option, label, outcome, str(detail)))
+    return record, skipped
+
+
 LESSONS_12_15 = "lessons 12-15"  # --only this: just the entry points added for lessons 12 to 15
 
 
@@ -1109,19 +1202,23 @@ def main(argv=None) -> int:
     parser.add_argument("--examples", type=int, default=6, help="bad inputs per entry point (default 6)")
     parser.add_argument("--only", default=None, help="fuzz only entry points whose name contains this "
                                                      f"('{LESSONS_12_15}': those added for lessons 12 to 15; '{EVERY}': "
-                                                     "the standard bad values on every parameter of every gl.* callable)")
+                                                     "the standard bad values on every parameter of every gl.* callable "
+                                                     "and every option of every greenlab subcommand)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))  # the fake energy source
     os.environ.setdefault("GREENLAB_RESULTS_DIR", tempfile.mkdtemp(prefix="greenlab-fuzz-results-"))
     with tempfile.TemporaryDirectory(prefix="greenlab-fuzz-") as tmp:
         if args.only == EVERY:
             record, skipped = fuzz_every(Path(tmp))
+            cli_record, cli_skipped = fuzz_cli()
+            record.update(cli_record)
+            skipped.update(cli_skipped)
         else:
             record, skipped = fuzz(args.examples, Path(tmp), args.only), {}
     totals, text = summary(record, limit=400 if args.only == EVERY else 60)
     print(text)
     for name, why in skipped.items():
-        print(f"  not fuzzed gl.{name}: {why}")
+        print(f"  not fuzzed {name if name.startswith('greenlab ') else 'gl.' + name}: {why}")
     return 0 if totals["clear"] == sum(totals.values()) else 1
 
 

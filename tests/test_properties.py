@@ -72,6 +72,9 @@ def test_fuzz_every_public_callable_is_enumerated_and_a_sample_refused(tmp_path,
 
     # every callable gl.* exports is fuzzed or named with the reason it is not
     assert {ep.name[3:] for ep in eps} | set(skipped) == set(fuzz.public_callables())
+    commands = {" ".join(words) for words in fuzz.cli_commands()}  # read from greenlab --help, nested too
+    assert {"doctor", "measure", "run", "data fetch", "data status", "leaderboard show", "lab"} <= commands
+    assert "--batch-size" in fuzz.cli_options(["run"])
     record, _ = fuzz.fuzz_every(tmp_path, sample=40)  # a small, evenly spread sample: seconds
     assert sum(len(rows) for rows in record.values()) == 40
     for label, value in fuzz.STANDARD_BAD[:4]:  # NaN, inf, -1, a wrong type: once silent, now refused by name
