@@ -83,6 +83,7 @@ def test_fuzz_every_public_callable_is_enumerated_and_a_sample_refused(tmp_path,
                                   {"joules": 1.0, "small_units": value}, ["small_units"])[0] == "clear"
     assert fuzz.classify_call(fuzz.EntryPoint("gl.budget", gl.budget, {}, {}), {"full": math.inf, "quick": 1},
                               ["full"])[0] == "clear"
+    assert fuzz.classify_call(fuzz.EntryPoint("gl.doctor", gl.doctor, {}, {}), {"rapl_root": 1.5}, ["rapl_root"])[0] == "clear"
     for arg in ("sources", "problems"):
         assert fuzz.classify_call(fuzz.EntryPoint("gl.IdlePower", gl.IdlePower, {}, {}),
                                   {"watts_by_component": {"cpu": 1.0}, "seconds": 1.0, arg: math.nan}, [arg])[0] == "clear"
