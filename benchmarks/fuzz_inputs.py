@@ -3,6 +3,8 @@
     python benchmarks/fuzz_inputs.py                 # CI size: 6 inputs per entry point
     python benchmarks/fuzz_inputs.py --examples 40   # the large run
     python benchmarks/fuzz_inputs.py --only 'lessons 12-15'   # the entry points added for lessons 12-15
+    python benchmarks/fuzz_inputs.py --only every    # NaN, inf, -1, a wrong type, "", 10**12 on each
+                                                     # parameter of everything gl.* exports
 
 Every input is bad by construction: exactly one argument of an otherwise valid call is replaced
 by a value outside its accepted range (wrong type, NaN/inf, negative, too large, an unknown name,
@@ -917,6 +919,198 @@ def _time_limit(seconds):
         signal.signal(signal.SIGALRM, previous)
 
 
+# --- every public entry point, enumerated ---------------------------------------------------------
+
+EVERY = "every"  # --only this: the standard bad values on each parameter of everything gl.* exports
+STANDARD_BAD = (("NaN", math.nan), ("inf", math.inf), ("negative", -1), ("wrong type", object()),
+                ("empty", ""), ("huge", 10 ** 12))
+# gl.* callables the enumerated pass does not call, and why (each is in the hand-made list above
+# or has nothing to refuse)
+NOT_CALLED = {
+    "train": "starts training: fuzzed by hand above (train, TrainConfig(...))",
+    "setup": "changes the session's settings: fuzzed by hand above (config.setup)",
+    "load_ipython_extension": "needs an IPython shell: fuzzed by hand above (magics)",
+    "unload_ipython_extension": "needs an IPython shell",
+    "last_interrupted": "no parameters",
+    "is_quick": "no parameters",
+    "default_sources": "no parameters to refuse",
+}
+AUTO_CALL_LIMIT_S = 10
+
+
+def public_callables() -> dict:
+    """Everything ``greenlab/__init__.py`` exports that can be called, exceptions aside: {name: object}."""
+    import types
+
+    import greenlab as gl
+
+    out = {}
+    for name in getattr(gl, "__all__", None) or [n for n in dir(gl) if not n.startswith("_")]:
+        obj = getattr(gl, name, None)
+        if obj is None or isinstance(obj, types.ModuleType) or not callable(obj):
+            continue
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            continue
+        out[name] = obj
+    return out
+
+
+def _parameters(obj) -> list:
+    import inspect
+
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return []
+    return [p for p in sig.parameters.values()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name != "self"]
+
+
+def every_entry_points(tmp: Path) -> tuple[list, dict]:
+    """(entry points, {gl name: why not fuzzed}): for each ``gl.*`` callable, one entry point whose
+    valid call is the hand-made one for the same object (else its defaults, when every parameter has
+    one), fuzzed with ``STANDARD_BAD`` on each parameter in turn."""
+    hand = {}
+    for ep in entry_points(tmp):
+        hand.setdefault(id(ep.call), ep)
+    eps, skipped = [], {}
+    for name, obj in public_callables().items():
+        if name in NOT_CALLED:
+            skipped[name] = NOT_CALLED[name]
+            continue
+        params = _parameters(obj)
+        if not params:
+            skipped[name] = "no parameters"
+            continue
+        known = hand.get(id(obj))
+        if known is not None:
+            base = dict(known.base)
+        elif all(p.default is not p.empty for p in params):
+            base = {}
+        else:
+            skipped[name] = "no valid call known (a required parameter): " + ", ".join(
+                p.name for p in params if p.default is p.empty)
+            continue
+        eps.append(EntryPoint(f"gl.{name}", obj, base, {p.name: None for p in params},
+                              aliases=known.aliases if known is not None else {},
+                              paths=known.paths if known is not None else ()))
+    return eps, skipped
+
+
+def fuzz_every(tmp: Path, sample: int | None = None) -> tuple[dict, dict]:
+    """``STANDARD_BAD`` on each parameter of each ``gl.*`` callable (``sample``: only that many of the
+    (entry point, parameter, value) calls, spread evenly); returns (record, skipped)."""
+    global CALL_LIMIT_S
+    eps, skipped = every_entry_points(tmp)
+    calls = [(ep, arg, label, value) for ep in eps for arg in ep.bad for label, value in STANDARD_BAD]
+    if sample is not None and sample < len(calls):
+        step = len(calls) / sample
+        calls = [calls[int(i * step)] for i in range(sample)]
+    record: dict = {}
+    saved, CALL_LIMIT_S = CALL_LIMIT_S, AUTO_CALL_LIMIT_S
+    try:
+        with _offline():
+            for ep, arg, label, value in calls:
+                outcome, detail = classify(ep, arg, value)
+                record.setdefault(ep.name, []).append((arg, label, outcome, detail))
+    finally:
+        CALL_LIMIT_S = saved
+    return record, skipped
+
+
+CLI_NOT_CALLED = {"lab": "starts JupyterLab in the foreground: its arguments are fuzzed by tests/test_cli_lab.py"}
+CLI_PATHS = ("--dir",)  # path options (see EntryPoint.paths)
+CLI_BAD = (("NaN", "nan"), ("inf", "inf"), ("negative", "-1"), ("wrong type", "not-a-value"), ("empty", ""),
+           ("huge", str(10 ** 12)))
+
+
+def _cli_help(words: list) -> str:
+    import io
+
+    from greenlab.cli.app import main as cli_main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            cli_main([*words, "--help"])
+        except SystemExit:
+            pass
+    return out.getvalue()
+
+
+def cli_commands() -> list:
+    """Every ``greenlab`` subcommand (nested ones too), from ``greenlab --help``: [[word, ...]]."""
+    import re
+
+    found, todo = [], [[]]
+    while todo:
+        words = todo.pop(0)
+        text = _cli_help(words)
+        usage = text.split("\n\n")[0]
+        subs = re.search(r"\{([\w,-]+)\}\s*\.\.\.", usage)
+        if subs:
+            todo.extend([*words, s] for s in subs.group(1).split(","))
+        elif words:
+            found.append(words)
+    return found
+
+
+def cli_options(words: list) -> list:
+    """The options of ``greenlab WORDS`` that take a value (``--name VALUE``)."""
+    import re
+
+    return sorted(set(re.findall(r"^\s+(--[\w-]+) [A-Z_]+", _cli_help(words), flags=re.M)))
+
+
+def fuzz_cli() -> tuple[dict, dict]:
+    """``CLI_BAD`` on each value-taking option of each ``greenlab`` subcommand in turn; a call is
+    clear when it exits non-zero (argparse's 2 included) with a message that names the option,
+    silent when it exits 0. Returns (record, {command: why not fuzzed})."""
+    import io
+
+    from greenlab.cli.app import main as cli_main
+
+    record, skipped = {}, {}
+    for words in cli_commands():
+        name = "greenlab " + " ".join(words)
+        if words[0] in CLI_NOT_CALLED:
+            skipped[name] = CLI_NOT_CALLED[words[0]]
+            continue
+        options = cli_options(words)
+        if not options:
+            skipped[name] = "no option takes a value"
+            continue
+        for option in options:
+            for label, value in CLI_BAD:
+                err = io.StringIO()
+                outcome, detail = "silent", "exit 0"
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), \
+                        warnings.catch_warnings(), _time_limit(AUTO_CALL_LIMIT_S):
+                    warnings.simplefilter("ignore")
+                    try:
+                        code = cli_main([*words, f"{option}={value}"])
+                    except SystemExit as exc:
+                        code = exc.code
+                    except _TookTooLong:
+                        code, detail = 0, f"accepted: still working after {AUTO_CALL_LIMIT_S} s"
+                    except (ValueError, TypeError) as exc:
+                        code, detail = 1, f"{type(exc).__name__}: {exc}"
+                        err.write(str(exc))
+                    except KeyboardInterrupt:
+                        raise
+                    except BaseException as exc:
+                        code, outcome, detail = None, "wrong-type", f"{type(exc).__name__}: {exc}"
+                if outcome != "wrong-type" and code not in (0, None):
+                    said = err.getvalue().lower()
+                    named = option.lower() in said or option[2:].replace("-", "_") in said
+                    if option in CLI_PATHS and value:  # a folder that cannot be used: its path named is right
+                        named = named or value.lower() in said
+                    outcome = "clear" if named else "unnamed"
+                    detail = "" if outcome == "clear" else said.strip().splitlines()[-1:] and said.strip().splitlines()[-1]
+                record.setdefault(name, []).append((option, label, outcome, str(detail)))
+    return record, skipped
+
+
 LESSONS_12_15 = "lessons 12-15"  # --only this: just the entry points added for lessons 12 to 15
 
 
@@ -1007,14 +1201,24 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=6, help="bad inputs per entry point (default 6)")
     parser.add_argument("--only", default=None, help="fuzz only entry points whose name contains this "
-                                                     f"('{LESSONS_12_15}': those added for lessons 12 to 15)")
+                                                     f"('{LESSONS_12_15}': those added for lessons 12 to 15; '{EVERY}': "
+                                                     "the standard bad values on every parameter of every gl.* callable "
+                                                     "and every option of every greenlab subcommand)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))  # the fake energy source
     os.environ.setdefault("GREENLAB_RESULTS_DIR", tempfile.mkdtemp(prefix="greenlab-fuzz-results-"))
     with tempfile.TemporaryDirectory(prefix="greenlab-fuzz-") as tmp:
-        record = fuzz(args.examples, Path(tmp), args.only)
-    totals, text = summary(record)
+        if args.only == EVERY:
+            record, skipped = fuzz_every(Path(tmp))
+            cli_record, cli_skipped = fuzz_cli()
+            record.update(cli_record)
+            skipped.update(cli_skipped)
+        else:
+            record, skipped = fuzz(args.examples, Path(tmp), args.only), {}
+    totals, text = summary(record, limit=400 if args.only == EVERY else 60)
     print(text)
+    for name, why in skipped.items():
+        print(f"  not fuzzed {name if name.startswith('greenlab ') else 'gl.' + name}: {why}")
     return 0 if totals["clear"] == sum(totals.values()) else 1
 
 

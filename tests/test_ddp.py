@@ -72,6 +72,7 @@ def test_launch_command_uses_torchrun_standalone():
     assert cmd[5] == "torch.distributed.run"
     assert "--standalone" in cmd and "--nproc_per_node=2" in cmd
     assert cmd[-4:] == ["-m", "greenlab.techniques.ddp.worker", "--config", "/tmp/run/x.json"]
+    assert "--log-dir=/tmp/run/torchelastic" in cmd  # torchrun logs inside the run folder, removed with it
 
 
 # --- a real 2-process run --------------------------------------------------------------------

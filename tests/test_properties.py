@@ -64,6 +64,31 @@ def test_fuzz_every_bad_input_is_refused_naming_its_argument(tmp_path, monkeypat
     assert totals["clear"] == sum(totals.values()), text
 
 
+def test_fuzz_every_public_callable_is_enumerated_and_a_sample_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("GREENLAB_RESULTS_DIR", str(tmp_path / "results"))
+    fuzz = _load_fuzz()
+    eps, skipped = fuzz.every_entry_points(tmp_path)
+    import greenlab as gl
+
+    # every callable gl.* exports is fuzzed or named with the reason it is not
+    assert {ep.name[3:] for ep in eps} | set(skipped) == set(fuzz.public_callables())
+    commands = {" ".join(words) for words in fuzz.cli_commands()}  # read from greenlab --help, nested too
+    assert {"doctor", "measure", "run", "data fetch", "data status", "leaderboard show", "lab"} <= commands
+    assert "--batch-size" in fuzz.cli_options(["run"])
+    record, _ = fuzz.fuzz_every(tmp_path, sample=40)  # a small, evenly spread sample: seconds
+    assert sum(len(rows) for rows in record.values()) == 40
+    for label, value in fuzz.STANDARD_BAD[:4]:  # NaN, inf, -1, a wrong type: once silent, now refused by name
+        assert fuzz.classify_call(fuzz.EntryPoint("gl.measure", gl.measure, {}, {}), {"sync": value}, ["sync"])[0] == "clear"
+        assert fuzz.classify_call(fuzz.EntryPoint("gl.format_energy", gl.format_energy, {"joules": 1.0}, {}),
+                                  {"joules": 1.0, "small_units": value}, ["small_units"])[0] == "clear"
+    assert fuzz.classify_call(fuzz.EntryPoint("gl.budget", gl.budget, {}, {}), {"full": math.inf, "quick": 1},
+                              ["full"])[0] == "clear"
+    assert fuzz.classify_call(fuzz.EntryPoint("gl.doctor", gl.doctor, {}, {}), {"rapl_root": 1.5}, ["rapl_root"])[0] == "clear"
+    for arg in ("sources", "problems"):
+        assert fuzz.classify_call(fuzz.EntryPoint("gl.IdlePower", gl.IdlePower, {}, {}),
+                                  {"watts_by_component": {"cpu": 1.0}, "seconds": 1.0, arg: math.nan}, [arg])[0] == "clear"
+
+
 @FAST
 @given(st.one_of(finite, st.just(math.nan), st.just(math.inf), st.integers(), st.text(max_size=3), st.none()))
 def test_validation_number_accepts_exactly_its_range(value):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from greenlab.base.validation import flag as _flag
 from greenlab.base.validation import integer as _integer
 from greenlab.base.validation import number as _number
 
@@ -52,6 +53,7 @@ def format_energy(joules: float, small_units: bool = False) -> str:
     never an exponent). ``small_units``: below 1 J write mJ and µJ ("2.13 mJ"), for tables read
     by people who know them; a statement for a general reader keeps J."""
     joules = _number("joules", joules)
+    small_units = _flag("small_units", small_units)  # a truthy string chose a unit ladder silently
     ladder = _ENERGY_UNITS + (_SMALL_ENERGY_UNITS if small_units else ())
     return format_scaled(joules, ladder)
 

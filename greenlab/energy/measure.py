@@ -82,6 +82,16 @@ class IdlePower:
                                               low=0, high=1e6)
         self.watts_by_component = checked
         self.seconds = validation.number("seconds", self.seconds, low=0)
+        # the provenance a report prints: a number or a string here was accepted and printed as is
+        if not isinstance(self.sources, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                         for k, v in self.sources.items()):
+            raise validation.ArgumentTypeError(
+                "sources must be a dict {component: source name}, e.g. {'cpu': 'RAPL'}, "
+                f"got {validation._show(self.sources)}")
+        if not isinstance(self.problems, (list, tuple)) or not all(isinstance(p, str) for p in self.problems):
+            raise validation.ArgumentTypeError(
+                f"problems must be a list of strings, got {validation._show(self.problems)}")
+        self.problems = list(self.problems)
 
     @property
     def watts(self) -> float:

@@ -22,6 +22,13 @@ def measure(label: str = "window", idle: IdlePower | None = None, sources: list 
     across ranks (see ``greenlab.energy.distributed``); None for that whenever a process group
     is initialised; False for this process alone.
     """
+    from greenlab.base import validation
+
+    # a window labelled with a number, or sync=0 / distributed="no", used to open without a word
+    label = validation.text("label", label)
+    sync = validation.flag("sync", sync)
+    if distributed is not None:
+        distributed = validation.flag("distributed", distributed)
     if distributed is None or distributed:
         if distributed or process_group_active():
             return CollectiveWindow(label, idle=idle, sources=sources, sync=sync)

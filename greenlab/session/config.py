@@ -151,8 +151,9 @@ def budget(full=None, quick=None, *, gpu=None, cpu=None, emulated=None, precisio
         raise ValueError("budget(emulated=..., precision=...) go together, e.g. "
                          "budget(full=2048, quick=2048, emulated=512, precision='bf16')")
     for name, value in (("full", full), ("quick", quick), ("gpu", gpu), ("cpu", cpu), ("emulated", emulated)):
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0:
-            raise ValueError(f"budget({name}=...) must be positive, got {value!r}")
+        # sizes may be any object (a list, a name), but a number must be a usable one: inf sized work forever
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 < value < float("inf"):
+            raise ValueError(f"budget({name}=...) must be a positive finite number, got {value!r}")
     if precision is not None:
         if not hardware.precision_support(precision, device()).native:
             return emulated

@@ -25,6 +25,9 @@ def doctor(print_table: bool = False, nvml_module=None, rapl_root=None, environ=
     environment (for tests).
     """
     validation.flag("print_table", print_table)
+    if rapl_root is not None and (not isinstance(rapl_root, (str, os.PathLike)) or not os.fspath(rapl_root)):
+        raise validation.ArgumentTypeError(  # a number here failed deep in os.path without naming it
+            f"rapl_root must be a folder path (a powercap tree) or None, got {validation._show(rapl_root)}")
     _check_environ(environ)
     env = os.environ if environ is None else environ
     found = discover(nvml_module, rapl_root, env, gpus="all")  # describe every visible GPU

@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 import multiprocessing as _mp
 import os
+import signal
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -126,10 +126,15 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
     ready = ctx.Barrier(workers + 1)  # every worker set up, and the parent
     results = ctx.Queue()
     tensors = (data.train_x, data.train_y, data.val_x, data.val_y)
-    with tempfile.TemporaryDirectory(prefix="greenlab-sync-") as tmp:
+    from greenlab.base.janitor import Janitor
+
+    # the folder goes however this process ends (a killed kernel too): registered before it exists;
+    # each worker dies with this process by itself (processes.die_with_parent in _worker)
+    with Janitor() as janitor:
+        tmp = janitor.make_temp_dir("greenlab-sync-")
         init = f"file://{os.path.join(tmp, 'store')}"
         args = (mode, workers, net, tensors, batch_size, float(lr), float(target_accuracy), max_updates,
-                eval_every, seed, version, lock, stop, results, init, ready, go)
+                eval_every, seed, version, lock, stop, results, init, ready, go, os.getpid())
         deadline = time.monotonic() + timeout_s
         setup_start = time.perf_counter()
         procs = [ctx.Process(target=_worker, args=(rank, *args), daemon=True) for rank in range(workers)]
@@ -198,7 +203,10 @@ def _setup(rank, mode, workers, init):
 
 
 def _worker(rank, mode, workers, net, tensors, batch_size, lr, target, max_updates, eval_every, seed,
-            version, lock, stop, results, init, ready, go):
+            version, lock, stop, results, init, ready, go, parent):
+    from greenlab.base.processes import die_with_parent
+
+    die_with_parent(parent, signal.SIGKILL)  # a killed caller (or kernel) ends its workers too
     out = {"rank": rank, "updates": 0, "staleness": [], "reached": False, "val_accuracy": None}
     dist = None
     try:

@@ -16,7 +16,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -130,8 +129,12 @@ def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, w
         if n_train is not None and n_train > dataset.n_train:
             raise ValueError(f"runs[{i}] n_train={n_train} is more than the dataset's {dataset.n_train} "
                              "training samples; load more")
-    with tempfile.TemporaryDirectory(prefix="greenlab-ddp-") as tmp:
-        folder = Path(tmp)
+    from greenlab.base.janitor import Janitor
+
+    # the run's folder (a copy of the dataset) goes however this process ends: registered with the
+    # janitor before it exists, so that a kill before torchrun's supervisor starts leaves it neither
+    with Janitor() as janitor:
+        folder = Path(janitor.make_temp_dir("greenlab-ddp-"))
         launch = dict(configs[0])
         launch["nprocs"] = nprocs
         launch["runs"] = configs
@@ -232,6 +235,8 @@ def launch_command(config_path, nprocs: int, module: str = "greenlab.techniques.
     return [sys.executable, supervisor, "--remove", folder, "--",
             "torch.distributed.run", "--standalone",
             f"--nproc_per_node={_positive_int('nprocs', nprocs)}", "--max-restarts=0",
+            # torchrun's log folder (else a torchelastic_* folder in TMPDIR, left when torchrun is killed)
+            f"--log-dir={os.path.join(folder, 'torchelastic')}",
             "-m", module, "--config", str(config_path)]
 
 

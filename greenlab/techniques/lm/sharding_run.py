@@ -27,7 +27,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -213,8 +212,10 @@ def run_ddp_vs_fsdp(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n
                          lr=lr, allreduce_repeats=allreduce_repeats, corpus=corpus, seed=seed)
     timeout_s = validation.number("timeout_s", timeout_s, low=0, low_open=True)
 
-    with tempfile.TemporaryDirectory(prefix="greenlab-fsdp-") as tmp:
-        folder = Path(tmp)
+    from greenlab.base.janitor import Janitor
+
+    with Janitor() as janitor:  # the run's folder goes however this process ends (see ddp.launch._launch)
+        folder = Path(janitor.make_temp_dir("greenlab-fsdp-"))
         result_file = folder / "result.json"
         config.update(result_path=str(result_file), error_dir=str(folder), launched=time.time())
         config_path = folder / "config.json"
