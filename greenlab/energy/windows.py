@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from greenlab.base import validation
 from greenlab.energy.distributed import CollectiveWindow, process_group_active
 from greenlab.energy.measure import EnergyWindow, IdlePower
 
@@ -22,7 +23,6 @@ def measure(label: str = "window", idle: IdlePower | None = None, sources: list 
     across ranks (see ``greenlab.energy.distributed``); None for that whenever a process group
     is initialised; False for this process alone.
     """
-    from greenlab.base import validation
 
     # a window labelled with a number, or sync=0 / distributed="no", used to open without a word
     label = validation.text("label", label)

@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass
 
 from greenlab import energy
+from greenlab.base.janitor import Janitor
+from greenlab.base.processes import die_with_parent
 from greenlab.base import validation
 from greenlab.base.units import plain_number
 from greenlab.training import models
@@ -126,7 +128,6 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
     ready = ctx.Barrier(workers + 1)  # every worker set up, and the parent
     results = ctx.Queue()
     tensors = (data.train_x, data.train_y, data.val_x, data.val_y)
-    from greenlab.base.janitor import Janitor
 
     # the folder goes however this process ends (a killed kernel too): registered before it exists;
     # each worker dies with this process by itself (processes.die_with_parent in _worker)
@@ -204,7 +205,6 @@ def _setup(rank, mode, workers, init):
 
 def _worker(rank, mode, workers, net, tensors, batch_size, lr, target, max_updates, eval_every, seed,
             version, lock, stop, results, init, ready, go, parent):
-    from greenlab.base.processes import die_with_parent
 
     die_with_parent(parent, signal.SIGKILL)  # a killed caller (or kernel) ends its workers too
     out = {"rank": rank, "updates": 0, "staleness": [], "reached": False, "val_accuracy": None}

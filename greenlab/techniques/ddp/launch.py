@@ -24,6 +24,7 @@ from greenlab.base.interrupts import Interrupted
 from greenlab.base.processes import PARENT_ENV, kill_group
 from greenlab.base.units import plain_number
 from greenlab.energy import measure
+from greenlab.base.janitor import Janitor
 from greenlab.techniques.ddp.results import DDPResult
 from greenlab.training import data as gl_data
 from greenlab.training.dataset_files import save_dataset
@@ -129,7 +130,6 @@ def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, w
         if n_train is not None and n_train > dataset.n_train:
             raise ValueError(f"runs[{i}] n_train={n_train} is more than the dataset's {dataset.n_train} "
                              "training samples; load more")
-    from greenlab.base.janitor import Janitor
 
     # the run's folder (a copy of the dataset) goes however this process ends: registered with the
     # janitor before it exists, so that a kill before torchrun's supervisor starts leaves it neither

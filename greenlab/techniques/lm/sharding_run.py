@@ -34,6 +34,7 @@ from pathlib import Path
 from greenlab.base import validation
 from greenlab.techniques.ddp import launch
 from greenlab.techniques.ddp.worker import finish_worker, run_worker
+from greenlab.base.janitor import Janitor
 from greenlab.techniques.lm.corpus import CORPORA, batch, load_corpus
 from greenlab.techniques.lm.gpt import TinyGPT, lm_loss
 from greenlab.techniques.lm.sharding import ring_allreduce_bytes, zero_bytes_per_rank
@@ -212,7 +213,6 @@ def run_ddp_vs_fsdp(world_size: int = 2, d_model: int = 64, n_layers: int = 2, n
                          lr=lr, allreduce_repeats=allreduce_repeats, corpus=corpus, seed=seed)
     timeout_s = validation.number("timeout_s", timeout_s, low=0, low_open=True)
 
-    from greenlab.base.janitor import Janitor
 
     with Janitor() as janitor:  # the run's folder goes however this process ends (see ddp.launch._launch)
         folder = Path(janitor.make_temp_dir("greenlab-fsdp-"))
