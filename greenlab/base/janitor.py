@@ -86,15 +86,7 @@ class Janitor:
             return
         self._closed = True
         _cleanup(self.groups, self.folders)
-        try:
-            self._proc.stdin.close()  # the watcher finds nothing left to do
-        except OSError:
-            pass
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        end_by_closing_stdin(self._proc)  # the watcher finds nothing left to do
 
     def __enter__(self):
         return self
@@ -110,6 +102,20 @@ class Janitor:
             self._proc.stdin.flush()
         except OSError as exc:
             raise RuntimeError("the cleanup watcher process has ended") from exc
+
+
+def end_by_closing_stdin(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """End a child that stops when its standard input closes (this watcher, the pre-emption
+    server): close it, wait up to ``timeout_s`` seconds, then kill the child if it is still there."""
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _cleanup(groups, folders) -> None:

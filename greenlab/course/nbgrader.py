@@ -309,18 +309,7 @@ def _shown_answer(question) -> Any:
 
 def checker_calls(source: str) -> list[tuple[str, str]]:
     """``(name, call text)`` for every ``gl.check.NAME(...)`` call in ``source``, in order."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    found = []
-    for node in ast.walk(tree):
-        func = getattr(node, "func", None) if isinstance(node, ast.Call) else None
-        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
-                and func.value.attr == "check" and isinstance(func.value.value, ast.Name)
-                and func.value.value.id == "gl"):
-            found.append((node.lineno, node.col_offset, func.attr, ast.get_source_segment(source, node)))
-    return [(name, text) for _, _, name, text in sorted(found)]
+    return [(name, text) for name, text, _ in checker_call_args(source)]
 
 
 def _correct_answer(question) -> Any:

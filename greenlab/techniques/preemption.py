@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from greenlab.base import progress, validation
-from greenlab.base.janitor import Janitor
+from greenlab.base.janitor import Janitor, end_by_closing_stdin
 from greenlab.base.units import plain_number
 from greenlab.energy import measure
 from greenlab.session import config as gl_config
@@ -344,15 +344,7 @@ class Launcher:
                 pass
             self._life = None
         if self._proc is not None and self._proc.poll() is None:
-            try:
-                self._proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+            end_by_closing_stdin(self._proc)
         self._janitor.close()  # the process group and the folder
 
     def __enter__(self):
