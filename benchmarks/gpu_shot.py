@@ -147,18 +147,22 @@ def show(title: str, call: dict) -> None:
 
 def out_problems(out: Path) -> list:
     """Every way ``out`` breaks the device tool's limits on what comes back (empty: none)."""
-    problems, files = [], [p for p in out.rglob("*") if p.is_file()]
+    problems, files = [], []
     for path in sorted(out.rglob("*")):
         rel = path.relative_to(out)
         if not re.fullmatch(r"[A-Za-z0-9._-]+", path.name):
-            problems.append(f"name: {rel}")
-        if path.is_file() and len(rel.parts) - 1 > OUT_LIMITS["depth"]:
-            problems.append(f"deeper than {OUT_LIMITS['depth']} folders: {rel}")
-        if path.is_file() and path.stat().st_size > OUT_LIMITS["file_bytes"]:
-            problems.append(f"over 16 MiB: {rel}")
+            problems.append(f"name {rel}")
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            problems.append(f"not a plain file {rel}")
+        elif path.is_file():
+            files.append(path)
+            if len(rel.parts) - 1 > OUT_LIMITS["depth"]:
+                problems.append(f"too deep {rel}")
+            if path.stat().st_size > OUT_LIMITS["file_bytes"]:
+                problems.append(f"over 16 MiB {rel}")
     if len(files) > OUT_LIMITS["files"]:
-        problems.append(f"{len(files)} files (at most {OUT_LIMITS['files']} come back)")
-    if sum(p.stat().st_size for p in files) > OUT_LIMITS["total_bytes"]:
+        problems.append(f"{len(files)} files")
+    if sum(f.stat().st_size for f in files) > OUT_LIMITS["total_bytes"]:
         problems.append("over 64 MiB in all")
     return problems
 

@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import gpu_shot  # noqa: E402
 from benchmarks import gpu_suite as gs  # noqa: E402
 from greenlab.course import reference  # noqa: E402
 
@@ -830,33 +831,6 @@ def test_the_rehearsal_names_every_failed_experiment_and_lesson_and_nothing_else
 
 # --- what --out holds: the device tool's limits ------------------------------------------------
 
-# what a device run tool brings back from its output folder (its README): at most 8 files, each at
-# most 16 MiB and 64 MiB together, no more than 2 folders down, names of letters, digits, ".", "_", "-"
-OUT_LIMITS = {"files": 8, "file_bytes": 16 * 2**20, "total_bytes": 64 * 2**20, "depth": 2}
-
-
-def out_folder_problems(out: Path) -> list:
-    """Every way ``out`` breaks the device tool's limits on what comes back (empty: none)."""
-    problems, files = [], []
-    for path in sorted(out.rglob("*")):
-        rel = path.relative_to(out)
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", path.name):
-            problems.append(f"name {rel}")
-        if path.is_symlink() or not (path.is_file() or path.is_dir()):
-            problems.append(f"not a plain file {rel}")
-        elif path.is_file():
-            files.append(path)
-            if len(rel.parts) - 1 > OUT_LIMITS["depth"]:
-                problems.append(f"too deep {rel}")
-            if path.stat().st_size > OUT_LIMITS["file_bytes"]:
-                problems.append(f"over 16 MiB {rel}")
-    if len(files) > OUT_LIMITS["files"]:
-        problems.append(f"{len(files)} files")
-    if sum(f.stat().st_size for f in files) > OUT_LIMITS["total_bytes"]:
-        problems.append("over 64 MiB in all")
-    return problems
-
-
 def test_the_out_folder_check_sees_every_limit(tmp_path):
     (tmp_path / "a b").write_text("x")
     deep = tmp_path / "1" / "2" / "3"
@@ -866,7 +840,7 @@ def test_the_out_folder_check_sees_every_limit(tmp_path):
         (tmp_path / f"f{i}").write_text("x")
     with open(tmp_path / "big", "wb") as f:
         f.truncate(17 * 2**20)
-    problems = out_folder_problems(tmp_path)
+    problems = gpu_shot.out_problems(tmp_path)
     assert {p.split()[0] for p in problems} == {"name", "too", "over", "11"}, problems
 
 
@@ -897,7 +871,7 @@ def test_a_dry_run_leaves_four_files_in_out_within_the_device_limits(tmp_path):
     from benchmarks.gpu.settings import OUT_FILES, SMI, SUMMARY_TEXT
 
     assert sorted(p.name for p in out.iterdir()) == sorted(OUT_FILES)
-    assert out_folder_problems(out) == []
+    assert gpu_shot.out_problems(out) == []
     assert "Driver Version : 999.1" in (out / SMI).read_text(encoding="utf-8")
     records = {r["experiment"]: r for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"]}
     assert set(records) == {"carbon", "fitting_in_memory", gs.SUMMARY}
@@ -942,7 +916,7 @@ def test_a_dry_run_killed_midway_leaves_parseable_records_within_the_device_limi
         proc.wait(timeout=60)
         assert set(p.name for p in out.iterdir()) <= set(OUT_FILES) | {OUT_COPY_TMP}
         assert len([p for p in out.iterdir() if p.name in OUT_FILES]) <= 4
-        assert out_folder_problems(out) == []
+        assert gpu_shot.out_problems(out) == []
         bundle = json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))  # parses
         records = {r["experiment"]: r for r in bundle["records"]}
         assert [r["label"] for r in records["carbon"]["results"]] == ["before the hang"]
