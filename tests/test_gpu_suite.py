@@ -457,6 +457,17 @@ def _descendants(pid):
         return []
 
 
+def _kill_all(proc, tree):
+    """A test's clean-up: the suite and every process it had started, whatever state they are in."""
+    if proc.poll() is None:
+        proc.kill()
+    for p in tree:
+        try:
+            p.kill()
+        except Exception:  # noqa: BLE001 - gone already, or never ours to end
+            pass
+
+
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
 def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
     """SIGTERM: the suite ends its workers' process groups and writes what it has; SIGKILL (no
@@ -501,13 +512,7 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
             records = {r["experiment"] for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"]}
             assert gs.SUMMARY in records
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for p in tree:
-            try:
-                p.kill()
-            except Exception:
-                pass
+        _kill_all(proc, tree)
         for folder in caches:  # a suite killed outright cannot remove its cache
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -923,13 +928,7 @@ def test_a_dry_run_killed_midway_leaves_parseable_records_within_the_device_limi
         summary = {r["label"]: r for r in records[gs.SUMMARY]["results"]}
         assert summary["carbon"]["status"].startswith(("running: 1 row(s) so far", "killed", "failed"))
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for p in tree:
-            try:
-                p.kill()
-            except Exception:
-                pass
+        _kill_all(proc, tree)
 
 
 def test_a_log_over_the_file_limit_is_copied_as_its_head_and_tail(tmp_path):
