@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from greenlab.course.claims_equivalence import notebook_equivalence_problems
+from greenlab.course.claims_outcomes import notebook_outcome_problems
 from greenlab.course.claims_paths import notebook_path_problems
 from greenlab.course.headless import _strip_magics
 from greenlab.course.notebook_format import _read_json, _rel, _source, instructor_notebooks, lessons_dir
@@ -71,8 +72,9 @@ def notebook_claim_problems(nb: dict[str, Any], where: str = "notebook") -> list
                                 "the validation split; call it validation accuracy")
         elif cell.get("cell_type") == "code":
             problems += [f"{at}: {p}" for p in _code_claim_problems(text)]
-    # the "as good as" rule, and paths to project files that exist
-    return problems + notebook_equivalence_problems(nb, where) + notebook_path_problems(nb, where)
+    # the "as good as" rule, paths to project files that exist, and no outcome in fixed text
+    return (problems + notebook_equivalence_problems(nb, where) + notebook_path_problems(nb, where)
+            + notebook_outcome_problems(nb, where))
 
 
 def _code_claim_problems(source: str) -> list[str]:
