@@ -317,3 +317,25 @@ def test_a_ddp_result_on_a_short_worker_window_states_no_energy_figure():
     assert table.count(NOT_MEASURABLE) >= 2 and ddp.scaling_report([one, two_short]).rows[1]["short"]
     paragraph = ddp.stakeholder_summary(one, two_short)
     assert NOT_MEASURABLE in paragraph and "summed over every worker, was" not in paragraph
+
+
+# --- sentences about the library: a constant a lesson states is the library's --------------------------------
+
+def test_a_lesson_stating_a_drifted_constant_is_caught(monkeypatch):
+    import importlib
+
+    from greenlab.course.claims_constants import drifted_constant, notebook_constant_problems
+    from greenlab.course.notebook_format import _read_json, lessons_dir
+
+    lesson = _read_json(lessons_dir() / "instructor" / "00_measuring_energy.ipynb")
+    assert notebook_constant_problems(lesson, "00") == []
+    # the library changes its short-window rule; lesson 00's sentences about it have not
+    monkeypatch.setattr(importlib.import_module("greenlab.energy.measure"), "SHORT_WINDOW_PERIODS", 20)
+    drifted = notebook_constant_problems(lesson, "00")
+    assert drifted and all("SHORT_WINDOW_PERIODS as 10, but the library holds 20" in p for p in drifted)
+    assert any(p in claims.notebook_claim_problems(lesson, "00") for p in drifted)  # hooked into the check
+    monkeypatch.undo()
+    assert drifted_constant("a window shorter than twelve of its counter's update periods")
+    assert drifted_constant("a baseline must sit 7 points above chance")
+    assert drifted_constant("the baseline clears chance by more than five points") is None
+    assert drifted_constant("shorter than ten update periods (a figure printed from the library)") is None

@@ -11,6 +11,7 @@ import os
 import re
 from typing import Any
 
+from greenlab.course.claims_constants import notebook_constant_problems
 from greenlab.course.claims_equivalence import notebook_equivalence_problems
 from greenlab.course.claims_outcomes import notebook_outcome_problems
 from greenlab.course.claims_paths import notebook_path_problems
@@ -72,9 +73,10 @@ def notebook_claim_problems(nb: dict[str, Any], where: str = "notebook") -> list
                                 "the validation split; call it validation accuracy")
         elif cell.get("cell_type") == "code":
             problems += [f"{at}: {p}" for p in _code_claim_problems(text)]
-    # the "as good as" rule, paths to project files that exist, and no outcome in fixed text
+    # the "as good as" rule, paths to project files that exist, no outcome in fixed text, and the
+    # library's constants as the library holds them
     return (problems + notebook_equivalence_problems(nb, where) + notebook_path_problems(nb, where)
-            + notebook_outcome_problems(nb, where))
+            + notebook_outcome_problems(nb, where) + notebook_constant_problems(nb, where))
 
 
 def _code_claim_problems(source: str) -> list[str]:

@@ -62,7 +62,8 @@ REPORT_RE = re.compile(
     r"|\bon (?:this|a) (?:tiny|small) model\b|\bon a CPU\b|\bon (?:your|a) laptop\b",
     re.IGNORECASE)
 # a sentence that only points back at the one before it as this run's outcome
-_POINTER_RE = re.compile(r"(?:as |and )?(?:you(?: will|'ll|’ll)|we) (?:see|saw|find|found|notice|noticed|measure|measured)"
+_POINTER_RE = re.compile(r"(?:as |and )?(?:you(?: will|'ll|’ll)|we) "
+                         r"(?:see|saw|find|found|notice|noticed|measure|measured)"
                          r"(?: (?:that|this|it|so|why|for yourself))?[.!]?$", re.IGNORECASE)
 # a universal no run can show
 UNIVERSAL_RE = re.compile(r"\bon (?:any|all|every) (?:hardware|machines?|devices?|CPUs?|GPUs?)\b|(?<!not )\balways\b",
