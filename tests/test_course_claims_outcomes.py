@@ -21,6 +21,14 @@ def problems(*cells):
     "In the summary you saw accuracy hold at 8 bits and slip at fewer.",
     "Channel pruning makes the model faster on any hardware.",
     "This lesson asserts no ranking. On a CPU that price is small.",
+    # as the lessons wrote them, line breaks and all
+    "It is not a constant of the machine: memory-bound work (adding two big tensors, say) does few FLOPs\n"
+    "per byte moved and costs far more joules per GFLOP. You will\nsee that in the exercise.",
+    "Accuracy: bf16 rounds every matmul's inputs to 2–3 significant digits, yet the final test\n"
+    "accuracy in the table is close to fp32's. That is Kalamkar et al.'s finding on a small scale.",
+    "- **Linear quantisation** maps weights onto integers with a scale and a zero point; you wrote it and\n"
+    "  saw accuracy hold at 8 bits and slip at fewer. int8 after training shrinks the weights about 4× and\n"
+    "  needs no retraining; speed and energy gains depend on the model's size and the CPU's integer kernels.",
     # variations of the same habit
     "We measured it: the small MLP used less energy than the CNN.",
     "In our test, int8 was slower than fp32.",
@@ -49,6 +57,10 @@ def test_a_sentence_that_states_the_run_s_outcome_is_refused(text):
     "Kalamkar et al. (2019) report that bf16 training reaches fp32's accuracy on large models.",
     "More devices shorten the wall-clock time, but they rarely make the job cheaper.",
     "Structured pruning removes arithmetic and bytes on any hardware (the counts above).",
+    # words that only look like outcomes
+    "Checkpoints limit the loss, but each write holds the accelerator too.",
+    "The table puts the **validation** accuracy (a held-out part of the training split) beside the time.",
+    "This is a greedy plan: simple and explainable, not always the cheapest possible one.",
     # mentions, not claims
     'The claim "faster on any hardware" needs a timing on every machine.',
     "The verdict reads `you will see it is faster` only in a parody.",

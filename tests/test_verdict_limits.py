@@ -1,5 +1,6 @@
-"""What a verdict refuses: windows too short to read, arms measured cold, "as good" without a
-margin, energy to a target a run never reached, accuracy compared against a baseline at chance.
+"""What a verdict refuses: windows too short to read (a sum of windows over workers included), arms
+measured cold, "as good" without a margin, energy to a target a run never reached, accuracy compared
+against a baseline at chance, and a lesson's sentence that names a moved table or a drifted constant.
 Each test plants the fault and sees it refused."""
 
 import json

@@ -1,7 +1,10 @@
 """The claims rules of the lessons: no printed sentence about a measured outcome (a saving, a test-set figure,
 a verdict) without the verdict or interval it rests on. ``claim_problems`` reads every instructor copy;
 ``notebook_claim_problems`` one notebook; a statement that is not a claim about a measured difference says so
-with the mark ``CLAIM_OK_MARK``.
+with the mark ``CLAIM_OK_MARK``. Beside these, ``notebook_claim_problems`` runs the rules of
+``claims_equivalence`` ("as good" only from an equivalence verdict), ``claims_paths`` (project paths that
+exist), ``claims_outcomes`` (no outcome in markdown written before the run) and ``claims_constants``
+(a library constant stated as the library holds it).
 """
 
 from __future__ import annotations

@@ -50,21 +50,22 @@ OUTCOME_RE = re.compile(
     re.IGNORECASE)
 # outcomes that only ever report a run: refused without a further cue
 _REPORT_OUTCOME_RE = re.compile(
-    rf"\b(?:accura\w*|loss(?:es)?|perplexit\w*) (?:holds?|held|slips?|slipped|stays? close|stayed close"
-    rf"|remains? close|is close|was close)\b",
+    r"\b(?:accura\w*|loss(?:es)?|perplexit\w*)\b[^.,;:!?()\n]{0,30}?\b(?:holds?|held(?!-)|slips?|slipped|stays? close"
+    r"|stayed close|remains? close|is close|was close|are close|were close)\b",
     re.IGNORECASE)
 # a report of this run: a prediction of what the learner will see, or a past run told
 REPORT_RE = re.compile(
     r"\byou(?: will|'ll|’ll) (?:see|find|notice|observe|get)\b|\b(?:will|would) show\b|\bturns? out\b"
     r"|\b(?:we|you|I) (?:saw|see|measured|found|observed|got)\b|\bsaw\b|\bwe measure\b"
     r"|\bin (?:our|my|this|the) (?:test|tests|run|runs|measurement|measurements|experiment)\b"
-    r"|\bthis (?:run|lesson's run|measurement)\b|\bhere\b|\bon this (?:machine|laptop|CPU|model)\b"
+    r"|\bthis (?:run|lesson's run|measurement)\b|\bin the (?:table|plot|figure|chart)\b|\bhere\b|\bon this (?:machine|laptop|CPU|model)\b"
     r"|\bon (?:this|a) (?:tiny|small) model\b|\bon a CPU\b|\bon (?:your|a) laptop\b",
     re.IGNORECASE)
 # a sentence that only points back at the one before it as this run's outcome
 _POINTER_RE = re.compile(r"(?:as |and )?(?:you(?: will|'ll|’ll)|we) "
                          r"(?:see|saw|find|found|notice|noticed|measure|measured)"
-                         r"(?: (?:that|this|it|so|why|for yourself))?[.!]?$", re.IGNORECASE)
+                         r"(?: (?:that|this|it|so|why|for yourself))?(?: (?:in|below|above|later)\b[^.!?]{0,40})?[.!]?$",
+                         re.IGNORECASE)
 # a universal no run can show
 UNIVERSAL_RE = re.compile(r"\bon (?:any|all|every) (?:hardware|machines?|devices?|CPUs?|GPUs?)\b|(?<!not )\balways\b",
                           re.IGNORECASE)
@@ -78,9 +79,10 @@ _DEPENDS_RE = re.compile(r"\bdepends?\b|\bdepending\b", re.IGNORECASE)
 # a mention, not a claim: quoted or in backticks; inline code and maths carry no claim either
 _MENTION_RE = re.compile(r'"[^"\n]{0,120}"|“[^”\n]{0,120}”|`[^`\n]*`|\$[^$\n]*\$')
 _FENCE_RE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
-# where one sentence ends: a full stop before a capital, a blank line, a bullet, a heading, a table row
-_SENTENCE_END_RE = re.compile(
-    r"(?<=[.!?])[*_)\]]*\s+(?=[\"“(\[*_]*[A-Z0-9])|\n\s*\n|\n(?=\s*(?:[-*+] |\d+\. |#|\|))|\|")
+# where one sentence ends: a full stop, a blank line, a bullet, a heading, a table row
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])[*_)\]]*\s+|\n\s*\n|\n(?=\s*(?:[-*+] |\d+\. |#|\|))|\|")
+# a full stop that ends an abbreviation or an initial, not a sentence
+_ABBREVIATION_RE = re.compile(r"(?:\bet al|\be\.g|\bi\.e|\bcf|\bvs|\bFig|\bNo|\bapprox|\bca|\b[A-Z])\.[*_)\]]*$")
 
 
 def outcome_sentence(text: str) -> str | None:
@@ -128,6 +130,8 @@ def sentences(text: str) -> list[tuple[str, bool]]:
     blank = _COMMENT_RE.sub(lambda m: " " * len(m.group(0)), text)
     spans, start = [], 0
     for end in _SENTENCE_END_RE.finditer(blank):
+        if _ABBREVIATION_RE.search(blank, max(0, end.start() - 12), end.start()):
+            continue
         spans.append((start, end.start(), end.end()))
         start = end.end()
     spans.append((start, len(blank), len(blank)))
