@@ -5,7 +5,7 @@ import pytest
 
 from greenlab.course import claims
 from greenlab.course.claims_outcomes import OUTCOME_OK_MARK, outcome_sentence, sentences
-from greenlab.course.notebook_format import md
+from greenlab.course.notebook_format import code, md
 
 
 def problems(*cells):
@@ -88,3 +88,24 @@ def test_a_cited_finding_said_to_be_reproduced_here_is_still_refused():
 def test_code_and_fenced_blocks_are_not_read_as_prose():
     assert problems(md("```\n# you will see it is faster here\n```"), {"cell_type": "code",
                     "source": "# you will see it is faster here\nprint(1)"}) == []
+
+
+@pytest.mark.parametrize("source", [
+    'print("You will see that bf16 is faster here.")',
+    'print(f"bf16 is {ratio:.2f}x faster here")  # the direction is fixed before the run',
+    'line = f"In our test the pruned model was {t:.1f} ms slower"\nprint(line)',
+])
+def test_code_that_prints_an_outcome_whatever_the_run_found_is_refused(source):
+    found = problems(code(source))
+    assert len(found) == 1 and found[0].startswith("nb: cell 0"), found
+
+
+@pytest.mark.parametrize("source", [
+    'if verdict.detectable:\n    print("bf16 was faster here")\nelse:\n    print("no detectable difference")',
+    'print("bf16 was faster here" if verdict.detectable else "no detectable difference")',
+    'print(f"bf16: {verdict.sentence()} ({ratio:.2f}x fp32\'s time)")',
+    '# you will see that bf16 is faster here\nprint(ratio)',
+    '%%time\nprint(ratio)',
+])
+def test_code_that_prints_what_the_verdict_chose_passes(source):
+    assert problems(code(source)) == []

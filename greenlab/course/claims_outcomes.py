@@ -14,15 +14,20 @@ a mention in quotes or backticks, a published finding cited with author and year
 says this run reproduced it), and a sentence an author marks with :data:`OUTCOME_OK_MARK` and a
 reason, right after it: ``<!-- not this run's outcome: Han et al.'s published figure -->``. The
 mark is an HTML comment (a learner never reads it) that a reviewer reads in the diff.
-``python -m greenlab.course check`` runs this rule beside the others.
+The same holds for the fixed text of a code cell that is printed whatever the run found (a string
+or the literal parts of an f-string that no condition chooses): ``print(f"bf16 is {r:.2f}x faster
+here")`` fixes the direction before the run, while text an ``if`` on the verdict chooses is printed
+from the outcome. ``python -m greenlab.course check`` runs this rule beside the others.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
 from greenlab.course.claims_equivalence import _CITED_RE
+from greenlab.course.headless import _strip_magics
 
 # the mark, an HTML comment right after the sentence it covers, with a reason before "-->"
 OUTCOME_OK_MARK = "<!-- not this run's outcome:"
@@ -143,16 +148,54 @@ def sentences(text: str) -> list[tuple[str, bool]]:
     return out
 
 
+def unconditional_texts(source: str) -> list[str]:
+    """The fixed text of a code cell that prints whatever the run found: each string literal and
+    the literal parts of each f-string that no ``if``, ``elif``, ``else``, conditional expression,
+    loop guard or ``match`` chooses. Text a condition chooses is printed from the outcome (the
+    verdict picks the sentence) and is not read; nor is a cell that is not plain Python."""
+    try:
+        tree = ast.parse(_strip_magics(source, lambda _text: None))
+    except SyntaxError:
+        return []
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(parents.get(node), ast.JoinedStr):
+            continue
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(p.value if isinstance(p, ast.Constant) else " {} " for p in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if not _chosen_by_a_condition(node, parents):
+            out.append(text)
+    return out
+
+
+def _chosen_by_a_condition(node: ast.AST, parents: dict) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Match, ast.BoolOp, ast.comprehension)):
+            return True
+    return False
+
+
 def notebook_outcome_problems(nb: dict[str, Any], where: str = "notebook") -> list[str]:
-    """One text per sentence in a markdown cell of ``nb`` (nbformat 4, as a dict) that states a run's
-    outcome."""
+    """One text per sentence in a markdown cell of ``nb`` (nbformat 4, as a dict), or in the fixed
+    text a code cell prints whatever the run found (:func:`unconditional_texts`), that states a
+    run's outcome."""
     problems = []
     for index, cell in enumerate(nb.get("cells", [])):
-        if cell.get("cell_type") != "markdown":
-            continue
         source = cell.get("source", "")
         text = "".join(source) if isinstance(source, list) else str(source)
-        for sentence in outcome_sentences(text):
+        if cell.get("cell_type") == "markdown":
+            found = outcome_sentences(text)
+        elif cell.get("cell_type") == "code":
+            found = [sentence for fixed in unconditional_texts(text) for sentence in outcome_sentences(fixed)]
+        else:
+            continue
+        for sentence in found:
             problems.append(f"{where}: cell {index}: \"{_clip(sentence)}\" states an outcome before the run; "
                             "say what to look for, or print it from the outcome where its verdict is "
                             f"(a published finding or a definition: cite it, or mark it `{OUTCOME_OK_MARK} why -->`)")
