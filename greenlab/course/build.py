@@ -25,6 +25,7 @@ from greenlab.course import results as course_results
 from greenlab.course.claims import claim_problems
 from greenlab.course.headless import SILENCE_LIMIT_S, LessonRunError, run_notebook
 from greenlab.course.hosted import with_launch_cells  # Colab/Binder badges and the install cell
+from greenlab.course.lesson_time import load_times, with_lesson_time
 from greenlab.course.notebook_format import (
     _STEM_RE, CHECK_OUTPUT_MARK, LessonError, _check_stem, _checks_output, _joined, _read_json, _rel, code, dumps,
     instructor_notebooks, learner_notebook, lessons_dir, md, normalise, notebook)
@@ -32,14 +33,17 @@ from greenlab.base.processes import die_with_parent
 
 
 def expected_files(folder: str | os.PathLike | None = None) -> dict[Path, str]:
-    """Every file the build should produce (instructor and learner copies) mapped to its text."""
+    """Every file the build should produce (instructor and learner copies) mapped to its text; a
+    learner copy's ``**Time:** <!-- lesson-time -->`` line is filled (``greenlab.course.lesson_time``)."""
     root = lessons_dir(folder)
     files: dict[Path, str] = {}
+    times = load_times()
     for path in instructor_notebooks(root):
         stem = _check_stem(path)
         raw = _read_json(path)
         files[path] = dumps(normalise(raw, stem))
-        files[root / path.name] = dumps(with_launch_cells(learner_notebook(raw, stem), stem))
+        learner = with_launch_cells(learner_notebook(raw, stem), stem)
+        files[root / path.name] = dumps(with_lesson_time(learner, raw, stem, times))
     return files
 
 
