@@ -51,7 +51,7 @@ def test_marker_filled_with_reading_exercises_and_a_missing_running_time(tmp_pat
     assert f"({words:,} words at {reading.WORDS_PER_MINUTE} words a minute)" in line
     assert words > 300
     assert lesson_time.NOT_MEASURED in line
-    assert f"3 × {lesson_time.EXERCISE_MINUTES} min, an estimate" in line
+    assert f"3 exercise cells × {lesson_time.EXERCISE_MINUTES} min, an estimate" in line
 
 
 def test_a_recorded_time_names_cpu_bf16_mode_and_load(tmp_path):

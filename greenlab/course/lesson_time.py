@@ -117,8 +117,8 @@ def time_text(stem: str, words: int, exercises: int, instructor_nb: dict[str, An
                      f"{times.get('cpu') or 'an unnamed CPU'}, {bf16}, {load_text}"
                      + ("; measured on an earlier version of this lesson's code" if stale else "") + ")")
     if exercises:
-        parts.append(f"about {exercises * EXERCISE_MINUTES} min of exercises ({exercises} × "
-                     f"{EXERCISE_MINUTES} min, an estimate)")
+        parts.append(f"about {exercises * EXERCISE_MINUTES} min of exercises ({exercises} exercise "
+                     f"{'cells' if exercises > 1 else 'cell'} × {EXERCISE_MINUTES} min, an estimate)")
     else:
         parts.append("no exercises")
     return "; ".join(parts)
