@@ -57,7 +57,7 @@ def test_marker_filled_with_reading_exercises_and_a_missing_running_time(tmp_pat
 def test_a_recorded_time_names_cpu_bf16_mode_and_load(tmp_path):
     path = _lesson(tmp_path)
     line = _line(_filled(path, _times(path, seconds=150.0)))
-    assert "2 min running (CI quick mode, measured on Test CPU 9000, native bf16, load 1.0 to 2.0)" in line
+    assert "2 min running in CI quick mode, measured on Test CPU 9000 (native bf16, load 1.0 to 2.0)" in line
     assert lesson_time.NOT_MEASURED not in line and "earlier version" not in line
 
 

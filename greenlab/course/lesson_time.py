@@ -113,8 +113,8 @@ def time_text(stem: str, words: int, exercises: int, instructor_nb: dict[str, An
         load = record.get("load_before"), record.get("load_after")
         load_text = "load unknown" if None in load else f"load {load[0]:.1f} to {load[1]:.1f}"
         stale = record.get("code_sha256") != code_fingerprint(instructor_nb)
-        parts.append(f"{shown} running ({times.get('mode') or 'mode unknown'}, measured on "
-                     f"{times.get('cpu') or 'an unnamed CPU'}, {bf16}, {load_text}"
+        parts.append(f"{shown} running in {times.get('mode') or 'an unnamed mode'}, measured on "
+                     f"{times.get('cpu') or 'an unnamed CPU'} ({bf16}, {load_text}"
                      + ("; measured on an earlier version of this lesson's code" if stale else "") + ")")
     if exercises:
         parts.append(f"about {exercises * EXERCISE_MINUTES} min of exercises ({exercises} exercise "
