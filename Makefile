@@ -69,9 +69,10 @@ notebooks: $(STAMP)
 check-notebooks: $(STAMP)
 	$(PY) -m greenlab.course check
 
-## make site: the course as a website (every learner copy, an index, Colab/Binder links), offline
+## make site: the course as a website (every learner copy, an index, Colab/Binder links), offline;
+## SITE_ARGS=--execute runs every lesson first, so the pages show one run's outputs
 site: $(STAMP)
-	$(PY) -m greenlab.course.website --out artifacts/site
+	$(PY) -m greenlab.course.website --out artifacts/site $(SITE_ARGS)
 
 ## make results: every lesson headless in the mode this machine gives a learner, each lesson's headline
 ## (factor, interval, repeats, energy source, load) in one table: results/course/results.{md,csv,json}

@@ -76,3 +76,23 @@ def test_results_subcommand_is_wired_and_exits_1_when_a_lesson_fails(tmp_path):
     lesson = _lesson(tmp_path, "05_broken.ipynb", "assert False, 'fails on purpose'")
     assert main(["results", "--quick", "--out", str(tmp_path / "out"), str(lesson)]) == 1
     assert (tmp_path / "out" / "results.md").exists()
+
+
+def test_results_time_each_lessons_longest_silence_and_name_cells_over_the_limit(tmp_path, monkeypatch):
+    """One results run is also the course's silence check: every lesson's longest silent stretch is
+    in the table, and a cell silent past the limit is named in the markdown under it."""
+    monkeypatch.setattr(results, "SILENCE_LIMIT_S", 0.6)
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    silent = _lesson(lessons, "01_silent.ipynb", "import time\ntime.sleep(1.5)")
+    chatty = _lesson(lessons, "02_chatty.ipynb",
+                     "import time\nfor _ in range(5):\n    print('step', flush=True)\n    time.sleep(0.2)")
+    out = results.run_results([silent, chatty], quick=True, echo=False)
+    by_lesson = {x.lesson: x for x in out.lessons}
+    assert by_lesson["01_silent"].longest_silence_s >= 1.4
+    assert [where for where, _ in by_lesson["01_silent"].silent_cells] == ["01_silent.ipynb cell 0 (code cell 1)"]
+    assert by_lesson["02_chatty"].silent_cells == []
+    assert by_lesson["02_chatty"].longest_silence_s < by_lesson["01_silent"].longest_silence_s
+    md = out.markdown()
+    assert "01_silent.ipynb cell 0" in md and "02_chatty.ipynb cell" not in md
+    assert {r["lesson"]: r for r in out.rows()}["01_silent"]["longest_silence_s"] != ""

@@ -123,7 +123,10 @@ def test_training_energy_is_reduced_over_both_workers(two_workers):
     assert all(j > 0 for j in r.joules_by_rank)
     assert sum(r.joules_by_node.values()) == pytest.approx(r.train_joules)
     assert sum(d["joules"] for d in e["devices"]) == pytest.approx(r.train_joules)
-    assert "over 2 worker(s) on 1 node(s)" in r.summary()
+    if r.train_energy_short:  # a tiny run: a worker's window was shorter than its meter reads reliably
+        assert "not measurable at this size" in r.summary() and e["short_ranks"]
+    else:
+        assert "over 2 worker(s) on 1 node(s)" in r.summary() and not e["short_ranks"]
     row = ddp.scaling_report([r]).rows[0]
     assert row["nodes"] == 1 and row["complete"] is True and row["train_joules"] == r.train_joules
 
@@ -377,7 +380,10 @@ def test_run_with_workers_reports_the_reduced_energy_per_node_and_worker(cli_iso
 
     assert main(CLI_TINY + ["--workers", "2"]) == 0
     out = capsys.readouterr().out
-    assert "2 worker(s): 2 worker(s) [gloo/cpu]" in out and "over 2 worker(s) on 1 node(s)" in out
+    assert "2 worker(s): 2 worker(s) [gloo/cpu]" in out
+    # two steps may leave a worker's window shorter than its meter reads: then no figure, and it says so
+    figure, refused = "over 2 worker(s) on 1 node(s)" in out, "training energy not measurable at this size" in out
+    assert figure != refused
     assert "node " in out and "worker(s) 0, 1;" in out
     assert "worker 0 on " in out and "worker 1 on " in out
     assert results.load() == []

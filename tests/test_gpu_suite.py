@@ -457,6 +457,17 @@ def _descendants(pid):
         return []
 
 
+def _kill_all(proc, tree):
+    """A test's clean-up: the suite and every process it had started, whatever state they are in."""
+    if proc.poll() is None:
+        proc.kill()
+    for p in tree:
+        try:
+            p.kill()
+        except Exception:  # noqa: BLE001 - gone already, or never ours to end
+            pass
+
+
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
 def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
     """SIGTERM: the suite ends its workers' process groups and writes what it has; SIGKILL (no
@@ -501,13 +512,7 @@ def test_a_stopped_suite_leaves_no_worker_behind(tmp_path, sig):
             records = {r["experiment"] for r in json.loads((out / gs.BUNDLE).read_text(encoding="utf-8"))["records"]}
             assert gs.SUMMARY in records
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for p in tree:
-            try:
-                p.kill()
-            except Exception:
-                pass
+        _kill_all(proc, tree)
         for folder in caches:  # a suite killed outright cannot remove its cache
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -630,7 +635,7 @@ def test_gl_train_rows_record_energy_above_idle(tmp_path, monkeypatch):
     assert "gross-minus-idle" in " ".join(ctx.notes)
 
 
-def test_ddp_rows_record_energy_above_idle_for_one_worker(tmp_path, monkeypatch):
+def _ddp_row(tmp_path, monkeypatch, train_energy_short=False):
     from benchmarks.gpu.experiments.lesson01_ddp_scaling import exp_ddp_scaling
     from greenlab.techniques import ddp
 
@@ -639,12 +644,24 @@ def test_ddp_rows_record_energy_above_idle_for_one_worker(tmp_path, monkeypatch)
     result = SimpleNamespace(backend="gloo", device="cpu", global_batch=32, steps=8, samples=256,
                              train_seconds=3.0, samples_per_second=85.0, wall_seconds=9.0, train_joules=99.0,
                              train_energy={"components": {"gpu": {"joules": 60.0}}}, final_accuracy=0.5,
-                             energy_complete=True)
+                             energy_complete=True, train_energy_short=train_energy_short)
     monkeypatch.setattr(ddp, "run_ddp", lambda *a, **k: result)
     exp_ddp_scaling(ctx)
-    row = ctx.rows[0]
+    return ctx, ctx.rows[0]
+
+
+def test_ddp_rows_record_energy_above_idle_for_one_worker(tmp_path, monkeypatch):
+    ctx, row = _ddp_row(tmp_path, monkeypatch)
     assert row["train_joules_gpu"] == 60.0 and row["train_joules_gpu_above_idle"] == pytest.approx(60.0 - 15.0)
     assert "gross-minus-idle" in " ".join(ctx.notes)
+    assert row["window_ok"] and not row["train_energy_short"]
+
+
+def test_a_ddp_row_with_a_short_worker_window_is_not_window_ok(tmp_path, monkeypatch):
+    # rank 0's training time (3 s) fills the window, but a worker's own energy window was short:
+    # a sum of windows is short when any part is
+    _, row = _ddp_row(tmp_path, monkeypatch, train_energy_short=True)
+    assert row["train_seconds"] >= 3.0 and row["train_energy_short"] and row["window_ok"] is False
 
 
 def test_capstone_rows_record_energy_above_idle(tmp_path, monkeypatch):
@@ -923,13 +940,7 @@ def test_a_dry_run_killed_midway_leaves_parseable_records_within_the_device_limi
         summary = {r["label"]: r for r in records[gs.SUMMARY]["results"]}
         assert summary["carbon"]["status"].startswith(("running: 1 row(s) so far", "killed", "failed"))
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for p in tree:
-            try:
-                p.kill()
-            except Exception:
-                pass
+        _kill_all(proc, tree)
 
 
 def test_a_log_over_the_file_limit_is_copied_as_its_head_and_tail(tmp_path):

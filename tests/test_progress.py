@@ -117,3 +117,27 @@ def test_heartbeat_refuses_a_period_that_is_not_positive():
     with pytest.raises(ValueError, match="every_s"):
         with progress.heartbeat("x", every_s=0):
             pass
+
+
+def test_ticking_adds_elapsed_seconds_to_the_open_line_and_leaves_it_open_for_done():
+    """A long single item (the first compiled step) is never silent: its open line gains its
+    elapsed seconds while it runs, then ends with done()'s note; the ticking thread is gone after."""
+    out = io.StringIO()
+    lines = progress.Steps("greenlab.measure_compile", 1, out=out)
+    lines.start("compiling the model")
+    with lines.ticking(every_s=0.01):
+        deadline = time.monotonic() + 30
+        while out.getvalue().count("…") < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+    lines.done("38 s (compiled afresh)")
+    text = out.getvalue()
+    assert text.startswith("greenlab.measure_compile compiling the model ... 0 s…")
+    assert text.endswith("… 38 s (compiled afresh)\n") and text.count("\n") == 1
+    assert not [t for t in threading.enumerate() if t.name.startswith("greenlab-ticking")]
+    quiet = io.StringIO()
+    with progress.Steps("x", 1, out=quiet).ticking(every_s=0.01):  # no open line: nothing to add to
+        time.sleep(0.05)
+    assert quiet.getvalue() == ""
+    with pytest.raises(ValueError, match="every_s"):
+        with lines.ticking(every_s=0):
+            pass

@@ -46,6 +46,21 @@ def test_measure_gives_positive_labelled_figures_and_plots():
         roofline.measure("cpu", dtypes=("int4",))
 
 
+def test_the_summary_names_the_sizes_and_threads_its_peak_depends_on():
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = roofline.measure("cpu", dtypes=("fp32",), matmul_n=32, copy_bytes=2**14, min_seconds=0.005, rounds=1)
+    finally:
+        torch.set_num_threads(threads)
+    other = roofline.measure("cpu", dtypes=("fp32",), matmul_n=48, copy_bytes=2**14, min_seconds=0.005, rounds=1)
+    assert "32x32 matmul; threads: 1" in one.summary()
+    assert f"48x48 matmul; threads: {threads}" in other.summary()
+    assert "other roofs" in one.summary()
+
+
 def test_seconds_per_call_is_positive_and_checks_arguments():
     assert roofline.seconds_per_call(lambda: sum(range(100)), "cpu", min_seconds=0.005, rounds=1) > 0
     with pytest.raises(ValueError, match="rounds"):

@@ -1,5 +1,6 @@
-"""What a verdict refuses: windows too short to read, arms measured cold, "as good" without a
-margin, energy to a target a run never reached, accuracy compared against a baseline at chance.
+"""What a verdict refuses: windows too short to read (a sum of windows over workers included), arms
+measured cold, "as good" without a margin, energy to a target a run never reached, accuracy compared
+against a baseline at chance, and a lesson's sentence that names a moved table or a drifted constant.
 Each test plants the fault and sees it refused."""
 
 import json
@@ -269,3 +270,73 @@ def test_a_break_even_on_short_windows_is_not_stated():
     short = break_even_interval(100.0, [2.0, 2.1, 2.05], [1.0, 1.05, 1.0], what="prediction",
                                 short=[False, True, False])
     assert not short.detectable and NOT_MEASURABLE in short.sentence() and "repaid" not in short.sentence()
+
+
+# --- a sum of windows (DDP's workers, several GPUs) is short when any part is ------------------------------
+
+def _rank_window(rank, seconds):
+    """One worker's own window of ``seconds`` whose sources read reliably from 0.1 s."""
+    from greenlab.energy.distributed import rank_record
+    from greenlab.energy.measure import ComponentEnergy
+
+    cpu = ComponentEnergy("cpu", "estimate", 5.0, seconds, 5.0 / seconds, True, 0.5)
+    return rank_record(Measurement("train", seconds, {"cpu": cpu}, reliable_from_s=0.1), [],
+                       rank=rank, node=f"node{rank}")
+
+
+def test_a_sum_of_windows_is_short_when_any_part_is():
+    from greenlab.energy.distributed import reduce_records
+
+    long_enough = reduce_records([_rank_window(0, 2.0), _rank_window(1, 1.5)], "train")
+    assert not long_enough.short and long_enough.reliable_from_s == 0.1
+    # the longest window (2 s) is long enough; rank 1's 50 ms is not, so neither is the sum
+    summed = reduce_records([_rank_window(0, 2.0), _rank_window(1, 0.05)], "train")
+    assert summed.seconds == 2.0 and summed.short and summed.short_ranks == [1]
+    assert summed.to_dict()["short"] and any("not measurable" in w for w in summed.warnings)
+
+
+def test_a_ddp_result_on_a_short_worker_window_states_no_energy_figure():
+    from greenlab.energy.distributed import reduce_records
+    from greenlab.techniques import ddp
+
+    def run(nprocs, seconds_of_last_worker):
+        windows = [_rank_window(r, 2.0) for r in range(nprocs - 1)] + [_rank_window(nprocs - 1, seconds_of_last_worker)]
+        return ddp.DDPResult(
+            nprocs=nprocs, backend="gloo", device="cpu", threads_per_worker=1, per_worker_batch=64,
+            global_batch=64 * nprocs, accum_steps=1, epochs=1, lr=0.02, steps=10, per_rank_steps=[10] * nprocs,
+            per_rank_samples=[640] * nprocs, samples=640 * nprocs, train_seconds=2.0,
+            samples_per_second=320.0 * nprocs, final_accuracy=0.8, final_loss=0.5, loss_history=[0.5],
+            dataset={}, model={}, wall_seconds=7.0, train_energy=reduce_records(windows, "train").to_dict())
+
+    one, two, two_short = run(1, 2.0), run(2, 2.0), run(2, 0.05)
+    assert not two.train_energy_short and "J training" in two.summary()
+    assert NOT_MEASURABLE not in ddp.scaling_report([one, two]).text()
+    assert "summed over every worker, was" in ddp.stakeholder_summary(one, two)
+    assert two_short.train_energy_short
+    assert NOT_MEASURABLE in two_short.summary() and "J training" not in two_short.summary()
+    table = ddp.scaling_report([one, two_short]).text()
+    assert table.count(NOT_MEASURABLE) >= 2 and ddp.scaling_report([one, two_short]).rows[1]["short"]
+    paragraph = ddp.stakeholder_summary(one, two_short)
+    assert NOT_MEASURABLE in paragraph and "summed over every worker, was" not in paragraph
+
+
+# --- sentences about the library: a constant a lesson states is the library's --------------------------------
+
+def test_a_lesson_stating_a_drifted_constant_is_caught(monkeypatch):
+    import importlib
+
+    from greenlab.course.claims_constants import drifted_constant, notebook_constant_problems
+    from greenlab.course.notebook_format import _read_json, lessons_dir
+
+    lesson = _read_json(lessons_dir() / "instructor" / "00_measuring_energy.ipynb")
+    assert notebook_constant_problems(lesson, "00") == []
+    # the library changes its short-window rule; lesson 00's sentences about it have not
+    monkeypatch.setattr(importlib.import_module("greenlab.energy.measure"), "SHORT_WINDOW_PERIODS", 20)
+    drifted = notebook_constant_problems(lesson, "00")
+    assert drifted and all("SHORT_WINDOW_PERIODS as 10, but the library holds 20" in p for p in drifted)
+    assert any(p in claims.notebook_claim_problems(lesson, "00") for p in drifted)  # hooked into the check
+    monkeypatch.undo()
+    assert drifted_constant("a window shorter than twelve of its counter's update periods")
+    assert drifted_constant("a baseline must sit 7 points above chance")
+    assert drifted_constant("the baseline clears chance by more than five points") is None
+    assert drifted_constant("shorter than ten update periods (a figure printed from the library)") is None

@@ -97,6 +97,28 @@ class Steps:
         self._write(f" {note}\n")
         self._open = False
 
+    @contextlib.contextmanager
+    def ticking(self, every_s: float = HEARTBEAT_SECONDS):
+        """While the ``with`` block runs, add the open item's elapsed seconds to its line every
+        ``every_s`` seconds (`` 5 s… 10 s…``), so one long item (a compile) is never silent; the
+        line stays open for ``done``. Without an open line, or with progress off, it prints nothing."""
+        if every_s <= 0:
+            raise ValueError(f"every_s must be > 0 seconds, got {every_s!r}")
+        stop = threading.Event()
+
+        def tick():
+            while not stop.wait(every_s):
+                if self._open:
+                    self._write(f" {plain_number(round(time.perf_counter() - self._t0))} s…")
+
+        thread = threading.Thread(target=tick, name=f"greenlab-ticking {self.label}", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+
     def close(self) -> None:
         """End a line left open (an item that failed or was interrupted)."""
         if self._open:

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(claims))
                 print(f"\n{len(claims)} claim(s) the lessons must not make (validation figures called test "
                       "accuracy, break-evens or savings without a verdict, equivalence in fixed text, paths "
-                      "that do not exist).")
+                      "that do not exist, outcomes stated before the run, constants the library no longer holds).")
             if problems or claims:
                 return 1
             print(f"{len(instructor_notebooks(root))} lesson(s) in sync; no claim without its verdict.")

@@ -1,7 +1,10 @@
 """The claims rules of the lessons: no printed sentence about a measured outcome (a saving, a test-set figure,
 a verdict) without the verdict or interval it rests on. ``claim_problems`` reads every instructor copy;
 ``notebook_claim_problems`` one notebook; a statement that is not a claim about a measured difference says so
-with the mark ``CLAIM_OK_MARK``.
+with the mark ``CLAIM_OK_MARK``. Beside these, ``notebook_claim_problems`` runs the rules of
+``claims_equivalence`` ("as good" only from an equivalence verdict), ``claims_paths`` (project paths that
+exist), ``claims_outcomes`` (no outcome in markdown written before the run) and ``claims_constants``
+(a library constant stated as the library holds it).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import os
 import re
 from typing import Any
 
+from greenlab.course.claims_constants import notebook_constant_problems
 from greenlab.course.claims_equivalence import notebook_equivalence_problems
+from greenlab.course.claims_outcomes import notebook_outcome_problems
 from greenlab.course.claims_paths import notebook_path_problems
 from greenlab.course.headless import _strip_magics
 from greenlab.course.notebook_format import _read_json, _rel, _source, instructor_notebooks, lessons_dir
@@ -71,8 +76,10 @@ def notebook_claim_problems(nb: dict[str, Any], where: str = "notebook") -> list
                                 "the validation split; call it validation accuracy")
         elif cell.get("cell_type") == "code":
             problems += [f"{at}: {p}" for p in _code_claim_problems(text)]
-    # the "as good as" rule, and paths to project files that exist
-    return problems + notebook_equivalence_problems(nb, where) + notebook_path_problems(nb, where)
+    # the "as good as" rule, paths to project files that exist, no outcome in fixed text, and the
+    # library's constants as the library holds them
+    return (problems + notebook_equivalence_problems(nb, where) + notebook_path_problems(nb, where)
+            + notebook_outcome_problems(nb, where) + notebook_constant_problems(nb, where))
 
 
 def _code_claim_problems(source: str) -> list[str]:

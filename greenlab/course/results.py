@@ -6,7 +6,9 @@ cell calls ``gl.headline(...)`` (``greenlab.course.headline``), which appends it
 ``GREENLAB_HEADLINE_FILE`` names; this module collects the records into one table: lesson, technique,
 what it saves, the factor with its 95% interval, detectable or not, repeats, how the energy was obtained,
 the CPU (native bf16 or not), the machine's load while the lesson ran (1-minute load average before and
-after), and each lesson's energy and time, with the run's totals. A lesson without a record reads "no
+after), each lesson's energy and time, with the run's totals, and each lesson's longest silent stretch (a
+cell with no output): the same run is the course's check that no cell sits silent past
+``headless.SILENCE_LIMIT_S`` seconds, and the markdown names every cell that did. A lesson without a record reads "no
 headline recorded"; one that failed says so with its error line.
 
 Written to ``--out`` (default ``results/course`` in the results folder): ``results.md``, ``results.csv``
@@ -31,6 +33,7 @@ from pathlib import Path
 
 from greenlab.base.paths import lessons_dir, results_dir
 from greenlab.course import lesson_time
+from greenlab.course.headless import SILENCE_LIMIT_S
 from greenlab.course.headline import HEADLINE_FILE_ENV, HEADLINE_LESSON_ENV, read_headlines
 from greenlab.energy.estimate import cpu_model_name
 from greenlab.energy.provenance import how_measured
@@ -38,7 +41,8 @@ from greenlab.energy.windows import measure
 from greenlab.session import hardware
 
 COLUMNS = ("lesson", "technique", "saves", "factor", "interval_95", "detectable", "repeats", "reached",
-           "energy_source", "cpu_bf16", "load_before", "load_after", "lesson_joules", "lesson_seconds", "status")
+           "energy_source", "cpu_bf16", "load_before", "load_after", "lesson_joules", "lesson_seconds",
+           "longest_silence_s", "status")
 TIMEOUT_S = 1800.0  # one lesson, at most (seconds)
 
 
@@ -57,7 +61,9 @@ class LessonOutcome:
     load_before: float | None
     load_after: float | None
     headlines: list = field(default_factory=list)
-    code_sha256: str = ""
+    longest_silence_s: float | None = None  # the longest a cell sat with no output (None: not timed)
+    silent_cells: list = field(default_factory=list)  # [cell, seconds] silent past headless.SILENCE_LIMIT_S
+    code_sha256: str = ""  # the lesson's code cells, so a running time can tell it is stale (lesson_time)
 
 
 @dataclass
@@ -79,7 +85,7 @@ class CourseResults:
             common = {"lesson": lesson.lesson, "cpu_bf16": _yes_no(self.cpu_bf16),
                       "load_before": _fixed(lesson.load_before), "load_after": _fixed(lesson.load_after),
                       "lesson_joules": _fixed(lesson.joules, 1), "lesson_seconds": _fixed(lesson.seconds, 1),
-                      "status": lesson.status}
+                      "longest_silence_s": _fixed(lesson.longest_silence_s, 1), "status": lesson.status}
             if not lesson.headlines:
                 out.append({**dict.fromkeys(COLUMNS, ""), **common,
                             "technique": "no headline recorded" if lesson.status == "passed" else "-"})
@@ -107,6 +113,15 @@ class CourseResults:
         lines.append("|" + " --- |" * len(header))
         for row in self.rows():
             lines.append("| " + " | ".join(str(row[c]).replace("|", "/") for c in header) + " |")
+        silent = [(x.lesson, where, t) for x in self.lessons for where, t in x.silent_cells]
+        timed = [x for x in self.lessons if x.longest_silence_s is not None]
+        lines.append("")
+        if silent:
+            lines.append(f"Cells silent for more than {SILENCE_LIMIT_S:g} s (print progress there): "
+                         + "; ".join(f"{where} ({t:.0f} s)" for _, where, t in silent) + ".")
+        elif timed:
+            lines.append(f"No cell of the {len(timed)} lesson(s) that ran to the end sat silent for more than "
+                         f"{SILENCE_LIMIT_S:g} s.")
         return "\n".join(lines) + "\n"
 
     def write(self, out) -> dict:
@@ -200,9 +215,12 @@ def run_from_args(args) -> int:
 
 # --- helpers ---------------------------------------------------------------------------
 
-_CHILD = ("import sys\n"
+# the child runs one lesson and writes its cells' silences (every cell's longest, so the table can show
+# the lesson's longest even under the limit) to the JSON file named by its third argument
+_CHILD = ("import json, sys\n"
           "from greenlab.course.headless import run_notebook\n"
-          "run_notebook(sys.argv[1], quick=True if sys.argv[2] == 'quick' else None)\n")
+          "run = run_notebook(sys.argv[1], quick=True if sys.argv[2] == 'quick' else None, max_silence_s=0.0)\n"
+          "open(sys.argv[3], 'w', encoding='utf-8').write(json.dumps(run.silences))\n")
 
 
 def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
@@ -212,7 +230,7 @@ def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
     except (OSError, ValueError):
         fingerprint = ""
     with tempfile.TemporaryDirectory(prefix="greenlab-results-") as tmp:
-        record_file = Path(tmp, "headlines.jsonl")
+        record_file, silence_file = Path(tmp, "headlines.jsonl"), Path(tmp, "silences.json")
         env = {**os.environ, HEADLINE_FILE_ENV: str(record_file), HEADLINE_LESSON_ENV: lesson[:2],
                "PYTHONPATH": os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH")) if p)}
         load_before = _load()
@@ -220,7 +238,8 @@ def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
         window = measure(f"lesson {lesson}")
         window.start()
         try:
-            proc = subprocess.run([sys.executable, "-c", _CHILD, str(path), "quick" if quick else "default"],
+            proc = subprocess.run([sys.executable, "-c", _CHILD, str(path), "quick" if quick else "default",
+                                   str(silence_file)],
                                   env=env, capture_output=True, text=True, timeout=timeout_s)
             status = "passed" if proc.returncode == 0 else f"failed: {_last_line(proc.stderr or proc.stdout)}"
         except subprocess.TimeoutExpired:
@@ -228,13 +247,24 @@ def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
         energy = window.stop()
         seconds = time.perf_counter() - t0
         records = read_headlines(record_file)
+        silences = _read_silences(silence_file)
     joules = getattr(energy, "joules", None)
     try:
         how = how_measured(energy, short=True)
     except Exception:  # noqa: BLE001 - a table without a provenance phrase still says it has none
         how = ""
+    longest = max((t for _, t in silences), default=None) if silences is not None else None
     return LessonOutcome(lesson, str(path), status, seconds, None if joules is None else float(joules), how,
-                         load_before, _load(), records, fingerprint)
+                         load_before, _load(), records, longest,
+                         [[where, round(t, 1)] for where, t in (silences or []) if t > SILENCE_LIMIT_S], fingerprint)
+
+
+def _read_silences(path: Path):
+    """The child's [(cell, longest silence s)] for every code cell, or None when it wrote none (it failed)."""
+    try:
+        return [(str(where), float(t)) for where, t in json.loads(path.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def _package_root() -> str:

@@ -176,6 +176,9 @@ class DistributedMeasurement(Measurement):
     figures, whether it measured). ``nodes``: per node, its ranks and the joules counted there.
     ``devices``: every counted figure with its key, scope and the rank it was taken from.
     ``problems``: why the result is incomplete (empty when complete).
+    ``short_ranks``: the ranks whose own window was shorter than their sources read reliably. A
+    sum of windows is short when any of its parts is, so ``short`` is True when this list is not
+    empty, even where the longest rank's window was long enough.
     """
 
     world_size: int = 1
@@ -183,6 +186,13 @@ class DistributedMeasurement(Measurement):
     nodes: dict = field(default_factory=dict)
     devices: list = field(default_factory=list)
     problems: list = field(default_factory=list)
+    short_ranks: list = field(default_factory=list)
+
+    @property
+    def short(self) -> bool:
+        """True when the reduced window, or any rank's own window, was short: its energy is not
+        measurable at this size."""
+        return bool(self.short_ranks) or Measurement.short.fget(self)
 
     @property
     def complete(self) -> bool:
@@ -212,7 +222,7 @@ class DistributedMeasurement(Measurement):
         per-device figures."""
         out = super().to_dict()
         out.update({"world_size": self.world_size, "complete": self.complete,
-                    "problems": list(self.problems), "ranks": list(self.ranks),
+                    "problems": list(self.problems), "short_ranks": list(self.short_ranks), "ranks": list(self.ranks),
                     "nodes": dict(self.nodes), "devices": list(self.devices)})
         return out
 
@@ -263,6 +273,9 @@ def rank_record(measurement: Measurement | None, sources: list, error: str = "",
         "ok": measurement is not None and not error,
         "error": str(error),
         "seconds": float(measurement.seconds) if measurement is not None else None,
+        # the shortest window this rank's sources read reliably, and whether its own window was shorter
+        "reliable_from_s": getattr(measurement, "reliable_from_s", None),
+        "short": bool(getattr(measurement, "short", False)),
         "components": components,
         "problems": list(dict.fromkeys(problems)),
     }
@@ -311,7 +324,7 @@ def reduce_records(records: list, label: str = "window") -> DistributedMeasureme
         node["joules"] += d["joules"]
         node["joules_by_kind"][d["kind"]] = node["joules_by_kind"].get(d["kind"], 0.0) + d["joules"]
     ranks = [{"rank": r["rank"], "local_rank": r["local_rank"], "node": r["node"], "pid": r["pid"],
-              "ok": r["ok"], "error": r["error"], "seconds": r["seconds"],
+              "ok": r["ok"], "error": r["error"], "seconds": r["seconds"], "short": bool(r.get("short")),
               "joules": sum(c["joules"] for c in r["components"].values()),
               "components": r["components"], "problems": r["problems"]} for r in records]
     warnings = [f"{len(nodes)} node(s), {len(records)} rank(s): process figures summed over "
@@ -321,10 +334,19 @@ def reduce_records(records: list, label: str = "window") -> DistributedMeasureme
                  f"{', '.join(str(r) for r in d['seen_by'])}: counted once; NVML cannot split a "
                  "GPU's energy between the processes on it"
                  for d in devices if d["scope"] == "device" and len(d["seen_by"]) > 1]
+    # a sum of windows is short when any part is: the slowest source of any rank sets the floor,
+    # and a rank whose own window was short makes the whole short
+    reliable = [r["reliable_from_s"] for r in records if r.get("reliable_from_s") is not None]
+    short_ranks = [r["rank"] for r in records if r.get("short")]
+    if short_ranks:
+        warnings.append(f"rank(s) {_ranges(short_ranks)}: window shorter than its sources read reliably, "
+                        "so the summed energy is not measurable at this size")
     return DistributedMeasurement(label=label, seconds=seconds, components=components,
                                   idle_watts=idle_watts, warnings=warnings,
                                   world_size=len(records), ranks=ranks, nodes=nodes,
-                                  devices=devices, problems=problems)
+                                  devices=devices, problems=problems,
+                                  reliable_from_s=max(reliable) if reliable else None,
+                                  short_ranks=short_ranks)
 
 
 def gather_and_reduce(record: dict, label: str = "window", group=None) -> DistributedMeasurement:

@@ -74,10 +74,15 @@ class Roofline:
         return max(flops / self._peak(dtype), bytes_moved / self.bandwidth_bytes_per_s)
 
     def summary(self) -> str:
+        """One line: the roofs and what they were measured with (matmul size, copy size and, on a
+        CPU, threads), since a peak measured with other sizes or threads differs, in one lesson or
+        between two."""
         peaks = ", ".join(f"{d} {plain_number(f / 1e9)} GFLOP/s" for d, f in self.peak_flops.items())
-        return (f"roofline measured on {self.machine} ({self.device}): peak {peaks} ({self.matmul_n}x{self.matmul_n} "
-                f"matmul); bandwidth {plain_number(self.bandwidth_bytes_per_s / 1e9)} GB/s (copy of "
-                f"{self.copy_bytes / 2**20:.0f} MiB); ridge point {self.ridge_point():.3g} FLOP/byte (fp32)")
+        how = "; ".join([f"{self.matmul_n}x{self.matmul_n} matmul", *self.notes])
+        return (f"roofline measured on {self.machine} ({self.device}): peak {peaks} ({how}); bandwidth "
+                f"{plain_number(self.bandwidth_bytes_per_s / 1e9)} GB/s (copy of {self.copy_bytes / 2**20:.0f} MiB); "
+                f"ridge point {self.ridge_point():.3g} FLOP/byte (fp32). A peak is the best this matmul size "
+                "reached at these threads: a roofline measured with other sizes or threads has other roofs")
 
     def _peak(self, dtype: str) -> float:
         if dtype not in self.peak_flops:

@@ -41,7 +41,10 @@ def exp_ddp_scaling(ctx: Context) -> None:
         ctx.row({"label": f"{n} worker(s)", "workers": n, "backend": res.backend, "device": res.device,
                  "global_batch": res.global_batch, "steps": res.steps, "samples": res.samples,
                  "calibrated_step_ms": per_step * 1000, "steps_planned": steps,
-                 "train_seconds": res.train_seconds, "window_ok": res.train_seconds >= ctx.min_window_s,
+                 "train_seconds": res.train_seconds,
+                 # every worker's window must be long enough: a sum of windows is short when any part is
+                 "window_ok": res.train_seconds >= ctx.min_window_s and not res.train_energy_short,
+                 "train_energy_short": res.train_energy_short,
                  "samples_per_second": res.samples_per_second, "wall_seconds": res.wall_seconds,
                  "train_joules_gpu": gpu_j if ctx.energy_ok else None,
                  # gross-minus-idle; the idle power is one GPU's, so only for one worker
@@ -56,7 +59,8 @@ def exp_ddp_scaling(ctx: Context) -> None:
     ctx.note(f"greenlab.techniques.ddp.run_ddp via torchrun (NCCL on CUDA, gloo on the CPU); reference CNN, "
              f"{n_train} training images, batch {z.ddp_per_worker_batch} per worker; the step count comes "
              "from a calibrated single-process step time (calibrated_step_ms) so the training window "
-             "lasts at least the shortest window (window_ok says whether it did). "
+             "lasts at least the shortest window (window_ok says whether it did, and is false where any worker's "
+             "own energy window was shorter than its sources read reliably: train_energy_short). "
              "train_joules_all_components also counts the CPU (a model estimate unless RAPL "
              "is readable); train_joules_gpu is the GPU's NVML figure, gross (idle included); "
              "train_joules_gpu_above_idle is gross-minus-idle: measurement_core's idle power (idle_watts) "

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from greenlab.base.units import plain_number
 from greenlab.energy.provenance import how_measured
+from greenlab.experiments.verdicts import NOT_MEASURABLE
 from greenlab.impact.scaling import scaling_efficiency
 
 
@@ -78,6 +79,14 @@ class DDPResult:
         return out
 
     @property
+    def train_energy_short(self) -> bool:
+        """True when the training window of any worker was shorter than its sources read reliably
+        (``DistributedMeasurement.short``): the summed training energy is then not measurable at
+        this size, and the summary, the scaling table and the stakeholder paragraph say so instead
+        of a figure."""
+        return bool((self.train_energy or {}).get("short"))
+
+    @property
     def joules_by_rank(self) -> list | None:
         """Each worker's own figures in the training window, joules (shared devices included in
         every worker that reads them, so these need not add up to ``train_joules``)."""
@@ -132,7 +141,9 @@ class DDPResult:
     def summary(self) -> str:
         """One readable line."""
         energy = "energy not measured"
-        if self.train_joules is not None:
+        if self.train_joules is not None and self.train_energy_short:
+            energy = f"training energy {NOT_MEASURABLE} (a worker's window was short)"
+        elif self.train_joules is not None:
             est = " (estimate)" if self.estimated else ""
             nodes = self.joules_by_node or {}
             where = f" over {self.nprocs} worker(s) on {len(nodes)} node(s)" if nodes else ""
@@ -169,14 +180,19 @@ class ScalingReport:
         lines = [" | ".join(head)]
         for r in self.rows:
             mark = "" if r["complete"] else " (incomplete)"
+            short = r.get("short", False)
             lines.append(" | ".join([
                 str(r["workers"]), _fmt(r["nodes"], "d"), str(r["global_batch"]),
                 f"{r['train_seconds']:.3g}", f"{r['speedup']:.2f}x", f"{r['efficiency']:.2f}",
-                _fmt(r["train_joules"], ".4g") + mark, f"{r['device_hours']:.3g}",
-                _fmt(r["joules_per_device_hour"], ".4g") + mark, f"{r['accuracy']:.1%}"]))
+                NOT_MEASURABLE if short else _fmt(r["train_joules"], ".4g") + mark, f"{r['device_hours']:.3g}",
+                NOT_MEASURABLE if short else _fmt(r["joules_per_device_hour"], ".4g") + mark,
+                f"{r['accuracy']:.1%}"]))
         problems = [f"{r['label'] or r['workers']}: {p}" for r in self.rows for p in r["problems"]]
         if problems:
             lines.append("incomplete energy: " + "; ".join(problems))
+        if any(r.get("short") for r in self.rows):
+            lines.append(f"energy {NOT_MEASURABLE}: a worker's training window was shorter than its "
+                         "meter reads reliably (a sum of windows is short when any part is)")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -222,7 +238,7 @@ def scaling_report(results) -> ScalingReport:
             "joules_per_device_hour": r.joules_per_device_hour, "accuracy": r.final_accuracy,
             "estimated": r.estimated, "nodes": len(r.joules_by_node) if r.joules_by_node else None,
             "joules_by_node": r.joules_by_node, "complete": r.energy_complete,
-            "problems": r.energy_problems,
+            "problems": r.energy_problems, "short": r.train_energy_short,
         })
     return ScalingReport(rows)
 
@@ -235,7 +251,10 @@ def stakeholder_summary(baseline: DDPResult, scaled: DDPResult) -> str:
             f"processes. Training took {baseline.train_seconds:.1f} s and {scaled.train_seconds:.1f} s: "
             f"a speedup of {speedup:.2f}x, or {efficiency:.0%} of the ideal "
             f"{scaled.nprocs / baseline.nprocs:g}x. ")
-    if baseline.train_joules is not None and scaled.train_joules is not None:
+    if baseline.train_energy_short or scaled.train_energy_short:
+        text += (f"The training energy is {NOT_MEASURABLE}: a worker's window was shorter than its meter "
+                 "reads reliably. ")
+    elif baseline.train_joules is not None and scaled.train_joules is not None:
         kind = how_measured(scaled.train_energy, short=True)
         ratio = scaled.train_joules / baseline.train_joules
         text += (f"The training energy, summed over every worker, was {baseline.train_joules:.0f} J "

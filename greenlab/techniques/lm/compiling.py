@@ -198,8 +198,8 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
     before = _cache_counters()
     lines = progress.Steps("greenlab.measure_compile", 1 + 2 * repeats, unit="window")
     lines.start("compiling the model: the first step includes compilation")
-    with _no_cuda_home_notice(), measure("first compiled step", sources=sources) as first:
-        compiled_loss = variants["compiled"].run(1)
+    with _no_cuda_home_notice(), lines.ticking(), measure("first compiled step", sources=sources) as first:
+        compiled_loss = variants["compiled"].run(1)  # tens of seconds on a CPU: the line ticks meanwhile
     cache = _cache_state(before, _cache_counters())
     lines.done(f"{plain_number(first.result.seconds)} s ({cache})")
     if not math.isfinite(compiled_loss):
