@@ -127,3 +127,17 @@ def test_every_recorded_time_matches_todays_lesson_code():
         text = "".join("".join(c["source"]) for c in learner["cells"] if c["cell_type"] == "markdown")
         if lesson_time.MARKER in text:
             assert "earlier version" in text
+
+
+def test_check_names_lessons_whose_running_time_came_from_earlier_code(tmp_path, monkeypatch, capsys):
+    path = _lesson(tmp_path)
+    times_file = tmp_path / "times.json"
+    times_file.write_text(json.dumps(_times(path, sha="0" * 64)))
+    monkeypatch.setattr(lesson_time, "TIMES_FILE", times_file)
+    build.build(tmp_path)
+    assert build.main(["--lessons", str(tmp_path), "check"]) == 0
+    assert "running time measured on earlier code in 1 lesson(s): 07_example" in capsys.readouterr().out
+    times_file.write_text(json.dumps(_times(path)))
+    build.build(tmp_path)
+    assert build.main(["--lessons", str(tmp_path), "check"]) == 0
+    assert "earlier code" not in capsys.readouterr().out
