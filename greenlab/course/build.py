@@ -25,6 +25,7 @@ from greenlab.course import results as course_results
 from greenlab.course.claims import claim_problems
 from greenlab.course.headless import SILENCE_LIMIT_S, LessonRunError, run_notebook
 from greenlab.course.hosted import with_launch_cells  # Colab/Binder badges and the install cell
+from greenlab.course.lesson_time import load_times, stale_lessons, with_lesson_time
 from greenlab.course.notebook_format import (
     _STEM_RE, CHECK_OUTPUT_MARK, LessonError, _check_stem, _checks_output, _joined, _read_json, _rel, code, dumps,
     instructor_notebooks, learner_notebook, lessons_dir, md, normalise, notebook)
@@ -32,14 +33,17 @@ from greenlab.base.processes import die_with_parent
 
 
 def expected_files(folder: str | os.PathLike | None = None) -> dict[Path, str]:
-    """Every file the build should produce (instructor and learner copies) mapped to its text."""
+    """Every file the build should produce (instructor and learner copies) mapped to its text; a
+    learner copy's ``**Time:** <!-- lesson-time -->`` line is filled (``greenlab.course.lesson_time``)."""
     root = lessons_dir(folder)
     files: dict[Path, str] = {}
+    times = load_times()
     for path in instructor_notebooks(root):
         stem = _check_stem(path)
         raw = _read_json(path)
         files[path] = dumps(normalise(raw, stem))
-        files[root / path.name] = dumps(with_launch_cells(learner_notebook(raw, stem), stem))
+        learner = with_launch_cells(learner_notebook(raw, stem), stem)
+        files[root / path.name] = dumps(with_lesson_time(learner, raw, stem, times))
     return files
 
 
@@ -160,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             if problems or claims:
                 return 1
             print(f"{len(instructor_notebooks(root))} lesson(s) in sync; no claim without its verdict.")
+            stale = stale_lessons({p.stem: _read_json(p) for p in instructor_notebooks(root)})
+            if stale:  # said, not failed: the time line itself says the time came from earlier code
+                print(f"running time measured on earlier code in {len(stale)} lesson(s): {', '.join(stale)}; "
+                      "re-measure with python -m greenlab.course results --lesson-times")
             return 0
         path = new_lesson(args.number, args.slug, args.title, root)
         print(f"created {_rel(path, root)} and its learner copy")

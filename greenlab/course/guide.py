@@ -22,7 +22,7 @@ import re
 import sys
 from pathlib import Path
 
-from greenlab.course import checks
+from greenlab.course import checks, lesson_time
 from greenlab.course.checks.statement import RUBRIC
 from greenlab.course.nbgrader import MANUAL_CHECKER, checker_calls
 from greenlab.course.notebook_format import SOLUTION_BEGIN, instructor_notebooks, lessons_dir
@@ -59,7 +59,10 @@ def lesson_guide(path: Path) -> str:
     goals = _goals(opening)
     out += ["**Learning objectives.**", ""] + [f"- {g}" for g in goals] + [""] if goals else []
     time = re.search(r"\*\*Time\.\*\*\s*(.+?)(?:\n\s*\n|$)", opening, re.DOTALL)
-    if time:
+    stated = _generated_time(Path(path)) if lesson_time.MARKER in opening else None
+    if stated:
+        out += [f"**Time (as the lesson states it).** {stated}", ""]
+    elif time:
         out += [f"**Time (as the lesson states it).** {' '.join(time.group(1).split())}", ""]
     text = "\n".join(markdown)
     earlier = sorted({n for n in _LESSON_REF.findall(text) if n < number})
@@ -101,6 +104,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --- parts ----------------------------------------------------------------------------------------
+
+
+def _generated_time(path: Path) -> str | None:
+    """The time line the build wrote into the learner copy beside the instructor copy at ``path``."""
+    learner = path.parent.parent / path.name
+    if not learner.exists():
+        return None
+    nb = json.loads(learner.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and lesson_time.END_MARKER in text:
+            return text.split(lesson_time.MARKER, 1)[1].split(lesson_time.END_MARKER, 1)[0].strip()
+    return None
 
 
 def _goals(opening: str) -> list[str]:

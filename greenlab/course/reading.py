@@ -66,7 +66,11 @@ def count_words(text: str) -> int:
 def reading(path: str | Path) -> Reading:
     """Count the prose of the notebook at ``path`` (a learner copy)."""
     path = Path(path)
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    return notebook_reading(json.loads(path.read_text(encoding="utf-8")), path.stem)
+
+
+def notebook_reading(nb: dict, lesson: str) -> Reading:
+    """Count the prose of a notebook already read (``nb``, notebook JSON as a dict) named ``lesson``."""
     main, notes, sentences = 0, 0, []
     for cell in nb["cells"]:
         if cell["cell_type"] != "markdown":
@@ -81,4 +85,4 @@ def reading(path: str | Path) -> Reading:
                 sentences.append(n)
     mean = sum(sentences) / len(sentences) if sentences else 0.0
     long_share = sum(n > LONG_SENTENCE_WORDS for n in sentences) / len(sentences) if sentences else 0.0
-    return Reading(path.stem, main, notes, len(sentences), mean, long_share)
+    return Reading(lesson, main, notes, len(sentences), mean, long_share)

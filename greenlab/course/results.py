@@ -12,7 +12,9 @@ cell with no output): the same run is the course's check that no cell sits silen
 headline recorded"; one that failed says so with its error line.
 
 Written to ``--out`` (default ``results/course`` in the results folder): ``results.md``, ``results.csv``
-and ``results.json``.
+and ``results.json``. ``--lesson-times`` also writes each passed lesson's seconds, load and code
+fingerprint to ``greenlab/course/lesson_times.json`` (``greenlab.course.lesson_time``), which the build
+puts into every lesson's time line; ``--lesson-times --from-json FILE`` does so from an earlier run.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from greenlab.base.paths import lessons_dir, results_dir
+from greenlab.course import lesson_time
 from greenlab.course.headless import SILENCE_LIMIT_S
 from greenlab.course.headline import HEADLINE_FILE_ENV, HEADLINE_LESSON_ENV, read_headlines
 from greenlab.energy.estimate import cpu_model_name
@@ -60,6 +63,7 @@ class LessonOutcome:
     headlines: list = field(default_factory=list)
     longest_silence_s: float | None = None  # the longest a cell sat with no output (None: not timed)
     silent_cells: list = field(default_factory=list)  # [cell, seconds] silent past headless.SILENCE_LIMIT_S
+    code_sha256: str = ""  # the lesson's code cells, so a running time can tell it is stale (lesson_time)
 
 
 @dataclass
@@ -185,14 +189,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("notebooks", nargs="*", help="notebooks to run (default: every lessons/instructor copy)")
     parser.add_argument("--quick", action="store_true", help="CI's quick mode (GREENLAB_QUICK=1)")
     parser.add_argument("--out", default=None, help="folder for results.md/.csv/.json (default: results/course)")
+    parser.add_argument("--lesson-times", action="store_true",
+                        help="also write each lesson's running time into greenlab/course/lesson_times.json, "
+                             "which the build puts into the lessons' time lines")
+    parser.add_argument("--from-json", default=None, metavar="RESULTS_JSON",
+                        help="with --lesson-times: take the times from this results.json instead of running")
 
 
 def run_from_args(args) -> int:
+    if getattr(args, "from_json", None):
+        if not args.lesson_times:
+            print("error: --from-json goes with --lesson-times", file=sys.stderr)
+            return 2
+        print(f"written: {lesson_time.write_times(args.from_json)} (run python -m greenlab.course build)")
+        return 0
     paths = [Path(p) for p in args.notebooks] or default_lessons()
     results = run_results(paths, quick=args.quick)
     written = results.write(args.out or Path(results_dir(), "course"))
     print(results.markdown())
     print("written:", ", ".join(str(p) for p in written.values()))
+    if getattr(args, "lesson_times", False):
+        print(f"written: {lesson_time.write_times(written['json'])} (run python -m greenlab.course build)")
     return 0 if all(x.status == "passed" for x in results.lessons) else 1
 
 
@@ -208,6 +225,10 @@ _CHILD = ("import json, sys\n"
 
 def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
     lesson = path.stem
+    try:
+        fingerprint = lesson_time.code_fingerprint(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        fingerprint = ""
     with tempfile.TemporaryDirectory(prefix="greenlab-results-") as tmp:
         record_file, silence_file = Path(tmp, "headlines.jsonl"), Path(tmp, "silences.json")
         env = {**os.environ, HEADLINE_FILE_ENV: str(record_file), HEADLINE_LESSON_ENV: lesson[:2],
@@ -235,7 +256,7 @@ def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
     longest = max((t for _, t in silences), default=None) if silences is not None else None
     return LessonOutcome(lesson, str(path), status, seconds, None if joules is None else float(joules), how,
                          load_before, _load(), records, longest,
-                         [[where, round(t, 1)] for where, t in (silences or []) if t > SILENCE_LIMIT_S])
+                         [[where, round(t, 1)] for where, t in (silences or []) if t > SILENCE_LIMIT_S], fingerprint)
 
 
 def _read_silences(path: Path):
