@@ -234,6 +234,22 @@ def test_work_is_sized_to_a_window_the_meter_can_read():
                                       train_fn=lambda *a, **k: Epoch()) == 1000  # capped at max_epochs
 
 
+def test_sizing_a_run_says_what_it_is_timing(capsys):
+    """The two timing epochs (one discarded) print a line each: a cell sizing a long run is never silent."""
+    from greenlab import experiments
+    from greenlab.training.config import TrainConfig
+
+    class Epoch:
+        seconds = 10.0
+
+    experiments.epochs_to_fill(lambda: None, None, TrainConfig(epochs=2, label="fp32"),
+                               train_fn=lambda *a, **k: Epoch())
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(" ... ")[0] for line in out] == [
+        "greenlab.epochs_to_fill [1/2] fp32: a warm-up epoch (discarded)",
+        "greenlab.epochs_to_fill [2/2] fp32: timing one epoch"]
+
+
 # --- sentences about the library: a path a lesson names exists -------------------------------------------
 
 def test_a_lesson_pointing_at_a_moved_table_is_caught():

@@ -15,12 +15,13 @@ next time (a quieter machine) still clears it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
 import warnings
 
-from greenlab.base import validation
+from greenlab.base import progress, validation
 from greenlab.energy.measure import SHORT_WINDOW_PERIODS, ShortWindowWarning
 
 FILL_MARGIN = 3.0  # aim at this many times the shortest readable window
@@ -63,11 +64,18 @@ def epochs_to_fill(model_fn, data, config, margin: float = FILL_MARGIN, sources=
 
     one = dataclasses.replace(config, epochs=1, max_steps=None, target_accuracy=None, patience=None,
                               label=f"{config.label or 'run'} (timing one epoch)")
-    with warnings.catch_warnings():  # these windows are timings, never shown: their shortness is expected
+    lines = progress.Steps("greenlab.epochs_to_fill", 2, unit="epoch")
+    with warnings.catch_warnings(), contextlib.closing(lines):  # timings, never shown: shortness expected
         warnings.simplefilter("ignore", ShortWindowWarning)
-        train_fn(model_fn(), data, one, log=False, save=False)  # warm-up, discarded
+        lines.start(f"{config.label or 'run'}: a warm-up epoch (discarded)")
+        with lines.ticking():
+            train_fn(model_fn(), data, one, log=False, save=False)
+        lines.done()
+        lines.start(f"{config.label or 'run'}: timing one epoch")
         t0 = time.perf_counter()
-        result = train_fn(model_fn(), data, one, log=False, save=False)
+        with lines.ticking():
+            result = train_fn(model_fn(), data, one, log=False, save=False)
+        lines.done()
     # the energy window's own length (setup and the final test pass excluded), else the wall time
     seconds = getattr(result, "seconds", None) or time.perf_counter() - t0
     needed = repeats_to_fill(seconds, min_window_seconds(sources), margin, max_repeats=max_epochs)
