@@ -13,7 +13,8 @@ repository address may not be published yet). (3) For each learner copy: greenla
 runtime), the copy alone in an empty folder, its install cell run as a cell, then the whole copy
 headless in quick mode (``python -m greenlab.course run``), then the stack compared with the
 snapshot: a changed version of a Colab package is reported (lesson 11's torchao is expected:
-``EXPECTED_CHANGES``) and restored for the next lesson; what was added is listed with its size.
+``EXPECTED_CHANGES``) and restored for the next lesson; what was added is listed with its size, then
+removed, so each lesson starts from Colab's stack alone.
 
 Exits 1 when a lesson failed or changed a Colab package it was not expected to change.
 """
@@ -96,7 +97,7 @@ def main(argv=None) -> int:
               f"{len(row['added'])} packages, {row['added_bytes'] / 1e6:.1f} MB")
         if row["rc"] != 0:
             print("    " + row["tail"].replace("\n", "\n    "))
-        _restore(pip, index, row["changed"], snapshot)
+        _restore(pip, index, row["changed"], snapshot, row["added"])
     (work / "rehearsal.json").write_text(json.dumps(rows, indent=1))
     print(f"colab rehearsal: {sum(r['rc'] == 0 for r in rows)}/{len(rows)} lessons ran; "
           f"{time.perf_counter() - started:.0f} s in all; details in {work / 'rehearsal.json'}")
@@ -133,8 +134,11 @@ def _rehearse(path: Path, python: Path, pip: list, wheel: Path, snapshot: dict, 
             "tail": (run.stdout[-1500:] + run.stderr[-1500:]) if run.returncode else ""}
 
 
-def _restore(pip: list, index: list, changed: dict, snapshot: dict) -> None:
-    """Put Colab's versions back for the next lesson."""
+def _restore(pip: list, index: list, changed: dict, snapshot: dict, added=()) -> None:
+    """Put Colab's stack back for the next lesson (a fresh runtime): what the lesson added removed,
+    Colab's versions of what it changed reinstalled."""
+    if added:
+        _run(pip + ["uninstall", "--yes", *added])
     if changed:
         _run(pip + ["install"] + index + [f"{name}=={snapshot[name]}" for name in changed])
 
