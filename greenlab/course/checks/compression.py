@@ -107,7 +107,7 @@ def _run_cases(label: str, fn: Any, cases: list, judge) -> Check:
     return Check(label, PASSED, f"all {len(cases)} test inputs give the expected result.")
 
 
-@graded
+@graded(reference=("greenlab.techniques.compress:fine_grained_prune",))
 def fine_grained_prune(fn: Any) -> Check:
     """Check a learner's ``fn(weight, sparsity) -> (pruned, mask)``: exactly
     ``round(sparsity * numel)`` entries zeroed, those of smallest |w| (ties may go either way),
@@ -163,7 +163,7 @@ def fine_grained_prune(fn: Any) -> Check:
     return verdict or _run_cases("fine_grained_prune", guarded, cases, judge)
 
 
-@graded
+@graded(reference=("greenlab.techniques.compress:channel_prune",))
 def channel_prune(fn: Any) -> Check:
     """Check a learner's ``fn(conv, next_layer, keep) -> (new_conv, new_next, kept)``: the
     ``keep`` filters of largest L1 norm are kept (sorted indices), with their biases; the next
@@ -230,7 +230,10 @@ def channel_prune(fn: Any) -> Check:
     return _run_cases("channel_prune", fn, cases, judge)
 
 
-@graded
+@graded(reference=(
+    "greenlab.techniques.compress:linear_quantize",
+    "greenlab.techniques.compress:dequantize",
+))
 def linear_quantize(fn: Any, dequantize_fn: Any = None) -> Check:
     """Check a learner's ``fn(w, bits, per_channel) -> (q, scale, zero_point)`` (signed integers,
     asymmetric, range [min(w,0), max(w,0)]) against ``gl.compress.linear_quantize`` (torch's
@@ -292,7 +295,7 @@ def linear_quantize(fn: Any, dequantize_fn: Any = None) -> Check:
     return verdict or _run_cases("linear_quantize", fn, cases, judge)
 
 
-@graded
+@graded(reference=("greenlab.techniques.compress:distillation_loss",))
 def distillation_loss(fn: Any) -> Check:
     """Check a learner's ``fn(student_logits, teacher_logits, targets, temperature, alpha)``
     against ``gl.compress.distillation_loss`` (Hinton et al., 2015), value and gradient."""
@@ -332,7 +335,7 @@ def distillation_loss(fn: Any) -> Check:
     return _run_cases("distillation_loss", fn, cases, judge)
 
 
-@graded
+@graded(reference=("greenlab.techniques.compress:fake_quantize",))
 def fake_quantize(fn: Any) -> Check:
     """Check a learner's ``fn(weight, bits) -> tensor`` for quantisation-aware training: the
     forward value is the weight rounded onto the per-tensor integer grid and back (as

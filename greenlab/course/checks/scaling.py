@@ -6,12 +6,13 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _short, check_function, graded, is_placeholder, number_or_none, variant_hint)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _short, check_function, drawn_inputs, graded, is_placeholder,
+    number_or_none, variant_hint)
 from greenlab.impact import scaling
 from greenlab.techniques.lm.sharding import ring_allreduce_bytes
 
 
-@graded
+@graded(reference=("greenlab.impact.scaling:cost_benefit",))
 def scale_out_costs(fn: Any) -> Check:
     """Check a learner's ``fn(single_device_hours, n_devices, scaling_efficiency,
     watts_per_device, price_per_device_hour) -> (wall_hours, energy_kwh, cost_usd)``.
@@ -66,7 +67,7 @@ def scale_out_costs(fn: Any) -> Check:
                  "greenlab.impact.scaling.cost_benefit.")
 
 
-@graded
+@graded(reference=("greenlab.impact.scaling:ring_all_reduce",))
 def ring_all_reduce(fn: Any) -> Check:
     """Check a learner's ``fn(tensors) -> (summed, bytes_sent)``: a ring all-reduce simulated in
     one process over one tensor per rank (reduce-scatter, then all-gather, over N chunks).
@@ -185,7 +186,7 @@ def _ring_problem(tensors, want, want_bytes, summed, sent) -> str | None:
             f"(2(N-1)/N x {bytes_total} B).")
 
 
-@graded
+@graded(reference=("greenlab.impact.scaling:fit_energy_per_device_hour",))
 def energy_per_device_hour(fn: Any) -> Check:
     """Check a learner's ``fn(device_hours, energy) -> k``: the k of energy ~ k x device-hours, the
     least-squares slope through the origin of the learner's runs (a line through zero: no
@@ -224,13 +225,15 @@ def energy_per_device_hour(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="energy_per_device_hour", hint=hint)
 
 
-@graded
-def watts_per_device(fn: Any) -> Check:
+@graded(reference=("greenlab.impact.scaling:watts_per_device",))
+def watts_per_device(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(energy_kwh, n_devices, wall_hours) -> k``: the k of one job in W per
     device (Wh per device-hour) from its total energy over all devices (kWh), its device count
     and its wall-clock hours. Expected values come from
     ``greenlab.impact.scaling.watts_per_device``; the inputs are test numbers, not published figures."""
     inputs = [(4.0, 8, 2.0), (30.0, 4, 12.5), (0.9, 1, 3.0), (120.0, 16, 10.0)]
+    inputs += drawn_inputs(seed, "watts_per_device", lambda rng: (
+        round(rng.uniform(0.1, 200.0), 2), rng.randint(1, 64), round(rng.uniform(0.5, 48.0), 1)))
     cases = [(args, scaling.watts_per_device(*args)) for args in inputs]
     wrong = [
         (lambda e, n, h: n * h / (e * 1000.0),
