@@ -29,7 +29,7 @@ PACKAGE = "greenlab"
 SECRET_VARIABLE = "GREENLAB_GRADING_SECRET"  # set by the exported course's nbgrader config
 
 
-def grade(name: str, *args: Any, **kwargs: Any) -> None:
+def grade(name: str, /, *args: Any, **kwargs: Any) -> None:  # a checker may take name=...
     """Check ``args`` with a fresh copy of ``gl.check.<name>`` (drawing its cases from a seed
     made now, when it can draw them), print the verdict and raise ``AssertionError`` unless it
     passed: the body of a hidden test cell."""
@@ -39,7 +39,7 @@ def grade(name: str, *args: Any, **kwargs: Any) -> None:
         raise AssertionError(verdict.text())
 
 
-def fresh_verdict(name: str, *args: Any, seed: int | None = None, **kwargs: Any):
+def fresh_verdict(name: str, /, *args: Any, seed: int | None = None, **kwargs: Any):
     """The verdict of a freshly imported ``gl.check.<name>`` on ``args``; ``seed`` (default:
     :func:`grading_seed`) seeds the drawn cases of a checker that has them."""
     seed = grading_seed(name) if seed is None else seed

@@ -6,12 +6,12 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, graded, is_placeholder, number_or_none)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, drawn_inputs, graded, is_placeholder, number_or_none)
 from greenlab.techniques import compress
 
 
 @graded
-def tensor_sparsity(fn: Any) -> Check:
+def tensor_sparsity(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(tensor) -> fraction (0..1) of entries that are exactly zero``."""
     import torch
 
@@ -22,6 +22,10 @@ def tensor_sparsity(fn: Any) -> Check:
         (torch.zeros(2, 2, 3), 1.0),
         (torch.tensor([[1e-8, 0.0], [-0.0, 4.0]]), 0.5),
     ]
+    for shape, zeros in drawn_inputs(seed, "tensor_sparsity", _draw_sparse):
+        t = torch.arange(1, math.prod(shape) + 1, dtype=torch.float32)
+        t[torch.tensor(zeros, dtype=torch.long)] = 0.0
+        cases.append((t.reshape(shape), len(zeros) / math.prod(shape)))
 
     def hint(args, expected, got):
         (t,) = args
@@ -379,3 +383,8 @@ def fake_quantize(fn: Any) -> Check:
         return None
 
     return _run_cases("fake_quantize", fn, cases, judge)
+
+
+def _draw_sparse(rng) -> tuple:
+    shape = tuple(rng.randint(1, 6) for _ in range(rng.randint(1, 3)))
+    return shape, rng.sample(range(math.prod(shape)), rng.randint(0, math.prod(shape)))

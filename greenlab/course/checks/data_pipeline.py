@@ -11,7 +11,7 @@ from greenlab.techniques.stopping import should_stop
 
 
 @graded(reference=("greenlab.techniques.active:most_uncertain",))
-def most_uncertain(fn: Any) -> Check:
+def most_uncertain(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(probs, k) -> indices`` of the ``k`` samples the model is least sure
     of: the lowest top-class probability. ``probs`` is a float tensor (N, classes) whose rows sum
     to 1; any order of the returned indices is accepted (list, tuple or tensor of ints)."""
@@ -24,6 +24,9 @@ def most_uncertain(fn: Any) -> Check:
         ((torch.tensor([[0.7, 0.2, 0.1], [0.2, 0.2, 0.6], [0.05, 0.9, 0.05]]), 3), [0, 1, 2]),
         ((torch.tensor([[0.7, 0.3], [0.55, 0.45]]), 0), []),
     ]
+    for probs, k in drawn_inputs(seed, "most_uncertain", _draw_probs):
+        top = torch.tensor(probs).max(dim=1).values
+        cases.append(((torch.tensor(probs), k), sorted(top.argsort()[:k].tolist())))
 
     def as_sorted_indices(probs, k):
         return _sorted_indices(fn(probs, k))
@@ -191,3 +194,14 @@ def _draw_accuracies(rng) -> tuple:
     # accuracies to 2 decimals and a min_delta that is no multiple of 0.01: no float tie decides a case
     return ([round(rng.uniform(0.3, 0.9), 2) for _ in range(rng.randint(0, 8))], rng.randint(1, 3),
             rng.choice([0.0, 0.005, 0.015]))
+
+
+def _draw_probs(rng) -> tuple:
+    # distinct top-class probabilities: no tie decides which k are the least sure
+    n, classes = rng.randint(2, 8), rng.randint(2, 4)
+    rows = []
+    for top in rng.sample(range(100 // classes + 1, 100), n):
+        row = [(100 - top) / 100 / (classes - 1)] * (classes - 1)
+        row.insert(rng.randrange(classes), top / 100)
+        rows.append(row)
+    return rows, rng.randint(0, n)

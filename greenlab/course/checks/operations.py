@@ -68,7 +68,7 @@ def daly_interval(fn: Any, seed: int | None = None) -> Check:
 
 
 @graded(reference=("greenlab.techniques.monitoring:alert_times",))
-def idle_alert(fn: Any) -> Check:
+def idle_alert(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(times_s, values, below, for_s) -> list of seconds`` against
     ``gl.monitoring.alert_times``: fire once per stretch of samples below ``below``, at the first
     sample at least ``for_s`` seconds into the stretch."""
@@ -82,7 +82,7 @@ def idle_alert(fn: Any) -> Check:
         ([0, 1, 2], [50, 50, 50], 10, 0),
         ([0, 1, 2, 3], [5, 50, 5, 50], 10, 0),
         ([], [], 10, 1),
-    ]
+    ] + drawn_inputs(seed, "idle_alert", _draw_samples)
     cases = [(args, alert_times(*args)) for args in inputs]
 
     def every_sample(times, values, below, for_s):
@@ -158,3 +158,9 @@ def _draw_interval(rng) -> tuple:
     mtbf_s = round(rng.uniform(0.5, 50_000.0), 1)
     # mostly a checkpoint far cheaper than M, sometimes one of at least 2 M (Daly's other case)
     return (round(mtbf_s * rng.choice([rng.uniform(1e-4, 0.1), rng.uniform(2.0, 4.0)]), 3), mtbf_s)
+
+
+def _draw_samples(rng) -> tuple:
+    # whole seconds and watts, a threshold between them: no float tie decides a case
+    times = sorted(rng.sample(range(0, 40), rng.randint(0, 14)))
+    return (times, [rng.choice([3, 5, 8, 60, 90]) for _ in times], 10, rng.choice([0, 1, 2, 3, 5]))

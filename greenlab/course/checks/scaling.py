@@ -13,7 +13,7 @@ from greenlab.techniques.lm.sharding import ring_allreduce_bytes
 
 
 @graded(reference=("greenlab.impact.scaling:cost_benefit",))
-def scale_out_costs(fn: Any) -> Check:
+def scale_out_costs(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(single_device_hours, n_devices, scaling_efficiency,
     watts_per_device, price_per_device_hour) -> (wall_hours, energy_kwh, cost_usd)``.
 
@@ -26,7 +26,9 @@ def scale_out_costs(fn: Any) -> Check:
         (40.0, 8, 0.8, 400.0, 3.0),
         (12.0, 4, 0.5, 250.0, 1.5),
         (100.0, 16, 0.9, 700.0, 0.0),
-    ]
+    ] + drawn_inputs(seed, "scale_out_costs", lambda rng: (
+        round(rng.uniform(0.5, 500.0), 1), rng.choice([1, 2, 4, 8, 16, 32]), round(rng.uniform(0.3, 1.0), 2),
+        round(rng.uniform(50.0, 1000.0)), round(rng.uniform(0.0, 5.0), 2)))
     cases = []
     for hours, n, eff, watts, price in inputs:
         r = scaling.cost_benefit(gpu_name, n, hours, eff, watts_per_device=watts,
@@ -187,7 +189,7 @@ def _ring_problem(tensors, want, want_bytes, summed, sent) -> str | None:
 
 
 @graded(reference=("greenlab.impact.scaling:fit_energy_per_device_hour",))
-def energy_per_device_hour(fn: Any) -> Check:
+def energy_per_device_hour(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(device_hours, energy) -> k``: the k of energy ~ k x device-hours, the
     least-squares slope through the origin of the learner's runs (a line through zero: no
     device-hours, no energy). Expected values come from ``torch.linalg.lstsq``."""
@@ -195,6 +197,7 @@ def energy_per_device_hour(fn: Any) -> Check:
 
     inputs = [([1.0, 2.0, 3.0], [2.0, 4.0, 6.0]), ([1.0, 2.0, 4.0], [3.0, 5.0, 13.0]),
               ([0.5, 0.5, 1.0, 2.0], [300.0, 330.0, 640.0, 1180.0]), ([2.0], [7.0])]
+    inputs += drawn_inputs(seed, "energy_per_device_hour", _draw_runs)
 
     def lstsq(xs, ys):
         x = torch.tensor(xs, dtype=torch.float64)[:, None]
@@ -249,3 +252,9 @@ def watts_per_device(fn: Any, seed: int | None = None) -> Check:
     ]
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="watts_per_device",
                           hint=variant_hint(wrong))
+
+
+def _draw_runs(rng) -> tuple:
+    k = rng.uniform(50.0, 800.0)
+    device_hours = [round(rng.uniform(0.1, 20.0), 2) for _ in range(rng.randint(1, 6))]
+    return (device_hours, [round(k * h * rng.uniform(0.8, 1.2), 1) for h in device_hours])

@@ -53,7 +53,7 @@ def separable_conv_flops(fn: Any, seed: int | None = None) -> Check:
 
 
 @graded(reference=("greenlab.techniques.search:pareto_front",))
-def pareto_indices(fn: Any) -> Check:
+def pareto_indices(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(points) -> indices`` of the Pareto front of ``points``, a list of
     (accuracy, joules) pairs where higher accuracy and lower joules are better. A point is on the
     front when no other point is at least as good on both and strictly better on one (equal
@@ -64,7 +64,8 @@ def pareto_indices(fn: Any) -> Check:
         [(0.5, 1.0), (0.6, 2.0), (0.7, 3.0), (0.65, 4.0), (0.7, 5.0)],
         [(0.8, 4.0), (0.8, 4.0), (0.6, 6.0)],
         [(0.9, 2.0), (0.5, 1.0), (0.95, 9.0), (0.9, 3.0), (0.4, 1.0)],
-    ]
+    ] + drawn_inputs(seed, "pareto_indices", lambda rng: [
+        (rng.randint(40, 99) / 100, float(rng.randint(1, 30))) for _ in range(rng.randint(1, 10))])
     cases = []
     for pts in inputs:
         dicts = [{"i": i, "accuracy": a, "joules": j} for i, (a, j) in enumerate(pts)]
