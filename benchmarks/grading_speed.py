@@ -77,16 +77,19 @@ def main(argv: list[str] | None = None) -> int:
             load = os.getloadavg()[0]
             score, most = _score(course, name)
             graded = next((course / "autograded" / "timed" / name).glob("*.ipynb"))
-            cells = _slowest(export.load(graded), args.slowest)
+            timed_cells = _slowest(export.load(graded), None)
+            cells, in_cells = timed_cells[:args.slowest], sum(seconds for _, seconds in timed_cells)
             statement = _statement_verdict(export.load(graded))
-            print(f"lesson {lesson}: {min(times):.1f} s per submission (best of {len(times)}), "
+            print(f"lesson {lesson}: {min(times):.1f} s per submission (best of {len(times)}; {in_cells:.1f} s of it "
+                  f"in the notebook's cells), "
                   f"{score:g} of {most:g} autograded points, {errors} error line(s) in nbgrader's log; "
                   f"load average {load:.1f} on {os.cpu_count()} CPUs; statement check: {statement}; slowest cells: "
                   + ", ".join(f"{cell} {seconds:.1f} s" for cell, seconds in cells))
-            table.append((lesson, min(times), score, most, load, statement))
-    print("\n| lesson | s per submission | autograded points | load average | statement check |\n| --- | --- | --- | --- | --- |")
-    for lesson, seconds, score, most, load, statement in table:
-        print(f"| {lesson} | {seconds:.1f} | {score:g} / {most:g} | {load:.1f} | {statement} |")
+            table.append((lesson, min(times), in_cells, score, most, load, statement))
+    print("\n| lesson | s per submission | s in cells | autograded points | load average | statement check |\n"
+          "| --- | --- | --- | --- | --- | --- |")
+    for lesson, seconds, in_cells, score, most, load, statement in table:
+        print(f"| {lesson} | {seconds:.1f} | {in_cells:.1f} | {score:g} / {most:g} | {load:.1f} | {statement} |")
     return 0
 
 
@@ -102,8 +105,9 @@ def _score(course: Path, assignment: str) -> tuple[float, float]:
         return sum(g.auto_score for g in auto), sum(g.max_score for g in auto)
 
 
-def _slowest(nb: dict, count: int) -> list[tuple[str, float]]:
-    """The ``count`` slowest cells of an executed notebook (id, seconds), from nbclient's timing."""
+def _slowest(nb: dict, count: int | None) -> list[tuple[str, float]]:
+    """The ``count`` (None: all) slowest cells of an executed notebook (id, seconds), from
+    nbclient's timing."""
     found = []
     for cell in nb["cells"]:
         timing = cell.get("metadata", {}).get("execution", {})
