@@ -219,3 +219,42 @@ def test_an_answer_that_names_no_option_is_wrong_not_an_error():
 def test_a_checker_that_takes_a_name_is_graded_with_it():
     verdict = grading.fresh_verdict("energy_window", None, 0.1, name="my window")
     assert verdict.name == "my window" and not verdict.passed
+
+
+def _instructor_answers():
+    """(lesson, checker, the instructor's answer) for every exercise whose checker draws cases,
+    from the functions the instructor copies define."""
+    import ast
+    import json
+
+    from greenlab.course.nbgrader import checker_call_args
+    from greenlab.course.notebook_format import instructor_notebooks, lessons_dir
+
+    found = []
+    for path in instructor_notebooks(lessons_dir(None)):
+        cells = [("".join(c["source"])) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                 if c["cell_type"] == "code"]
+        space = {"gl": gl}
+        exec("import math, statistics\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F", space)
+        for source in cells:
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.Import, ast.ImportFrom)):
+                    exec(ast.get_source_segment(source, node), space)
+        for source in (s for s in cells if "# BEGIN SOLUTION" in s):
+            for name, _, args in checker_call_args(source):
+                if getattr(getattr(checks, name), "draws_cases", False):
+                    found.append((path.name[:2], name, eval(args.split(",")[0], space)))
+    return found
+
+
+def test_the_instructors_solutions_pass_the_cases_drawn_at_grade_time():
+    answers = _instructor_answers()
+    assert len(answers) >= 25
+    for lesson, name, answer in answers:
+        for seed in range(1, 6):
+            verdict = getattr(checks, name)(answer, seed=seed)
+            assert verdict.passed, f"lesson {lesson}, seed {seed}: {verdict.text()}"
