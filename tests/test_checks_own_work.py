@@ -142,3 +142,95 @@ def test_a_checker_of_two_functions_refuses_either_from_the_library():
 
     verdict = gl.check.linear_quantize(mine, dequantize)
     assert verdict.status == "failed" and "refused" in verdict.message
+
+
+# --- thin wrappers: the library's reference is withheld from the learner's code while a check runs --
+
+def _fedavg_wrapper(*args, **kwargs):
+    return gl.federated.fedavg(*args, **kwargs)
+
+
+def _fedavg_by_hand(states, counts):  # an honest answer, in another style than the lesson's
+    total = float(sum(counts))
+    out = {}
+    for key in states[0]:
+        mean = torch.stack([s[key].double() * (n / total) for s, n in zip(states, counts)]).sum(0)
+        out[key] = mean.to(states[0][key].dtype) if states[0][key].is_floating_point() else mean.round().long()
+    return out
+
+
+class _LoRAAroundTheLibrary(torch.nn.Module):
+    def __init__(self, base, rank, alpha):
+        super().__init__()
+        self.inner = gl.lora.LoRALinear(base, rank, alpha)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def _captured_young():
+    from greenlab.techniques.preemption import young_interval as bound_before  # bound before the check runs
+
+    return lambda d, m: bound_before(d, m)
+
+
+THIN_WRAPPERS = [
+    ("fedavg_aggregate", _fedavg_wrapper, "greenlab.techniques.federated.fedavg"),
+    ("fedavg_aggregate", lambda s, c: gl.federated.fedavg(s, c), "greenlab.techniques.federated.fedavg"),
+    ("fedavg_aggregate", functools.partial(lambda s, c, f: f(s, c), f=gl.federated.fedavg),
+     "greenlab.techniques.federated.fedavg"),
+    ("lora_linear", _LoRAAroundTheLibrary, "greenlab.techniques.lm.lora.LoRALinear"),
+    ("fine_grained_prune", lambda w, s: gl.compress.fine_grained_prune(w, s),
+     "greenlab.techniques.compress.fine_grained_prune"),
+    ("young_interval", _captured_young(), "greenlab.techniques.preemption.young_interval"),
+    ("early_stopping", lambda a, p, d: gl.stopping.should_stop(a, p, d), "greenlab.techniques.stopping.should_stop"),
+    ("ring_all_reduce", lambda tensors: gl.scaling.ring_all_reduce(tensors), "greenlab.impact.scaling.ring_all_reduce"),
+]
+
+
+@pytest.mark.parametrize("name,answer,reference", THIN_WRAPPERS,
+                         ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(THIN_WRAPPERS)])
+def test_a_thin_wrapper_around_the_librarys_reference_gets_no_points_and_says_why(name, answer, reference):
+    verdict = getattr(gl.check, name)(answer)
+    assert verdict.status == "failed" and "refused" in verdict.message, verdict.text()
+    assert any(f"library's own {reference} was called from your answer" in d for d in verdict.details), verdict.details
+
+
+def test_an_honest_answer_in_another_style_gets_full_points_and_the_library_is_back_after():
+    assert gl.check.fedavg_aggregate(_fedavg_by_hand).passed
+    assert gl.check.young_interval(lambda d, m: (2.0 * d * m) ** 0.5).passed
+    gl.check.fedavg_aggregate(_fedavg_wrapper)
+    # restored: the library runs again from any code, with its own signature
+    state = {"w": torch.ones(2)}
+    assert torch.equal(gl.federated.fedavg([state, state], [1, 3])["w"], torch.ones(2))
+    assert list(inspect.signature(gl.federated.fedavg).parameters) == ["states", "sample_counts"]
+
+
+def test_the_reference_is_restored_when_the_learners_code_raises_something_else():
+    def explodes(states, counts):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        gl.check.fedavg_aggregate(explodes)
+    assert gl.federated.fedavg([{"w": torch.ones(1)}], [1])["w"].item() == 1.0
+
+
+def test_an_answer_that_catches_the_refusal_is_still_refused():
+    def sly(states, counts):
+        try:
+            return gl.federated.fedavg(states, counts)
+        except Exception:
+            return _fedavg_by_hand(states, counts)
+
+    verdict = gl.check.fedavg_aggregate(sly)
+    assert verdict.status == "failed" and "refused" in verdict.message
+
+
+def test_every_declared_reference_names_functions_that_can_be_withheld():
+    declared = {name: getattr(checks, name).reference for name in checks.__all__
+                if getattr(getattr(checks, name), "reference", ())}
+    assert len(declared) >= 30
+    for name, references in declared.items():
+        for reference in references:
+            assert core._functions_named(reference), f"{name}: {reference} names no function"
+

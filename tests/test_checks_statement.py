@@ -115,3 +115,21 @@ def test_a_saving_claimed_against_no_detectable_difference_fails():
 def test_advice_in_plain_words_counts_as_a_decision():
     found = statement_elements("My advice: serve the pruned model, but re-check if accuracy drops")
     assert found["decision"]
+
+
+def test_every_lesson_checks_its_statement_against_the_facts_of_its_run():
+    import json
+
+    from greenlab.course.nbgrader import checker_call_args
+    from greenlab.course.notebook_format import instructor_notebooks, lessons_dir
+
+    checked = {}
+    for path in instructor_notebooks(lessons_dir(None)):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for name, _, args in checker_call_args("".join(cell["source"])):
+                if name == "stakeholder_statement":
+                    checked[path.name[:2]] = "facts=" in args
+    assert len(checked) >= 7, checked
+    assert all(checked.values()), f"lessons whose statement is checked without the run's facts: {checked}"

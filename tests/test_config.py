@@ -133,6 +133,13 @@ def test_budget_picks_by_mode_and_validates(monkeypatch):
     assert config.budget(full=60000, quick=2000) == 60000
     monkeypatch.setenv("GREENLAB_QUICK", "1")
     assert config.budget(full=60000, quick=2000) == 2000
+    assert config.budget(full=60000, quick=2000, grading=200) == 2000  # quick, not grading
+    monkeypatch.setenv("GREENLAB_GRADING", "1")
+    assert config.budget(full=60000, quick=2000, grading=200) == 200
+    assert config.budget(full=60000, quick=2000) == 2000  # no grading size: the quick one
+    monkeypatch.delenv("GREENLAB_GRADING")
+    with pytest.raises(ValueError, match="grading"):
+        config.budget(full=10, quick=5, grading=0)
     with pytest.raises(ValueError, match="go together"):
         config.budget(full=10, quick=5, emulated=2)
     with pytest.raises(ValueError, match="emulated"):

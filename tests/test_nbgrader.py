@@ -103,6 +103,8 @@ SHORTCUTS = {
                       ("use_groupnorm", None,  # delegating to the library
                        "\nuse_groupnorm = gl.accumulation.groupnorm_instead_of_batchnorm\n")],
         "syntax": [("accumulate_gradients", "return model)", "")],
+        "wrapper": [("use_groupnorm",  # a thin wrapper around the library's own implementation
+                     "return gl.accumulation.groupnorm_instead_of_batchnorm(model, num_groups)", "")],
     },
     "06": {
         "shortcuts": [("co2e_grams", "return None",  # rebinding the checker module's own helper

@@ -5,24 +5,31 @@ The export (``greenlab.course.nbgrader``) writes each graded test as an nbgrader
 that loads this file under a fresh, random module name and calls :func:`grade`. :func:`grade`
 imports the checkers afresh from their files, with the ``greenlab`` modules the learner's kernel
 holds set aside while it runs, so a solution cell that rebinds ``gl.check.accumulate_gradients``
-(or the library's reference, or ``check_function``) changes nothing here; and it draws the cases
-of checkers that take a ``seed`` from a number made at grade time, so an answer fitted to the
-visible cases fails the drawn ones. This module imports nothing from ``greenlab`` at import time:
+(or the library's reference, or ``check_function``) changes nothing here; the library's own
+implementation of the exercise is withheld from the learner's code while the checker runs, in the
+fresh copy and in the copy the learner's kernel holds (``checks.core.withheld``), so a thin wrapper
+around it gets no points; and it draws the cases of checkers that take a ``seed`` from a number
+made at grade time (from the course's grading secret, ``GREENLAB_GRADING_SECRET``, when it is set,
+so that grading again draws the same cases), so an answer fitted to the visible cases fails the
+drawn ones. This module imports nothing from ``greenlab`` at import time:
 it is run on its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
+import os
 import secrets
 import sys
 from typing import Any, Iterator
 
 PACKAGE = "greenlab"
+SECRET_VARIABLE = "GREENLAB_GRADING_SECRET"  # set by the exported course's nbgrader config
 
 
-def grade(name: str, *args: Any, **kwargs: Any) -> None:
+def grade(name: str, /, *args: Any, **kwargs: Any) -> None:  # a checker may take name=...
     """Check ``args`` with a fresh copy of ``gl.check.<name>`` (drawing its cases from a seed
     made now, when it can draw them), print the verdict and raise ``AssertionError`` unless it
     passed: the body of a hidden test cell."""
@@ -32,29 +39,42 @@ def grade(name: str, *args: Any, **kwargs: Any) -> None:
         raise AssertionError(verdict.text())
 
 
-def fresh_verdict(name: str, *args: Any, seed: int | None = None, **kwargs: Any):
-    """The verdict of a freshly imported ``gl.check.<name>`` on ``args``; ``seed`` (default: drawn
-    now from the operating system) seeds the drawn cases of a checker that has them."""
-    seed = secrets.randbits(48) if seed is None else seed
-    with fresh_modules(PACKAGE):
+def fresh_verdict(name: str, /, *args: Any, seed: int | None = None, **kwargs: Any):
+    """The verdict of a freshly imported ``gl.check.<name>`` on ``args``; ``seed`` (default:
+    :func:`grading_seed`) seeds the drawn cases of a checker that has them."""
+    seed = grading_seed(name) if seed is None else seed
+    with fresh_modules(PACKAGE) as held:
         checks = importlib.import_module(f"{PACKAGE}.course.checks")
+        # the learner's code calls the kernel's copy of the library: withhold its references too
+        importlib.import_module(f"{PACKAGE}.course.checks.core").HELD_COPIES.append(held)
         checker = getattr(checks, name)
         if getattr(checker, "draws_cases", False):
             kwargs["seed"] = seed
         return checker(*args, **kwargs)
 
 
+def grading_seed(name: str) -> int:
+    """The seed of checker ``name``'s drawn cases: from the course's grading secret (the
+    environment variable ``GREENLAB_GRADING_SECRET``) when it is set, so that grading a submission
+    again draws the same cases, else drawn now from the operating system."""
+    secret = os.environ.get(SECRET_VARIABLE, "").strip()
+    if not secret:
+        return secrets.randbits(48)
+    return int(hashlib.sha256(f"{secret}:{name}".encode("utf-8")).hexdigest()[:12], 16)
+
+
 @contextlib.contextmanager
-def fresh_modules(package: str) -> Iterator[None]:
+def fresh_modules(package: str) -> Iterator[dict]:
     """Inside the block, ``package`` and its submodules import afresh from their files; after it,
-    the modules the process held before are back, untouched, and the fresh ones are dropped."""
+    the modules the process held before are back, untouched, and the fresh ones are dropped. The
+    block gets the modules set aside (name -> module)."""
     def ours(key: str) -> bool:
         return key == package or key.startswith(package + ".")
 
     saved = {key: sys.modules.pop(key) for key in [k for k in sys.modules if ours(k)]}
     importlib.invalidate_caches()
     try:
-        yield
+        yield dict(saved)
     finally:
         for key in [k for k in sys.modules if ours(k)]:
             del sys.modules[key]
@@ -130,7 +150,5 @@ def _standalone_quiz():
 
 def option_digest(salt: str, texts: list[str]) -> str:
     """A salted SHA-256 of a set of option texts: what a graded quiz keeps instead of its key."""
-    import hashlib
-
     joined = "\x1f".join(sorted(texts))
     return hashlib.sha256(f"{salt}\x1e{joined}".encode("utf-8")).hexdigest()

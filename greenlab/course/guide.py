@@ -171,7 +171,8 @@ def usual_mistakes(checker) -> list[str]:
     except (OSError, TypeError, SyntaxError):
         return []
     found: list[str] = []
-    for node in ast.walk(tree):
+    body = [n for d in tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in d.body]
+    for node in (n for part in body for n in ast.walk(part)):  # not its decorator's reference names
         if isinstance(node, ast.Tuple) and len(node.elts) == 2 and _text(node.elts[1]):
             found.append(_text(node.elts[1]))
         elif isinstance(node, ast.Return) and node.value is not None and _text(node.value):

@@ -23,7 +23,8 @@ How the course's own markers become nbgrader's:
   worth :data:`EXERCISE_POINTS`. Its visible line runs the learner's check; its grading is an nbgrader
   *hidden test* (removed from the release, and from the feedback) that loads
   :mod:`greenlab.course.grading` from its file under a fresh name and checks the answer with a fresh
-  copy of the checker, on cases drawn at grade time: a solution cell that rebinds ``gl.check.NAME``
+  copy of the checker, on cases drawn at grade time from the course's grading secret
+  (``.grading/secret``, written once by the export and never released): a solution cell that rebinds ``gl.check.NAME``
   or the library's reference cannot reach it, and an answer fitted to the visible cases fails the
   drawn ones. A failing check raises with its hint, which is what the learner's feedback shows;
 * an exercise cell without a checker (a written answer) becomes a *manually graded* answer, and
@@ -116,6 +117,12 @@ os.environ.setdefault("GREENLAB_DOWNLOAD", "0")
 os.environ.setdefault("GREENLAB_PROGRESS", "0")
 os.environ["GREENLAB_LEADERBOARD_DIR"] = os.path.join(c.CourseDirectory.root, ".grading", "leaderboard")
 os.environ["GREENLAB_RESULTS_DIR"] = os.path.join(c.CourseDirectory.root, ".grading", "results")
+# The hidden tests draw their cases from the course's grading secret (written by the export, never
+# released), so that grading a submission again draws the same cases.
+_secret = os.path.join(c.CourseDirectory.root, ".grading", "secret")
+if os.path.exists(_secret):
+    with open(_secret, encoding="utf-8") as _file:
+        os.environ.setdefault("GREENLAB_GRADING_SECRET", _file.read().strip())
 '''
 
 
@@ -153,6 +160,10 @@ def export(out: str | os.PathLike, only: list[str] | None = None,
         nb = nbgrader_notebook(_read_json(path), stem, quiz_points=quiz_points, seed=seed)
         target.write_text(dumps(nb), encoding="utf-8")
         written.append(target)
+    secret = out / ".grading" / "secret"
+    if not secret.exists():  # kept across exports: grading again draws the same cases
+        secret.parent.mkdir(parents=True, exist_ok=True)
+        secret.write_text(secrets.token_hex(16) + "\n", encoding="utf-8")
     (out / "nbgrader_config.py").write_text(
         CONFIG_TEMPLATE.format(course_id=COURSE_ID), encoding="utf-8")
     return written

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from greenlab.session.devices import (
     choose_device as _choose_device,
     device_name as _device_name,
+    grading_mode,
     mps_available as _mps_available,
     quick_decision,
 )
@@ -129,11 +130,13 @@ def settings() -> Settings | None:
     return _current
 
 
-def budget(full=None, quick=None, *, gpu=None, cpu=None, emulated=None, precision=None):
+def budget(full=None, quick=None, *, gpu=None, cpu=None, emulated=None, precision=None, grading=None):
     """Pick a size for this machine: the single place a lesson sizes its work.
 
     - ``emulated`` when ``precision`` ("bf16"/"fp16") is emulated on the chosen device, where
       it runs many times slower than fp32 (e.g. bf16 on a CPU without bf16 units), in any mode;
+    - else ``grading``, when given, in grading mode (``GREENLAB_GRADING``): the smallest size at
+      which a course's autograder still runs what a grade needs (a run a statement cites);
     - else ``cpu``, when given, in quick mode that the device chose (no CUDA GPU) rather than
       ``GREENLAB_QUICK=1``, ``CI`` or ``setup(quick=True)``: a learner's own machine, where a lesson
       may spend a few minutes of work that CI's quick sizes would not show;
@@ -150,13 +153,16 @@ def budget(full=None, quick=None, *, gpu=None, cpu=None, emulated=None, precisio
     if (emulated is None) != (precision is None):
         raise ValueError("budget(emulated=..., precision=...) go together, e.g. "
                          "budget(full=2048, quick=2048, emulated=512, precision='bf16')")
-    for name, value in (("full", full), ("quick", quick), ("gpu", gpu), ("cpu", cpu), ("emulated", emulated)):
+    for name, value in (("full", full), ("quick", quick), ("gpu", gpu), ("cpu", cpu), ("emulated", emulated),
+                        ("grading", grading)):
         # sizes may be any object (a list, a name), but a number must be a usable one: inf sized work forever
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 < value < float("inf"):
             raise ValueError(f"budget({name}=...) must be a positive finite number, got {value!r}")
     if precision is not None:
         if not hardware.precision_support(precision, device()).native:
             return emulated
+    if grading is not None and grading_mode(os.environ):
+        return grading
     if is_quick():
         return cpu if cpu is not None and not quick_asked() else quick
     if gpu is not None and device() != "cpu":

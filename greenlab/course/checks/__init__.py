@@ -28,16 +28,8 @@ from greenlab.course.checks.compression import (
     tensor_sparsity,
 )
 from greenlab.course.checks.core import (
-    FAILED,
-    NOT_ATTEMPTED,
-    PASSED,
-    Check,
-    check_close,
-    check_function,
-    check_gradients_match,
-    is_placeholder,
-    number_or_none,
-)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, check_close, check_function, check_gradients_match, is_placeholder,
+    number_or_none)
 from greenlab.course.checks.data_pipeline import early_stopping, most_uncertain, prefetch_loader  # lesson 08
 from greenlab.course.checks.federated import fedavg_aggregate, round_bytes  # lesson 14
 from greenlab.course.checks.knowledge import quiz_answer  # every lesson's knowledge check, graded

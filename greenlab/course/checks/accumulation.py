@@ -6,8 +6,8 @@ import copy
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _short, check_gradients_match, drawn, graded, is_placeholder,
-    wrong_inputs)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _short, check_gradients_match, drawn, graded,
+    is_placeholder, wrong_inputs)
 from greenlab.techniques.accumulation import groupnorm_instead_of_batchnorm
 
 # Gradient accumulation: accumulate_gradients(model, x, y, micro_batch_size).
@@ -15,7 +15,7 @@ from greenlab.techniques.accumulation import groupnorm_instead_of_batchnorm
 _ACCUM_CASES = ((12, 4), (10, 4), (10, 3), (9, 2), (7, 7))  # (samples, micro-batch size)
 
 
-@graded
+@graded(reference=("greenlab.techniques.accumulation:accumulate_gradients",))
 def accumulate_gradients(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(model, x, y, micro_batch_size)``: forward and backward over ``x``
     in micro-batches of ``micro_batch_size`` samples (the last one may be smaller), leaving in
@@ -124,7 +124,7 @@ def _flat_grads(model):
     return torch.cat(grads)
 
 
-@graded
+@graded(reference=("greenlab.techniques.accumulation:groupnorm_instead_of_batchnorm",))
 def batchnorm_fix(fn: Any) -> Check:
     """Check a learner's ``fn(model, num_groups) -> model``: every BatchNorm (nested ones too)
     replaced by a GroupNorm over the same channels, so that gradients accumulated over

@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import Check, check_function, graded, number_or_none
+from greenlab.course.checks.core import Check, check_function, drawn_inputs, graded, number_or_none
 from greenlab.techniques.batching.noise_scale import simple_noise_scale
 from greenlab.techniques.batching.schedules import goyal_warmup, grow_batch_then_decay, linear_scaling_lr
 
 
-@graded
-def scaled_lr_with_warmup(fn: Any) -> Check:
+@graded(reference=(
+    "greenlab.techniques.batching.schedules:linear_scaling_lr",
+    "greenlab.techniques.batching.schedules:goyal_warmup",
+))
+def scaled_lr_with_warmup(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(step, base_lr, base_batch, batch, warmup_steps) -> learning rate``:
     the linear scaling rule (lr = base_lr x batch / base_batch) reached by Goyal et al.'s (2017)
     gradual warm-up, which rises linearly from ``base_lr`` at step 0 to the scaled rate at step
@@ -24,7 +27,7 @@ def scaled_lr_with_warmup(fn: Any) -> Check:
         (25, 0.01, 100, 300, 100),
         (10, 0.05, 32, 32, 20),
         (3, 0.2, 64, 512, 0),
-    ]
+    ] + drawn_inputs(seed, "scaled_lr_with_warmup", _draw_warmup)
     cases = [(args, linear_scaling_lr(args[1], args[2], args[3]) * goyal_warmup(args[2], args[3], args[4])(args[0]))
              for args in inputs]
 
@@ -47,14 +50,15 @@ def scaled_lr_with_warmup(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="scaled_lr_with_warmup", hint=hint)
 
 
-@graded
-def noise_scale_from_norms(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.batching.noise_scale:simple_noise_scale",))
+def noise_scale_from_norms(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(small_sq_norm, big_sq_norm, small_batch, big_batch) ->
     (g2, trace_cov, b_simple)``: the true gradient's squared norm |G|^2, the trace of the
     per-sample gradient covariance and B_simple = trace / |G|^2 (McCandlish et al., 2018),
     solved from E|G_B|^2 = |G|^2 + trace/B at the two batch sizes. Expected values come from
     ``greenlab.techniques.batching.noise_scale.simple_noise_scale``."""
     inputs = [(2.0, 1.1, 10, 100), (5.0, 0.6, 8, 128), (0.09, 0.05, 16, 512), (1.5, 1.4, 32, 64)]
+    inputs += drawn_inputs(seed, "noise_scale_from_norms", _draw_norms)
     cases = [(args, simple_noise_scale(*args)) for args in inputs]
 
     def hint(args, expected, got):
@@ -79,8 +83,8 @@ def noise_scale_from_norms(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="noise_scale_from_norms", hint=hint)
 
 
-@graded
-def batch_then_lr_schedule(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.batching.schedules:grow_batch_then_decay",))
+def batch_then_lr_schedule(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(epoch, base_batch, base_lr, milestones, factor, max_batch) ->
     (batch, lr)``: Smith et al.'s (2018) schedule that grows the batch ``factor`` times at each
     milestone while it fits in ``max_batch`` and decays the learning rate by ``factor`` once it
@@ -89,6 +93,7 @@ def batch_then_lr_schedule(fn: Any) -> Check:
               (4, 32, 0.1, [2, 4, 6], 4, 512), (5, 32, 0.1, [2, 4, 6], 4, 512),
               (7, 32, 0.1, [2, 4, 6], 4, 512), (3, 64, 0.05, [1, 2, 3], 2, 128),
               (9, 16, 0.2, [3, 6], 5, 16), (1, 16, 0.2, [3, 6], 5, 1000)]
+    inputs += drawn_inputs(seed, "batch_then_lr_schedule", _draw_batch_schedule)
     cases = [(args, grow_batch_then_decay(*args)) for args in inputs]
 
     def hint(args, expected, got):
@@ -111,3 +116,26 @@ def batch_then_lr_schedule(fn: Any) -> Check:
         return None
 
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="batch_then_lr_schedule", hint=hint)
+
+
+# --- inputs drawn at grade time -----------------------------------------------------------------
+
+def _draw_warmup(rng) -> tuple:
+    warmup = rng.choice([0, rng.randint(1, 200)])
+    base_batch = rng.choice([16, 32, 64, 128, 256])
+    return (rng.randint(0, 2 * warmup + 10), round(rng.uniform(0.001, 0.5), 4), base_batch,
+            base_batch * rng.choice([1, 2, 3, 4, 8, 16]), warmup)
+
+
+def _draw_norms(rng) -> tuple:
+    small = rng.choice([4, 8, 16, 32])
+    big = small * rng.choice([2, 4, 8, 16])
+    g2, trace = round(rng.uniform(0.05, 3.0), 3), round(rng.uniform(0.5, 50.0), 2)
+    return (g2 + trace / small, g2 + trace / big, small, big)
+
+
+def _draw_batch_schedule(rng) -> tuple:
+    milestones = sorted(rng.sample(range(1, 11), rng.randint(1, 3)))
+    factor, base = rng.randint(2, 5), rng.choice([8, 16, 32, 64])
+    return (rng.randint(0, 12), base, round(rng.uniform(0.01, 0.5), 3), milestones, factor,
+            base * factor ** rng.randint(0, 3))

@@ -7,7 +7,7 @@ from typing import Any
 
 from greenlab.base.units import plain_number
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, check_function, graded, is_placeholder, number_or_none)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, check_function, drawn_inputs, graded, is_placeholder, number_or_none)
 from greenlab.course.recipes import one_cycle as reference_one_cycle
 from greenlab.training.loop import TrainConfig
 
@@ -57,13 +57,14 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
                   + (" (energy is an estimate)" if result.estimated else "")])
 
 
-@graded
-def one_cycle(fn: Any) -> Check:
+@graded(reference=("greenlab.course.recipes:one_cycle",))
+def one_cycle(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(step, total_steps, warmup_steps) -> multiplier`` against
     ``gl.recipes.one_cycle``: a linear rise to 1 over the warm-up steps ((step + 1) / warmup at
     step < warmup), then a linear fall to 0 at ``total_steps``."""
     inputs = [(0, 10, 4), (1, 10, 4), (3, 10, 4), (4, 10, 4), (7, 10, 4), (10, 10, 4), (12, 10, 4),
               (0, 5, 0), (2, 5, 0), (0, 8, 1), (5, 8, 1)]
+    inputs += drawn_inputs(seed, "one_cycle", _draw_one_cycle)
     cases = [(args, reference_one_cycle(*args)) for args in inputs]
 
     def hint(args, expected, got):
@@ -82,3 +83,8 @@ def one_cycle(fn: Any) -> Check:
         return None
 
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="one_cycle", hint=hint)
+
+
+def _draw_one_cycle(rng) -> tuple:
+    total = rng.randint(2, 60)
+    return (rng.randint(0, total + 3), total, rng.randint(0, total // 2))

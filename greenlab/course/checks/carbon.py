@@ -40,7 +40,7 @@ def co2e_grams(fn: Any, seed: int | None = None) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="co2e_grams", hint=hint)
 
 
-@graded
+@graded(reference=("greenlab.impact.scheduling:best_window", "greenlab.impact.scheduling:window_means",))
 def best_start_hour(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(values, hours_needed) -> start hour`` with the lowest mean
     intensity over a contiguous window (no wrap past the end; ties: earliest hour); with
@@ -69,7 +69,7 @@ def best_start_hour(fn: Any, seed: int | None = None) -> Check:
     return check_function(fn, cases, name="best_start_hour", hint=hint)
 
 
-@graded
+@graded(reference=("greenlab.impact.scheduling:schedule_jobs",))
 def schedule_jobs(fn: Any) -> Check:
     """Check a learner's ``fn(values, jobs) -> {name: sorted hours or None}`` against
     ``gl.scheduling.schedule_jobs``: one machine, earliest deadline first, each job in the

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED, Check, _not_a_function, _sorted_indices, check_function, graded, is_placeholder, variant_hint)
+    FAILED, Check, _not_a_function, _sorted_indices, check_function, drawn_inputs, graded, is_placeholder,
+    variant_hint)
 from greenlab.techniques import cluster, tuning
 
 
-@graded
+@graded(reference=("greenlab.techniques.cluster:easy_backfill",))
 def easy_backfill(fn: Any) -> Check:
     """Check a learner's EASY-backfilling policy ``fn(state) -> jobs to start now`` against
     ``gl.cluster.easy_backfill`` on small cluster states, then on a whole simulated trace."""
@@ -57,8 +58,8 @@ def easy_backfill(fn: Any) -> Check:
                                        "gl.cluster.easy_backfill.")
 
 
-@graded
-def promote(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.tuning:promote",))
+def promote(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's successive-halving rule ``fn(scores, eta) -> indices kept`` against
     ``gl.tuning.promote``: the top ``max(1, n // eta)`` scores, ties with the last one kept."""
     inputs = [
@@ -68,7 +69,8 @@ def promote(fn: Any) -> Check:
         ([0.8, 0.6, 0.6, 0.1, 0.0, 0.2], 3),
         ([0.3, 0.1, 0.4, 0.2], 2),
         ([0.7], 4),
-    ]
+    ] + drawn_inputs(seed, "promote", lambda rng: ([round(rng.random(), 2) for _ in range(rng.randint(1, 12))],
+                                                   rng.randint(2, 4)))
     cases = [(args, tuning.promote(*args)) for args in inputs]
     label = "promote"
 

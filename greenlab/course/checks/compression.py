@@ -6,12 +6,12 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, graded, is_placeholder, number_or_none)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, drawn_inputs, graded, is_placeholder, number_or_none)
 from greenlab.techniques import compress
 
 
 @graded
-def tensor_sparsity(fn: Any) -> Check:
+def tensor_sparsity(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(tensor) -> fraction (0..1) of entries that are exactly zero``."""
     import torch
 
@@ -22,6 +22,10 @@ def tensor_sparsity(fn: Any) -> Check:
         (torch.zeros(2, 2, 3), 1.0),
         (torch.tensor([[1e-8, 0.0], [-0.0, 4.0]]), 0.5),
     ]
+    for shape, zeros in drawn_inputs(seed, "tensor_sparsity", _draw_sparse):
+        t = torch.arange(1, math.prod(shape) + 1, dtype=torch.float32)
+        t[torch.tensor(zeros, dtype=torch.long)] = 0.0
+        cases.append((t.reshape(shape), len(zeros) / math.prod(shape)))
 
     def hint(args, expected, got):
         (t,) = args
@@ -107,7 +111,7 @@ def _run_cases(label: str, fn: Any, cases: list, judge) -> Check:
     return Check(label, PASSED, f"all {len(cases)} test inputs give the expected result.")
 
 
-@graded
+@graded(reference=("greenlab.techniques.compress:fine_grained_prune",))
 def fine_grained_prune(fn: Any) -> Check:
     """Check a learner's ``fn(weight, sparsity) -> (pruned, mask)``: exactly
     ``round(sparsity * numel)`` entries zeroed, those of smallest |w| (ties may go either way),
@@ -163,7 +167,7 @@ def fine_grained_prune(fn: Any) -> Check:
     return verdict or _run_cases("fine_grained_prune", guarded, cases, judge)
 
 
-@graded
+@graded(reference=("greenlab.techniques.compress:channel_prune",))
 def channel_prune(fn: Any) -> Check:
     """Check a learner's ``fn(conv, next_layer, keep) -> (new_conv, new_next, kept)``: the
     ``keep`` filters of largest L1 norm are kept (sorted indices), with their biases; the next
@@ -230,7 +234,10 @@ def channel_prune(fn: Any) -> Check:
     return _run_cases("channel_prune", fn, cases, judge)
 
 
-@graded
+@graded(reference=(
+    "greenlab.techniques.compress:linear_quantize",
+    "greenlab.techniques.compress:dequantize",
+))
 def linear_quantize(fn: Any, dequantize_fn: Any = None) -> Check:
     """Check a learner's ``fn(w, bits, per_channel) -> (q, scale, zero_point)`` (signed integers,
     asymmetric, range [min(w,0), max(w,0)]) against ``gl.compress.linear_quantize`` (torch's
@@ -292,7 +299,7 @@ def linear_quantize(fn: Any, dequantize_fn: Any = None) -> Check:
     return verdict or _run_cases("linear_quantize", fn, cases, judge)
 
 
-@graded
+@graded(reference=("greenlab.techniques.compress:distillation_loss",))
 def distillation_loss(fn: Any) -> Check:
     """Check a learner's ``fn(student_logits, teacher_logits, targets, temperature, alpha)``
     against ``gl.compress.distillation_loss`` (Hinton et al., 2015), value and gradient."""
@@ -332,7 +339,7 @@ def distillation_loss(fn: Any) -> Check:
     return _run_cases("distillation_loss", fn, cases, judge)
 
 
-@graded
+@graded(reference=("greenlab.techniques.compress:fake_quantize",))
 def fake_quantize(fn: Any) -> Check:
     """Check a learner's ``fn(weight, bits) -> tensor`` for quantisation-aware training: the
     forward value is the weight rounded onto the per-tensor integer grid and back (as
@@ -376,3 +383,8 @@ def fake_quantize(fn: Any) -> Check:
         return None
 
     return _run_cases("fake_quantize", fn, cases, judge)
+
+
+def _draw_sparse(rng) -> tuple:
+    shape = tuple(rng.randint(1, 6) for _ in range(rng.randint(1, 3)))
+    return shape, rng.sample(range(math.prod(shape)), rng.randint(0, math.prod(shape)))

@@ -16,11 +16,16 @@ exercise's name::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import html
 import inspect
 import math
+import os
+import sys
+import sysconfig
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -179,31 +184,147 @@ def library_answer(answer: Any) -> str | None:
     return None
 
 
-def graded(checker: Callable[..., Check] | None = None, *, code: bool = True):
+def graded(checker: Callable[..., Check] | None = None, *, code: bool = True, reference: Sequence[str] = ()):
     """Decorate a public checker so that it refuses the library's own implementation (see
-    :func:`library_answer`) as any positional argument, with the reason, before it checks anything.
-    Every ``gl.check.NAME`` is decorated, so the refusal lives in this one place;
-    ``@graded(code=False)`` marks a checker whose answer is a value, not code (a measurement,
-    a statement), which is never refused for being a library object. The undecorated checker
-    stays reachable as ``__wrapped__`` (tests check that the library passes its own checker)."""
+    :func:`library_answer`) as any positional argument, with the reason, before it checks anything,
+    and so that the library's ``reference`` (``"module:qualname"`` names of the functions and
+    classes the exercise asks the learner to write) cannot be used from the learner's code while
+    the checker runs (see :func:`withheld`): a thin wrapper, a lambda or a class that calls the
+    reference gets no points either. Every ``gl.check.NAME`` is decorated, so both refusals live
+    in this one place; ``@graded(code=False)`` marks a checker whose answer is a value, not code (a
+    measurement, a statement), which is never refused for being a library object. The undecorated
+    checker stays reachable as ``__wrapped__`` (tests check that the library passes its own checker)."""
     if checker is None:
-        return functools.partial(graded, code=code)
+        return functools.partial(graded, code=code, reference=reference)
     try:
         params = inspect.signature(checker).parameters
     except (TypeError, ValueError):
         params = {}
+    reference = tuple(reference)
 
     @functools.wraps(checker)
-    def check(*args: Any, **kwargs: Any) -> Check:
+    def _graded_check(*args: Any, **kwargs: Any) -> Check:  # its frames mark where a checker's own code begins
         for answer in args if code else ():  # linear_quantize takes two functions: both are the learner's
             reason = library_answer(answer)
             if reason is not None:
                 return Check(checker.__name__, FAILED, "refused: the library's implementation is not your work.",
                              [reason])
-        return checker(*args, **kwargs)
+        with withheld(reference) as called:
+            verdict = checker(*args, **kwargs)
+        if called:
+            return Check(checker.__name__, FAILED, "refused: your answer calls the library's implementation.",
+                         [_withheld_message(name) for name in dict.fromkeys(called)])
+        return verdict
 
-    check.draws_cases = "seed" in params  # True when it can draw random cases from a seed (grade time)
-    return check
+    _graded_check.draws_cases = "seed" in params  # True when it can draw random cases from a seed (grade time)
+    _graded_check.reference = reference
+    return _graded_check
+
+
+class LibraryWithheld(RuntimeError):
+    """Raised when the learner's answer calls the library's own implementation of the exercise
+    while a checker runs."""
+
+
+# Module maps (name -> module) besides ``sys.modules`` whose copies of the references are withheld
+# too: at grade time ``greenlab.course.grading`` imports the checkers afresh and adds the copies the
+# learner's kernel holds, which are the ones the learner's code calls.
+HELD_COPIES: list = []
+_WITHHELD: dict = {}  # stand-in code object -> (the function as it was, the reference's name, calls list)
+
+
+@contextlib.contextmanager
+def withheld(reference: Sequence[str]):
+    """Inside the block, every function named in ``reference`` (``"module:qualname"``; for a
+    class, the methods it defines), in ``sys.modules`` and in :data:`HELD_COPIES`, raises
+    :class:`LibraryWithheld` when called from code outside the library (the learner's) that runs
+    under a graded checker, and runs as before when the library or the checker calls it. The
+    function objects keep their identity (their code is swapped and restored after), so a name
+    the learner bound before the check is withheld too. Yields the list of references the
+    learner's code called."""
+    called: list[str] = []
+    swapped = []
+    try:
+        for name in reference:
+            for fn in _functions_named(name):
+                if any(fn is f for f, _ in swapped):
+                    continue
+                original = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                                              fn.__closure__)
+                original.__kwdefaults__ = fn.__kwdefaults__
+                stand_in = _stand_in.__code__.replace(co_name=fn.__code__.co_name,
+                                                      co_qualname=fn.__code__.co_qualname)
+                _WITHHELD[stand_in] = (original, name, called)
+                swapped.append((fn, fn.__code__))
+                fn.__code__ = stand_in
+        yield called
+    finally:
+        for fn, saved in swapped:
+            _WITHHELD.pop(fn.__code__, None)
+            fn.__code__ = saved
+
+
+def _stand_in(*args, **kwargs):
+    # Runs as the code of a withheld function, with that function's module globals: it reaches
+    # this module through sys.modules, by name.
+    import sys
+    return sys.modules["greenlab.course.checks.core"]._call_withheld(sys._getframe(), args, kwargs)
+
+
+def _call_withheld(frame, args, kwargs):
+    original, name, called = _WITHHELD[frame.f_code]
+    caller = frame.f_back
+    while caller is not None and not _is_checker_frame(caller):
+        if _is_learners(caller.f_code.co_filename):
+            called.append(name)
+            raise LibraryWithheld(_withheld_message(name))
+        caller = caller.f_back
+    return original(*args, **kwargs)
+
+
+def _withheld_message(name: str) -> str:
+    return (f"the library's own {name.replace(':', '.')} was called from your answer: a graded exercise "
+            "counts only code you wrote. Write the technique yourself (you may use torch).")
+
+
+def _functions_named(name: str) -> list:
+    """The plain functions behind ``"module:qualname"`` in every module map: the function itself
+    (the innermost one a decorator wraps), or the functions a class defines."""
+    module_name, _, qualname = name.partition(":")
+    found = []
+    for modules in [sys.modules, *HELD_COPIES]:
+        obj = modules.get(module_name)
+        for part in qualname.split(".") if obj is not None else ():
+            obj = getattr(obj, part, None)
+        if obj is None:
+            continue
+        members = [v for v in vars(obj).values()] if inspect.isclass(obj) else [obj]
+        for member in members:
+            member = getattr(member, "__func__", member)  # a staticmethod or classmethod
+            while inspect.isfunction(member) and member.__closure__ and inspect.isfunction(
+                    getattr(member, "__wrapped__", None)):
+                member = member.__wrapped__
+            if inspect.isfunction(member) and not member.__closure__ and _in_library(member):
+                found.append(member)
+    return found
+
+
+_THIS_FILE = __file__
+_LIBRARY_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_NEUTRAL_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for key, p in sysconfig.get_paths().items()
+                              if key in ("stdlib", "platstdlib", "purelib", "platlib")} | {_LIBRARY_DIR + os.sep}))
+
+
+def _is_checker_frame(frame) -> bool:
+    return frame.f_code.co_name == "_graded_check" and frame.f_code.co_filename == _THIS_FILE
+
+
+def _is_learners(filename: str) -> bool:
+    """True for code that is neither the library's, Python's own nor an installed package's: the
+    learner's cells (and anything else they defined)."""
+    if filename.startswith("<frozen"):
+        return False
+    return not os.path.abspath(filename).startswith(_NEUTRAL_DIRS) if not filename.startswith("<") else True
 
 
 def drawn(seed: int | None, stream: str):
@@ -214,6 +335,13 @@ def drawn(seed: int | None, stream: str):
     if seed is None:
         return None
     return random.Random(f"{int(seed)}:{stream}")
+
+
+def drawn_inputs(seed: int | None, stream: str, make: Callable[[Any], tuple], count: int = 4) -> list:
+    """``count`` more inputs for a checker, each made by ``make(rng)`` from :func:`drawn` (none
+    without a seed): grade time adds them to the visible ones, so an answer fitted to those fails."""
+    rng = drawn(seed, stream)
+    return [make(rng) for _ in range(count)] if rng is not None else []
 
 
 def _mro(klass: type) -> tuple:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _sorted_indices, check_function, graded, is_placeholder, variant_hint)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _sorted_indices, check_function, drawn_inputs, graded, is_placeholder,
+    variant_hint)
 from greenlab.techniques.stopping import should_stop
 
 
-@graded
-def most_uncertain(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.active:most_uncertain",))
+def most_uncertain(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(probs, k) -> indices`` of the ``k`` samples the model is least sure
     of: the lowest top-class probability. ``probs`` is a float tensor (N, classes) whose rows sum
     to 1; any order of the returned indices is accepted (list, tuple or tensor of ints)."""
@@ -23,6 +24,9 @@ def most_uncertain(fn: Any) -> Check:
         ((torch.tensor([[0.7, 0.2, 0.1], [0.2, 0.2, 0.6], [0.05, 0.9, 0.05]]), 3), [0, 1, 2]),
         ((torch.tensor([[0.7, 0.3], [0.55, 0.45]]), 0), []),
     ]
+    for probs, k in drawn_inputs(seed, "most_uncertain", _draw_probs):
+        top = torch.tensor(probs).max(dim=1).values
+        cases.append(((torch.tensor(probs), k), sorted(top.argsort()[:k].tolist())))
 
     def as_sorted_indices(probs, k):
         return _sorted_indices(fn(probs, k))
@@ -42,8 +46,8 @@ def most_uncertain(fn: Any) -> Check:
     return check_function(as_sorted_indices, cases, name="most_uncertain", hint=hint)
 
 
-@graded
-def early_stopping(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.stopping:should_stop",))
+def early_stopping(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(accuracies, patience, min_delta) -> bool`` against
     ``gl.stopping.should_stop``: stop once ``patience`` evaluations in a row failed to beat the
     best so far by more than ``min_delta`` (the first evaluation sets the best)."""
@@ -58,7 +62,7 @@ def early_stopping(fn: Any) -> Check:
         ([0.4], 1, 0.0),
         ([], 1, 0.0),
         ([0.5, 0.515, 0.52, 0.525, 0.53], 3, 0.01),
-    ]
+    ] + drawn_inputs(seed, "early_stopping", _draw_accuracies)
     cases = [(args, should_stop(*args)) for args in inputs]
 
     def ignores_min_delta(accs, patience, min_delta):
@@ -95,7 +99,7 @@ def early_stopping(fn: Any) -> Check:
     return check_function(fn, cases, name="early_stopping", hint=variant_hint(wrong))
 
 
-@graded
+@graded(reference=("greenlab.techniques.prefetch:prefetch",))
 def prefetch_loader(fn: Any) -> Check:
     """Check a learner's ``fn(batches, depth) -> iterator``: the same items in the same order,
     the next item loaded before it is asked for, at most ``depth`` loaded items waiting, and an
@@ -184,3 +188,20 @@ def prefetch_loader(fn: Any) -> Check:
     if problems:
         return Check(name, FAILED, f"{len(problems)} problem(s).", problems)
     return Check(name, PASSED, "same batches in order, loaded ahead within depth, errors reach the consumer.")
+
+
+def _draw_accuracies(rng) -> tuple:
+    # accuracies to 2 decimals and a min_delta that is no multiple of 0.01: no float tie decides a case
+    return ([round(rng.uniform(0.3, 0.9), 2) for _ in range(rng.randint(0, 8))], rng.randint(1, 3),
+            rng.choice([0.0, 0.005, 0.015]))
+
+
+def _draw_probs(rng) -> tuple:
+    # distinct top-class probabilities: no tie decides which k are the least sure
+    n, classes = rng.randint(2, 8), rng.randint(2, 4)
+    rows = []
+    for top in rng.sample(range(100 // classes + 1, 100), n):
+        row = [(100 - top) / 100 / (classes - 1)] * (classes - 1)
+        row.insert(rng.randrange(classes), top / 100)
+        rows.append(row)
+    return rows, rng.randint(0, n)

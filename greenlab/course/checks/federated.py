@@ -8,12 +8,13 @@ from typing import Any
 import torch
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _short, check_function, drawn, graded, variant_hint)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _short, check_function, drawn, drawn_inputs, graded,
+    variant_hint)
 from greenlab.techniques import federated
 from greenlab.techniques.federated import fedavg
 
 
-@graded
+@graded(reference=("greenlab.techniques.federated:fedavg",))
 def fedavg_aggregate(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(states, sample_counts) -> state dict``: FedAvg's weighted average
     of every tensor (parameters and buffers), weights n_k / n, against
@@ -60,8 +61,8 @@ def fedavg_aggregate(fn: Any, seed: int | None = None) -> Check:
     return Check(name, PASSED, f"all {len(cases)} test inputs give the expected result.")
 
 
-@graded
-def round_bytes(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.federated:round_bytes",))
+def round_bytes(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(state, n_clients) -> bytes`` one FedAvg round sends: every client
     downloads the global model and uploads its own, every tensor counted as elements x bytes each."""
     def state(*tensors):
@@ -74,7 +75,7 @@ def round_bytes(fn: Any) -> Check:
         (state(torch.zeros(8, 4), torch.zeros(8), torch.zeros(8), torch.ones(8), torch.tensor(3)), 10),
         (state(torch.zeros(3, 3, dtype=torch.float64)), 1),
         (state(torch.zeros(5)), 0),
-    ]
+    ] + drawn_inputs(seed, "round_bytes", _draw_state)
     cases = [(args, federated.round_bytes(*args)) for args in inputs]
 
     def one_way(s, n):
@@ -192,3 +193,13 @@ def _state_problem(got, expected) -> str | None:
         if not diff <= 1e-5 * (1 + want.double().abs().max().item()):
             return f"{key}: values differ from FedAvg's by up to {diff:.3g}."
     return None
+
+
+def _draw_state(rng) -> tuple:
+    dtype = rng.choice([torch.float32, torch.float16, torch.bfloat16, torch.float64])
+    out, inp = rng.randint(1, 9), rng.randint(1, 9)
+    shapes = {"weight": (out, inp), "bias": (out,), "running_mean": (out,), "running_var": (out,),
+              "num_batches_tracked": ()}
+    state = {name: torch.zeros(shape, dtype=torch.long if name == "num_batches_tracked" else dtype)
+             for name, shape in list(shapes.items())[:rng.randint(1, 5)]}
+    return (state, rng.randint(0, 12))

@@ -6,17 +6,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import Check, check_function, graded, number_or_none
+from greenlab.course.checks.core import Check, check_function, drawn_inputs, graded, number_or_none
 from greenlab.techniques.lm.sharding import zero_bytes_per_rank as reference_zero_bytes
 
 
-@graded
-def zero_bytes_per_rank(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.lm.sharding:zero_bytes_per_rank",))
+def zero_bytes_per_rank(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(n_params, world_size, stage) -> bytes`` one data-parallel rank holds
     for parameters, gradients and AdamW state in fp32 (4 + 4 + 8 bytes per parameter) under ZeRO
     ``stage`` 0-3 (``greenlab.techniques.lm.sharding.zero_bytes_per_rank``'s total)."""
     inputs = [(1000, 1, 0), (1000, 4, 0), (1000, 4, 1), (1000, 4, 2), (1000, 4, 3),
               (1_000_000, 8, 1), (1_000_000, 8, 2), (1_000_000, 8, 3), (4096, 2, 3)]
+    inputs += drawn_inputs(seed, "zero_bytes_per_rank", _draw_sharding)
     cases = [(args, reference_zero_bytes(*args)["total"]) for args in inputs]
 
     def hint(args, expected, got):
@@ -40,10 +41,12 @@ def zero_bytes_per_rank(fn: Any) -> Check:
 
 
 @graded
-def lora_trainable_params(fn: Any) -> Check:
+def lora_trainable_params(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(in_features, out_features, rank) -> trainable parameters`` that LoRA
     adds beside one frozen linear layer: A (rank x in) and B (out x rank)."""
     inputs = [(64, 192, 4), (64, 64, 1), (256, 64, 8), (1024, 4096, 16)]
+    inputs += drawn_inputs(seed, "lora_trainable_params",
+                           lambda rng: (rng.randint(1, 4096), rng.randint(1, 4096), rng.choice([1, 2, 4, 8, 16, 32])))
     cases = [(args, args[2] * (args[0] + args[1])) for args in inputs]
 
     def hint(args, expected, got):
@@ -59,3 +62,9 @@ def lora_trainable_params(fn: Any) -> Check:
         return None
 
     return check_function(fn, cases, rtol=0, atol=0.5, name="lora_trainable_params", hint=hint)
+
+
+def _draw_sharding(rng) -> tuple:
+    # parameters that split evenly over the ranks, as in the visible cases: rounding a shard is no part of it
+    world = rng.choice([1, 2, 4, 8, 16, 64])
+    return (world * rng.randint(1, 10 ** 6), world, rng.randint(0, 3))

@@ -17,13 +17,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, graded, is_placeholder, number_or_none)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, drawn_inputs, graded, is_placeholder,
+    number_or_none)
 from greenlab.techniques.lm.gpt import TinyGPT
 from greenlab.techniques.lm.lora import LoRALinear
 from greenlab.techniques.lm.serving import prefill
 
 
-@graded
+@graded(reference=("greenlab.techniques.lm.lora:LoRALinear",))
 def lora_linear(cls: Any) -> Check:
     """Check a learner's LoRA layer class, called as ``cls(base, rank, alpha)`` on a frozen
     ``nn.Linear`` ``base``: parameters ``A`` (rank x in) and ``B`` (out x rank) with B zero at the
@@ -109,7 +110,7 @@ def _decode(model, token, cache, offset=True, use_cache=True, causal=False):
     return model.head(model.ln(x))
 
 
-@graded
+@graded(reference=("greenlab.techniques.lm.serving:decode_step",))
 def kv_decode_step(fn: Any) -> Check:
     """Check ``fn(model, token, cache) -> (logits, cache)``: one KV-cache decoding step of a
     ``greenlab.techniques.lm.gpt.TinyGPT`` (``greenlab.techniques.lm.serving.decode_step``). On a 2-layer model over 8
@@ -170,7 +171,7 @@ def kv_decode_step(fn: Any) -> Check:
                                 "positions, with a cache that grows by one position per step.")
 
 
-@graded
+@graded(reference=("greenlab.techniques.lm.serving:quantize_int8_per_channel",))
 def int8_per_channel(fn: Any) -> Check:
     """Check ``fn(weight) -> (q, scale)``: symmetric int8 with one scale per output channel (row)
     of a (out, in) weight, scale = max |w| / 127.5 (PyTorch's per-channel symmetric observer and
@@ -246,11 +247,14 @@ def _int8_problem(w: torch.Tensor, result) -> str | None:
     return "the values differ from round(w / scale), clamped to [-128, 127]."
 
 
-@graded
-def kv_cache_bytes(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.lm.serving:kv_cache_bytes",))
+def kv_cache_bytes(fn: Any, seed: int | None = None) -> Check:
     """Check ``fn(n_layers, n_kv_heads, head_dim, batch_size, context, bytes_per_value) -> bytes``
     of a full KV cache: keys and values (2) for every layer, key/value head, position and sequence."""
     inputs = [(2, 4, 16, 1, 96, 4), (2, 4, 16, 8, 96, 4), (32, 8, 128, 4, 8192, 2), (80, 8, 128, 1, 4096, 1)]
+    inputs += drawn_inputs(seed, "kv_cache_bytes", lambda rng: (
+        rng.randint(1, 48), rng.choice([1, 2, 4, 8]), rng.choice([32, 64, 128]), rng.randint(1, 16),
+        rng.randint(16, 8192), rng.choice([1, 2, 4])))
     cases = [(args, 2 * math.prod(args)) for args in inputs]
 
     def hint(args, expected, got):

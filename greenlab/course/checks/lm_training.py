@@ -17,13 +17,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, graded, is_placeholder, number_or_none)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, check_function, drawn_inputs, graded, is_placeholder,
+    number_or_none)
 from greenlab.techniques.lm.gpt import Block, checkpoint_blocks as reference_checkpoint_blocks
 from greenlab.techniques.lm.sharding import rank_optimizers
 from greenlab.training.memory import saved_for_backward
 
 
-@graded
+@graded(reference=("greenlab.techniques.lm.gpt:causal_attention",))
 def causal_attention(fn: Any) -> Check:
     """Check ``fn(q, k, v) -> output`` for (batch, heads, seq, head_dim) tensors against
     ``torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)``."""
@@ -73,7 +74,7 @@ class _Runner(nn.Module):
         return self.fn(self.blocks, x, self.segment)
 
 
-@graded
+@graded(reference=("greenlab.techniques.lm.gpt:checkpoint_blocks",))
 def checkpoint_blocks(fn: Any) -> Check:
     """Check ``fn(blocks, x, segment) -> output``: run ``blocks`` (an ``nn.ModuleList``) on ``x``,
     checkpointing runs of ``segment`` consecutive blocks with ``torch.utils.checkpoint``. Passes
@@ -146,7 +147,7 @@ def checkpoint_blocks(fn: Any) -> Check:
                                 "(the same saved bytes as the library's) for segments of 1, 2 and 4 blocks.")
 
 
-@graded
+@graded(reference=("greenlab.techniques.lm.sharding:zero1_step",))
 def zero1_step(fn: Any) -> Check:
     """Check ``fn(flat_params, rank_grads, optimizers)``: one simulated ZeRO-1 step in place
     (``greenlab.techniques.lm.sharding.zero1_step``). Passes when three steps give the parameters of one plain
@@ -221,11 +222,12 @@ def _zero1_hint(start, got, steps, world) -> str:
 
 
 @graded
-def activation_bytes_per_layer(fn: Any) -> Check:
+def activation_bytes_per_layer(fn: Any, seed: int | None = None) -> Check:
     """Check ``fn(seq_len, batch_size, hidden, heads) -> bytes`` of activations one transformer
     layer stores for the backward pass, by Korthikanti et al. (2022, eq. 1): s b h (34 + 5 a s / h),
     16-bit activations with 1-byte dropout masks, no recomputation, no tensor parallelism."""
     inputs = [(64, 16, 64, 4), (2048, 1, 4096, 32), (128, 8, 256, 8), (1, 1, 8, 1)]
+    inputs += drawn_inputs(seed, "activation_bytes_per_layer", _draw_layer)
     cases = [((s, b, h, a), s * b * h * (34 + 5 * a * s / h)) for s, b, h, a in inputs]
 
     def hint(args, expected, got):
@@ -244,3 +246,8 @@ def activation_bytes_per_layer(fn: Any) -> Check:
         return None
 
     return check_function(fn, cases, rtol=1e-9, atol=0.5, name="activation_bytes_per_layer", hint=hint)
+
+
+def _draw_layer(rng) -> tuple:
+    heads = rng.choice([1, 2, 4, 8, 16])
+    return (rng.randint(1, 4096), rng.randint(1, 16), heads * rng.choice([8, 16, 32, 64]), heads)

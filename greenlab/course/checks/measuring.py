@@ -7,12 +7,12 @@ from typing import Any
 
 from greenlab.base.units import plain_number
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, check_function, graded, is_placeholder, number_or_none)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, check_function, drawn_inputs, graded, is_placeholder, number_or_none)
 from greenlab.energy.rapl import unwrap_delta
 
 
 @graded
-def joules_per_gflop(fn: Any) -> Check:
+def joules_per_gflop(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(joules, flops) -> joules per GFLOP`` (1 GFLOP = 1e9 FLOP)."""
     cases = [
         ((100.0, 2e9), 50.0),
@@ -20,6 +20,8 @@ def joules_per_gflop(fn: Any) -> Check:
         ((3.6e6, 1e12), 3600.0),
         ((0.25, 5e8), 0.5),
     ]
+    cases += [((j, f), j / (f / 1e9)) for j, f in drawn_inputs(seed, "joules_per_gflop", lambda rng: (
+        round(rng.uniform(0.01, 5000.0), 3), rng.choice([1e8, 5e8, 1e9, 3e9, 2e12]) * rng.randint(1, 9)))]
 
     def hint(args, expected, got):
         try:
@@ -95,8 +97,8 @@ def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energ
     return Check(name, PASSED, f"{plain_number(joules, 4)} J over {plain_number(seconds)} s from {sources}.")
 
 
-@graded
-def counter_joules(fn: Any) -> Check:
+@graded(reference=("greenlab.energy.rapl:unwrap_delta",))
+def counter_joules(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(before_uj, after_uj, max_range_uj) -> joules``: the energy between
     two reads of a RAPL-style counter in microjoules that wraps to zero after ``max_range_uj``
     (``/sys/class/powercap/.../max_energy_range_uj``), allowing for one wrap. Expected values
@@ -104,6 +106,7 @@ def counter_joules(fn: Any) -> Check:
     max_range = 262_143_328_850  # a package domain's range on many Intel CPUs (about 262 kJ)
     inputs = [(1_000_000, 6_000_000, max_range), (max_range - 2_000_000, 3_000_000, max_range),
               (5, 5, 1000), (900, 100, 1000), (0, 999, 1000)]
+    inputs += drawn_inputs(seed, "counter_joules", _draw_counter)
     cases = [(args, unwrap_delta(*args) / 1e6) for args in inputs]
 
     def hint(args, expected, got):
@@ -183,3 +186,8 @@ def _power_reference(times_s, watts, max_gap_s):
         joules += float(torch.trapezoid(w[start:g + 1], t[start:g + 1]))
         start = g + 1
     return joules, float(dt[dt > max_gap_s].sum())
+
+
+def _draw_counter(rng) -> tuple:
+    max_range = rng.choice([1000, 65_532_610_987, 262_143_328_850])
+    return (rng.randrange(max_range), rng.randrange(max_range), max_range)

@@ -5,18 +5,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greenlab.course.checks.core import Check, check_function, graded, variant_hint
+from greenlab.course.checks.core import Check, check_function, drawn_inputs, graded, variant_hint
 from greenlab.techniques import preemption
 from greenlab.techniques.monitoring import alert_times
 
 _INTERVAL_INPUTS = [(0.07, 1.0), (30.0, 36000.0), (1.0, 2.0), (0.5, 100.0), (5.0, 4.0), (10.0, 3.0)]
 
 
-@graded
-def young_interval(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.preemption:young_interval",))
+def young_interval(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(checkpoint_s, mtbf_s) -> seconds`` against Young's (1974) optimum,
     ``sqrt(2 * checkpoint_s * mtbf_s)``."""
-    cases = [(args, preemption.young_interval(*args)) for args in _INTERVAL_INPUTS[:4]]
+    inputs = _INTERVAL_INPUTS[:4] + drawn_inputs(seed, "young_interval", _draw_interval)
+    cases = [(args, preemption.young_interval(*args)) for args in inputs]
     wrong = [
         (lambda d, m: math.sqrt(d * m), "Young's interval has a factor 2 under the root: sqrt(2 * d * M)."),
         (lambda d, m: math.sqrt(2 * d / m), "multiply the checkpoint cost by the mean time between failures, "
@@ -28,11 +29,12 @@ def young_interval(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-6, name="young_interval", hint=variant_hint(wrong))
 
 
-@graded
-def daly_interval(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.preemption:daly_interval",))
+def daly_interval(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(checkpoint_s, mtbf_s) -> seconds`` against Daly's (2006)
     higher-order optimum (``gl.preemption.daly_interval``), including its ``d >= 2M`` case."""
-    cases = [(args, preemption.daly_interval(*args)) for args in _INTERVAL_INPUTS]
+    inputs = _INTERVAL_INPUTS + drawn_inputs(seed, "daly_interval", _draw_interval)
+    cases = [(args, preemption.daly_interval(*args)) for args in inputs]
 
     def young(d, m):
         return math.sqrt(2 * d * m)
@@ -65,8 +67,8 @@ def daly_interval(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-6, name="daly_interval", hint=variant_hint(wrong))
 
 
-@graded
-def idle_alert(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.monitoring:alert_times",))
+def idle_alert(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(times_s, values, below, for_s) -> list of seconds`` against
     ``gl.monitoring.alert_times``: fire once per stretch of samples below ``below``, at the first
     sample at least ``for_s`` seconds into the stretch."""
@@ -80,7 +82,7 @@ def idle_alert(fn: Any) -> Check:
         ([0, 1, 2], [50, 50, 50], 10, 0),
         ([0, 1, 2, 3], [5, 50, 5, 50], 10, 0),
         ([], [], 10, 1),
-    ]
+    ] + drawn_inputs(seed, "idle_alert", _draw_samples)
     cases = [(args, alert_times(*args)) for args in inputs]
 
     def every_sample(times, values, below, for_s):
@@ -150,3 +152,15 @@ def idle_alert(fn: Any) -> Check:
         return check_function(fn, cases, name="idle_alert")
     as_list.__name__ = "idle_alert"
     return check_function(as_list, cases, name="idle_alert", hint=variant_hint(wrong))
+
+
+def _draw_interval(rng) -> tuple:
+    mtbf_s = round(rng.uniform(0.5, 50_000.0), 1)
+    # mostly a checkpoint far cheaper than M, sometimes one of at least 2 M (Daly's other case)
+    return (round(mtbf_s * rng.choice([rng.uniform(1e-4, 0.1), rng.uniform(2.0, 4.0)]), 3), mtbf_s)
+
+
+def _draw_samples(rng) -> tuple:
+    # whole seconds and watts, a threshold between them: no float tie decides a case
+    times = sorted(rng.sample(range(0, 40), rng.randint(0, 14)))
+    return (times, [rng.choice([3, 5, 8, 60, 90]) for _ in times], 10, rng.choice([0, 1, 2, 3, 5]))

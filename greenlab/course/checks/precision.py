@@ -131,7 +131,7 @@ def _amp_compare(case: str, mine: dict, ref: dict, unchanged: bool) -> str | Non
     return None
 
 
-@graded
+@graded(reference=("greenlab.techniques.numerics:fp16_flush_fractions",))
 def fp16_flush_fractions(fn: Any) -> Check:
     """Check a learner's ``fn(grads, scale) -> (flushed, subnormal)``: of the non-zero values in
     ``grads`` (fp32), multiplied by ``scale`` and cast to float16, the fraction that become 0
@@ -184,7 +184,7 @@ _SCALER_OVERFLOWS = (3, 4, 9)
 _SCALER_STEPS = 12
 
 
-@graded
+@graded(reference=("greenlab.techniques.numerics:TorchLossScaler",))
 def loss_scaler(make_scaler: Any) -> Check:
     """Check a learner's dynamic loss scaler: ``make_scaler(init_scale, growth_factor,
     backoff_factor, growth_interval)`` returns an object with a ``scale`` attribute (the current

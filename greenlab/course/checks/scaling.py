@@ -6,13 +6,14 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _short, check_function, graded, is_placeholder, number_or_none, variant_hint)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _short, check_function, drawn_inputs, graded, is_placeholder,
+    number_or_none, variant_hint)
 from greenlab.impact import scaling
 from greenlab.techniques.lm.sharding import ring_allreduce_bytes
 
 
-@graded
-def scale_out_costs(fn: Any) -> Check:
+@graded(reference=("greenlab.impact.scaling:cost_benefit",))
+def scale_out_costs(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(single_device_hours, n_devices, scaling_efficiency,
     watts_per_device, price_per_device_hour) -> (wall_hours, energy_kwh, cost_usd)``.
 
@@ -25,7 +26,9 @@ def scale_out_costs(fn: Any) -> Check:
         (40.0, 8, 0.8, 400.0, 3.0),
         (12.0, 4, 0.5, 250.0, 1.5),
         (100.0, 16, 0.9, 700.0, 0.0),
-    ]
+    ] + drawn_inputs(seed, "scale_out_costs", lambda rng: (
+        round(rng.uniform(0.5, 500.0), 1), rng.choice([1, 2, 4, 8, 16, 32]), round(rng.uniform(0.3, 1.0), 2),
+        round(rng.uniform(50.0, 1000.0)), round(rng.uniform(0.0, 5.0), 2)))
     cases = []
     for hours, n, eff, watts, price in inputs:
         r = scaling.cost_benefit(gpu_name, n, hours, eff, watts_per_device=watts,
@@ -66,7 +69,7 @@ def scale_out_costs(fn: Any) -> Check:
                  "greenlab.impact.scaling.cost_benefit.")
 
 
-@graded
+@graded(reference=("greenlab.impact.scaling:ring_all_reduce",))
 def ring_all_reduce(fn: Any) -> Check:
     """Check a learner's ``fn(tensors) -> (summed, bytes_sent)``: a ring all-reduce simulated in
     one process over one tensor per rank (reduce-scatter, then all-gather, over N chunks).
@@ -185,8 +188,8 @@ def _ring_problem(tensors, want, want_bytes, summed, sent) -> str | None:
             f"(2(N-1)/N x {bytes_total} B).")
 
 
-@graded
-def energy_per_device_hour(fn: Any) -> Check:
+@graded(reference=("greenlab.impact.scaling:fit_energy_per_device_hour",))
+def energy_per_device_hour(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(device_hours, energy) -> k``: the k of energy ~ k x device-hours, the
     least-squares slope through the origin of the learner's runs (a line through zero: no
     device-hours, no energy). Expected values come from ``torch.linalg.lstsq``."""
@@ -194,6 +197,7 @@ def energy_per_device_hour(fn: Any) -> Check:
 
     inputs = [([1.0, 2.0, 3.0], [2.0, 4.0, 6.0]), ([1.0, 2.0, 4.0], [3.0, 5.0, 13.0]),
               ([0.5, 0.5, 1.0, 2.0], [300.0, 330.0, 640.0, 1180.0]), ([2.0], [7.0])]
+    inputs += drawn_inputs(seed, "energy_per_device_hour", _draw_runs)
 
     def lstsq(xs, ys):
         x = torch.tensor(xs, dtype=torch.float64)[:, None]
@@ -224,13 +228,15 @@ def energy_per_device_hour(fn: Any) -> Check:
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="energy_per_device_hour", hint=hint)
 
 
-@graded
-def watts_per_device(fn: Any) -> Check:
+@graded(reference=("greenlab.impact.scaling:watts_per_device",))
+def watts_per_device(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(energy_kwh, n_devices, wall_hours) -> k``: the k of one job in W per
     device (Wh per device-hour) from its total energy over all devices (kWh), its device count
     and its wall-clock hours. Expected values come from
     ``greenlab.impact.scaling.watts_per_device``; the inputs are test numbers, not published figures."""
     inputs = [(4.0, 8, 2.0), (30.0, 4, 12.5), (0.9, 1, 3.0), (120.0, 16, 10.0)]
+    inputs += drawn_inputs(seed, "watts_per_device", lambda rng: (
+        round(rng.uniform(0.1, 200.0), 2), rng.randint(1, 64), round(rng.uniform(0.5, 48.0), 1)))
     cases = [(args, scaling.watts_per_device(*args)) for args in inputs]
     wrong = [
         (lambda e, n, h: n * h / (e * 1000.0),
@@ -246,3 +252,9 @@ def watts_per_device(fn: Any) -> Check:
     ]
     return check_function(fn, cases, rtol=1e-9, atol=1e-12, name="watts_per_device",
                           hint=variant_hint(wrong))
+
+
+def _draw_runs(rng) -> tuple:
+    k = rng.uniform(50.0, 800.0)
+    device_hours = [round(rng.uniform(0.1, 20.0), 2) for _ in range(rng.randint(1, 6))]
+    return (device_hours, [round(k * h * rng.uniform(0.8, 1.2), 1) for h in device_hours])

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 from greenlab.course.checks.core import (
-    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _sorted_indices, check_function, graded, is_placeholder,
-    number_or_none)
+    FAILED, NOT_ATTEMPTED, PASSED, Check, _not_a_function, _sorted_indices, check_function, drawn_inputs, graded,
+    is_placeholder, number_or_none)
 from greenlab.techniques.search import Arch, SearchSpace, grad_norm, pareto_front
 
 # Lesson 05 (architecture search) checkers: separable_conv_flops, pareto_indices,
@@ -15,13 +15,15 @@ from greenlab.techniques.search import Arch, SearchSpace, grad_norm, pareto_fron
 
 
 @graded
-def separable_conv_flops(fn: Any) -> Check:
+def separable_conv_flops(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(c_in, c_out, kernel_size, height, width) -> (standard, separable)``:
     forward FLOPs of one k x k convolution layer, stride 1, 'same' padding (the output is
     height x width), no bias, counted like PyTorch's FlopCounterMode (2 FLOPs per multiply-add).
     Standard: 2 c_in c_out k^2 H W. Depthwise-separable (depthwise k x k, then pointwise 1 x 1):
     2 c_in k^2 H W + 2 c_in c_out H W."""
     inputs = [(1, 1, 1, 1, 1), (3, 8, 3, 4, 4), (16, 32, 3, 14, 14), (8, 8, 5, 7, 7), (32, 64, 1, 2, 3)]
+    inputs += drawn_inputs(seed, "separable_conv_flops", lambda rng: (
+        rng.randint(1, 64), rng.randint(1, 128), rng.choice([1, 3, 5, 7]), rng.randint(1, 32), rng.randint(1, 32)))
     cases = [((ci, co, k, h, w), (2 * ci * co * k * k * h * w, 2 * ci * k * k * h * w + 2 * ci * co * h * w))
              for ci, co, k, h, w in inputs]
 
@@ -50,8 +52,8 @@ def separable_conv_flops(fn: Any) -> Check:
     return check_function(as_pair, cases, rtol=1e-9, atol=0.0, name="separable_conv_flops", hint=hint)
 
 
-@graded
-def pareto_indices(fn: Any) -> Check:
+@graded(reference=("greenlab.techniques.search:pareto_front",))
+def pareto_indices(fn: Any, seed: int | None = None) -> Check:
     """Check a learner's ``fn(points) -> indices`` of the Pareto front of ``points``, a list of
     (accuracy, joules) pairs where higher accuracy and lower joules are better. A point is on the
     front when no other point is at least as good on both and strictly better on one (equal
@@ -62,7 +64,8 @@ def pareto_indices(fn: Any) -> Check:
         [(0.5, 1.0), (0.6, 2.0), (0.7, 3.0), (0.65, 4.0), (0.7, 5.0)],
         [(0.8, 4.0), (0.8, 4.0), (0.6, 6.0)],
         [(0.9, 2.0), (0.5, 1.0), (0.95, 9.0), (0.9, 3.0), (0.4, 1.0)],
-    ]
+    ] + drawn_inputs(seed, "pareto_indices", lambda rng: [
+        (rng.randint(40, 99) / 100, float(rng.randint(1, 30))) for _ in range(rng.randint(1, 10))])
     cases = []
     for pts in inputs:
         dicts = [{"i": i, "accuracy": a, "joules": j} for i, (a, j) in enumerate(pts)]
@@ -92,7 +95,11 @@ def pareto_indices(fn: Any) -> Check:
     return check_function(as_sorted_indices, cases, name="pareto_indices", hint=hint)
 
 
-@graded
+@graded(reference=(
+    "greenlab.techniques.search:regularized_evolution",
+    "greenlab.techniques.search:evolution_loop",
+    "greenlab.techniques.search:evolve",
+))
 def regularized_evolution(fn: Any) -> Check:
     """Check a learner's ``fn(space, fitness_of, budget, population, sample_size, rng) ->
     [(arch, fitness), ...]``: exactly ``budget`` evaluations, each fitness the one
@@ -175,7 +182,7 @@ def _one_mutation(a, b) -> bool:
     return sum(da[k] != db[k] for k in da) == 1
 
 
-@graded
+@graded(reference=("greenlab.techniques.search:grad_norm",))
 def grad_norm_proxy(fn: Any) -> Check:
     """Check a learner's ``fn(model, x, y) -> float``: the sum over Conv2d/Linear layers of the
     L2 norm of the weight gradient of the cross-entropy on (x, y), as ``gl.search.grad_norm``,
