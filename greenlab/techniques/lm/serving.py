@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from greenlab.base import optional, validation
 from greenlab.energy import measure
 from greenlab.energy.flags import MeasuredFlags
-from greenlab.experiments import paired
+from greenlab.experiments import paired, short_flags
 from greenlab.techniques.lm.gpt import TinyGPT
 from greenlab.techniques.lm.training import joules_per_token
 from greenlab.training.flop_counting import flop_counter
@@ -168,7 +168,8 @@ class GenerationComparison:
         baseline = self.names[0] if baseline is None else baseline
         return paired([getattr(r, metric) for r in self._runs(variant)],
                       [getattr(r, metric) for r in self._runs(baseline)],
-                      _VERDICT_METRIC[metric], variant, baseline)
+                      _VERDICT_METRIC[metric], variant, baseline,
+                      short=short_flags(self._runs(variant), self._runs(baseline), _VERDICT_METRIC[metric]))
 
     def verdict(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token") -> str:
         """One sentence on ``variant`` against ``baseline`` (default: the first set-up), paired by
