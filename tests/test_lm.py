@@ -283,7 +283,8 @@ def test_compare_generation_pairs_repeats_in_rotated_order(monkeypatch):
     setups = {"no cache": dict(model=model, prompts=prompts, new_tokens=3, kv_cache=False),
               "cache": dict(model=model, prompts=prompts, new_tokens=3, kv_cache=True, repeats=2)}
     cmp = lm_serve.compare_generation(setups, repeats=3, sources=[_counter()])
-    assert order == ["no cache", "cache", "cache", "no cache", "no cache", "cache"]
+    # one discarded warm-up of each first, then the order rotated each repeat
+    assert order == ["no cache", "cache"] + ["no cache", "cache", "cache", "no cache", "no cache", "cache"]
     assert cmp.names == ["no cache", "cache"] and [len(cmp.runs[n]) for n in cmp.names] == [3, 3]
     assert [r.tokens for r in cmp.runs["cache"]] == [12, 12] + [12]
     assert cmp.estimated is True  # the fake counter says it is an estimate, and that carries through
