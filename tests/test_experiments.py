@@ -290,3 +290,19 @@ def test_an_interval_clipped_at_zero_is_marked_and_explained_where_printed():
     narrow = _comparison([10.0, 11.0, 10.5], [9.0, 9.5, 9.2])
     assert not narrow.stats["base"]["joules"].clipped
     assert "0*" not in str(narrow) and experiments.CLIPPED_NOTE not in str(narrow)
+
+
+def test_an_inverted_verdict_reads_the_other_way_round():
+    variant, baseline = [1.0, 2.0, 1.5, 1.2], [4.1, 7.5, 6.3, 5.0]
+    forward = experiments.paired(variant, baseline, "joules", "green", "naive")
+    back = forward.inverted()
+    direct = experiments.paired(baseline, variant, "joules", "naive", "green")
+    assert (back.variant, back.baseline, back.n, back.kind) == ("naive", "green", 4, "ratio")
+    for a, b in ((back.estimate, direct.estimate), (back.low, direct.low), (back.high, direct.high)):
+        assert a == pytest.approx(b, rel=1e-12)
+    assert back.detectable is True and back.estimate > 3
+    points = experiments.paired([0.80, 0.82, 0.81], [0.70, 0.71, 0.69], "final_accuracy", "a", "b").inverted()
+    assert points.estimate == pytest.approx(-0.11) and points.high < 0
+    short = experiments.paired(variant, baseline, "joules", short=[True, False, False, False]).inverted()
+    assert short.short_windows == 1 and short.detectable is None
+    assert experiments.paired([1.0], [2.0], "seconds").inverted().low is None

@@ -132,6 +132,15 @@ def test_targets_and_verdicts_follow_the_rounds():
     assert v.n == 3 and math.isclose(v.estimate, 2.0)
     with pytest.raises(ValueError, match="metric"):
         cmp.verdict("seconds")
+    # a round window too short to read, before the target, makes energy to the target unmeasurable
+    shorty = run([0.6], [2.0])
+    shorty.rounds[0].short_window = True
+    late = run([0.6, 0.7], [2.0, 1.0])
+    late.rounds[1].short_window = True  # after the target: not part of the energy to it
+    assert shorty.short_to_target and not late.short_to_target
+    v = federated.FederatedComparison([shorty, late, late], [run([0.6], [1.0])] * 3, [0, 1, 2]).verdict()
+    assert v.short_windows == 1 and v.detectable is None
+    assert not federated.FederatedComparison([late] * 3, [run([0.6], [1.0])] * 3, [0, 1, 2]).verdict().short_windows
 
 
 def test_edge_break_even_is_stated_only_when_the_saving_is_detectable():

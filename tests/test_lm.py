@@ -283,7 +283,8 @@ def test_compare_generation_pairs_repeats_in_rotated_order(monkeypatch):
     setups = {"no cache": dict(model=model, prompts=prompts, new_tokens=3, kv_cache=False),
               "cache": dict(model=model, prompts=prompts, new_tokens=3, kv_cache=True, repeats=2)}
     cmp = lm_serve.compare_generation(setups, repeats=3, sources=[_counter()])
-    assert order == ["no cache", "cache", "cache", "no cache", "no cache", "cache"]
+    # one discarded warm-up of each first, then the order rotated each repeat
+    assert order == ["no cache", "cache"] + ["no cache", "cache", "cache", "no cache", "no cache", "cache"]
     assert cmp.names == ["no cache", "cache"] and [len(cmp.runs[n]) for n in cmp.names] == [3, 3]
     assert [r.tokens for r in cmp.runs["cache"]] == [12, 12] + [12]
     assert cmp.estimated is True  # the fake counter says it is an estimate, and that carries through
@@ -463,3 +464,19 @@ def test_a_stop_event_ends_train_lm_before_its_next_step_with_status_stopped(cor
     assert lm.train_lm(tiny(), corpus, cfg, device="cpu", sources=[_counter()]).status == "completed"
     with pytest.raises(TypeError, match="stop_event"):
         lm.train_lm(tiny(), corpus, cfg, device="cpu", stop_event=True)
+
+
+def test_a_generation_verdict_refuses_a_window_too_short_to_read():
+    from types import SimpleNamespace
+
+    from greenlab.techniques.lm import serving as lm_serve
+
+    def run(joules, short):
+        return lm_serve.GenerationRun("x", tokens=10, seconds=1.0, joules=joules,
+                                      energy=SimpleNamespace(short=short, estimated=True))
+    cmp = lm_serve.GenerationComparison(["no cache", "cache"],
+                                        {"no cache": [run(4.0, False), run(4.2, True), run(3.9, False)],
+                                         "cache": [run(1.0, False), run(1.1, False), run(1.0, False)]})
+    energy = cmp.paired("cache")
+    assert energy.short_windows == 1 and energy.detectable is None and "not measurable" in energy.sentence()
+    assert cmp.paired("cache", metric="tokens_per_second").short_windows == 0

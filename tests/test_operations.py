@@ -244,3 +244,15 @@ def test_a_killed_life_is_settled_by_the_checkpoint_the_next_life_found():
     finished = Life(started_s=0, seconds=1, resumed_at=0, reached=5, checkpointed=5, killed=False, first_step_s=0.5)
     with pytest.raises(ValueError, match="killed"):
         finished.settle(5)
+
+
+def test_a_read_verdict_refuses_a_window_too_short_to_read():
+    from types import SimpleNamespace
+
+    windows = [(f"{name} repeat {r + 1}", SimpleNamespace(short=(name, r) == ("tar shards", 1)))
+               for r in range(3) for name in ("small files", "tar shards")]
+    c = storage.ReadComparison(samples=10, passes={}, seconds={"small files": [2.0, 2.1, 2.2], "tar shards": [1.0] * 3},
+                               joules={"small files": [4.0, 4.1, 4.2], "tar shards": [1.0] * 3}, files={},
+                               bytes_on_disk={}, windows=windows)
+    assert c.paired("joules").short_windows == 1 and c.paired("joules").detectable is None
+    assert c.paired("seconds").short_windows == 0 and c.paired("seconds").detectable is True

@@ -5,6 +5,7 @@ pruned one see the same candidates."""
 import math
 import random
 import warnings
+from types import SimpleNamespace
 
 import pytest
 
@@ -93,6 +94,15 @@ def test_a_comparison_pairs_the_methods_by_repeat(small):
     verdict = cmp.paired("asha", "steps")
     assert verdict.n == 2 and verdict.estimate <= 1.0
     assert "full" in cmp.table()
+    # each search is one energy window around all its trials, and its verdict refuses a short one
+    assert all(r.energy is not None and r.joules == r.energy.joules for rs in cmp.results.values() for r in rs)
+    fake = [tuning.SweepResult("full", [], seed=s, energy=SimpleNamespace(joules=10.0 + s, seconds=1.0, short=s == 1))
+            for s in range(3)]
+    fast = [tuning.SweepResult("asha", [], seed=s, energy=SimpleNamespace(joules=2.0 + s, seconds=1.0, short=False))
+            for s in range(3)]
+    both = tuning.TuningComparison({"full": fake, "asha": fast}, "full")
+    assert both.paired("asha", "joules").short_windows == 1 and both.paired("asha", "joules").detectable is None
+    assert both.paired("asha", "seconds").short_windows == 0
 
 
 def test_bad_arguments_are_refused(small):

@@ -63,6 +63,20 @@ class Paired:
         null = 1.0 if self.kind == "ratio" else 0.0
         return not (self.low <= null <= self.high)
 
+    def inverted(self) -> "Paired":
+        """The same verdict read the other way round: baseline / variant for a ratio (estimate
+        and interval inverted: 0.25 (0.2-0.3) becomes 4 (3.33-5)), baseline - variant for a
+        difference. A lesson's headline reads "how many times less" this way."""
+        if self.kind == "ratio":
+            def flip(v):
+                return None if v is None else 1.0 / v
+        else:
+            def flip(v):
+                return None if v is None else -v
+        estimate, low, high = flip(self.estimate), flip(self.high), flip(self.low)
+        return dataclasses.replace(self, variant=self.baseline, baseline=self.variant, estimate=estimate,
+                                   low=low, high=high)
+
     def sentence(self) -> str:
         """The verdict as a sentence, e.g. "green is 23% lower in energy than naive (95% CI 15–31%)"."""
         what = METRIC_WORDS.get(self.metric, self.metric)

@@ -231,6 +231,12 @@ class FederatedRun(PooledFlags):
     def short_windows(self) -> int:
         return sum(r.short_window for r in self.rounds)
 
+    @property
+    def short_to_target(self) -> bool:
+        """True when a round's window up to the target (all rounds if it was missed) was too short
+        to read: its energy to the target is then "not measurable at this size"."""
+        return any(r.short_window for r in self._upto(self.rounds_to_target))
+
 
 def run_federated(model_fn, data, splits, rounds: int, local_epochs: int = 1, batch_size: int = 32,
                   lr: float = 0.05, target_accuracy: float | None = None, stop_at_target: bool = True,
@@ -316,6 +322,15 @@ class FederatedComparison:
     def _values(self, runs, what):
         return [getattr(run, what) for run in runs]
 
+    def measurements(self) -> list:
+        """(label, Measurement) of every round's window of every run, both arms."""
+        return [m for run in self.federated + self.centralised for m in run.measurements()]
+
+    @property
+    def estimated(self) -> bool:
+        """True when any round's energy is a CPU power model's estimate, not a reading."""
+        return any(run.estimated for run in self.federated + self.centralised)
+
     def verdict(self, metric: str = "joules_to_target"):
         """FedAvg against centralised, paired by repeat: a ``greenlab.experiments.Paired`` on
         ``joules_to_target`` (compute + communication), ``compute_joules_to_target`` or
@@ -323,8 +338,9 @@ class FederatedComparison:
         if metric not in ("joules_to_target", "compute_joules_to_target", "rounds_to_target"):
             raise ValueError("metric must be 'joules_to_target', 'compute_joules_to_target' or "
                              f"'rounds_to_target', got {metric!r}")
+        short = [f.short_to_target or c.short_to_target for f, c in zip(self.federated, self.centralised)]
         return paired(self._values(self.federated, metric), self._values(self.centralised, metric),
-                      metric, "FedAvg", "centralised")
+                      metric, "FedAvg", "centralised", short=short)
 
     def with_network(self, figure: _network.NetworkFigure) -> FederatedComparison:
         """The same runs with their bytes priced at ``figure`` (a sensitivity or a flip search:

@@ -25,7 +25,7 @@ import torch
 from greenlab.base import validation
 from greenlab.energy import measure
 from greenlab.energy.flags import PooledFlags
-from greenlab.experiments import paired
+from greenlab.experiments import paired, window_short
 
 # Bytes per parameter of a checkpoint that can resume mixed-precision AdamW training: fp32 master
 # weights (4), Adam's first and second moments in fp32 (4 + 4), and the bf16 working copy (2);
@@ -170,10 +170,17 @@ class ReadComparison(PooledFlags):
         return list(self.windows)
 
     def paired(self, metric: str = "seconds"):
-        """The shards against the small files, paired by repeat (``gl.experiments.paired``)."""
+        """The shards against the small files, paired by repeat (``gl.experiments.paired``); an
+        energy verdict resting on a window too short to read says "not measurable at this size"."""
         table = {"seconds": self.seconds, "joules": self.joules}[metric]
+        short = [window_short(self._window("tar shards", r), metric)
+                 or window_short(self._window("small files", r), metric) for r in range(len(table["tar shards"]))]
         return paired(table["tar shards"], table["small files"], metric, variant="tar shards",
-                      baseline="small files")
+                      baseline="small files", short=short)
+
+    def _window(self, name: str, repeat: int):
+        """The Measurement of ``name``'s window in repeat ``repeat`` (0-based), None if not kept."""
+        return dict(self.windows).get(f"{name} repeat {repeat + 1}")
 
 
 def compare_reads(x: torch.Tensor, y: torch.Tensor, folder, repeats: int = 3, passes: int = 1,

@@ -39,7 +39,8 @@ from greenlab.base.optional import require
 from greenlab.base.units import plain_number
 from greenlab.energy.measure import Measurement
 from greenlab.energy.provenance import how_measured
-from greenlab.experiments import paired
+from greenlab.energy.windows import measure
+from greenlab.experiments import paired, rotated, short_flags, warm_up, window_short
 from greenlab.session.config import seed_everything, setup
 from greenlab.training import loop, models
 from greenlab.training.dataset_files import load_dataset, save_dataset
@@ -141,14 +142,25 @@ class SweepResult:
     method: str
     trials: list
     seed: int = 0
+    energy: object = None  # the Measurement of one window around the whole search, or None
 
     @property
     def joules(self) -> float:
-        return sum(t.joules for t in self.trials)
+        """The search's energy: its own window's when it has one (every trial, and the model
+        builds and the study's bookkeeping between them), else the sum of its trials' windows."""
+        return self.energy.joules if self.energy is not None else sum(t.joules for t in self.trials)
 
     @property
     def seconds(self) -> float:
-        return sum(t.seconds for t in self.trials)
+        return self.energy.seconds if self.energy is not None else sum(t.seconds for t in self.trials)
+
+    @property
+    def short(self) -> bool:
+        """True when the window its energy comes from was too short to read (without a window of
+        its own: any trial's), so an energy verdict on it is "not measurable at this size"."""
+        if self.energy is not None:
+            return bool(self.energy.short)
+        return any(window_short(t.energy) for t in self.trials if t.energy is not None)
 
     @property
     def steps(self) -> int:
@@ -216,8 +228,9 @@ def sweep(data, model_fn, config, n_trials: int = 8, max_steps: int = 90, min_st
                                 load_if_exists=storage is not None)
     epochs = max(1, math.ceil(max_steps * config.effective_batch_size / max(1, int(data.train_x.shape[0]))))
     objective = _Objective(data, model_fn, config, max_steps, min_steps, epochs, lo, hi, worker)
-    study.optimize(objective, n_trials=n_trials, catch=())
-    return SweepResult(method, _rows(study), seed)
+    with measure(f"{method} search, seed {seed}") as window:
+        study.optimize(objective, n_trials=n_trials, catch=())
+    return SweepResult(method, _rows(study), seed, energy=window.result)
 
 
 @dataclass
@@ -239,7 +252,8 @@ class TuningComparison:
     def paired(self, method: str, metric: str):
         """``gl.experiments.paired`` of ``method`` against the baseline (the full sweep)."""
         return paired(self.values(method, metric), self.values(self.baseline, metric), metric,
-                      variant=method, baseline=self.baseline)
+                      variant=method, baseline=self.baseline,
+                      short=short_flags(self.results[method], self.results[self.baseline], metric))
 
     def table(self) -> str:
         lines = [f"{'method':<18}{'mean J':>10}{'mean steps':>12}{'best val. acc. (each repeat)':>34}"]
@@ -253,14 +267,19 @@ class TuningComparison:
 def compare_sweeps(data, model_fn, config, methods: dict, repeats: int = 3, baseline: str | None = None,
                    **sweep_kwargs) -> TuningComparison:
     """Run each of ``methods`` (``{name: {"method": ..., "rule": ...}}``) once per repeat, repeats
-    interleaved (repeat ``r``: every method with seed ``r``, so each sees the same candidates)."""
+    interleaved (repeat ``r``: every method with seed ``r``, so each sees the same candidates), each
+    method first warmed up by a discarded one-candidate search, the order rotated from repeat to
+    repeat. Each search's energy is one window around it (``SweepResult.energy``)."""
     _positive_int("repeats", repeats)
     if not methods:
         raise ValueError("methods must name at least one method")
     results = {name: [] for name in methods}
+    # every method warmed up by a search of one candidate (discarded), then the order rotated each repeat
+    warm_up({name: (lambda kw=kw: sweep(data, model_fn, config, seed=0, **{**sweep_kwargs, **kw, "n_trials": 1}))
+             for name, kw in methods.items()})
     for r in range(repeats):
-        for name, kw in methods.items():
-            results[name].append(sweep(data, model_fn, config, seed=r, **{**sweep_kwargs, **kw}))
+        for name in rotated(methods, r):
+            results[name].append(sweep(data, model_fn, config, seed=r, **{**sweep_kwargs, **methods[name]}))
     return TuningComparison(results, baseline or next(iter(methods)))
 
 

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from greenlab.base import optional, validation
 from greenlab.energy import measure
 from greenlab.energy.flags import MeasuredFlags
-from greenlab.experiments import paired
+from greenlab.experiments import paired, short_flags, warm_up
 from greenlab.techniques.lm.gpt import TinyGPT
 from greenlab.techniques.lm.training import joules_per_token
 from greenlab.training.flop_counting import flop_counter
@@ -168,7 +168,8 @@ class GenerationComparison:
         baseline = self.names[0] if baseline is None else baseline
         return paired([getattr(r, metric) for r in self._runs(variant)],
                       [getattr(r, metric) for r in self._runs(baseline)],
-                      _VERDICT_METRIC[metric], variant, baseline)
+                      _VERDICT_METRIC[metric], variant, baseline,
+                      short=short_flags(self._runs(variant), self._runs(baseline), _VERDICT_METRIC[metric]))
 
     def verdict(self, variant: str, baseline: str | None = None, metric: str = "joules_per_token") -> str:
         """One sentence on ``variant`` against ``baseline`` (default: the first set-up), paired by
@@ -183,8 +184,9 @@ class GenerationComparison:
 
 def compare_generation(setups: dict, repeats: int = 3, sources=None) -> GenerationComparison:
     """Measure every generation set-up ``repeats`` times, paired: each repeat runs every set-up
-    once, in an order rotated from repeat to repeat. ``setups``: {name: ``measure_generation``
-    arguments, ``model`` among them}; the first is the baseline."""
+    once, in an order rotated from repeat to repeat, after one discarded generation of each (its
+    warm-up). ``setups``: {name: ``measure_generation`` arguments, ``model`` among them}; the first
+    is the baseline."""
     if not isinstance(setups, dict):
         raise validation.ArgumentTypeError(
             f"setups must be a dict of at least two {{name: measure_generation arguments}}, "
@@ -198,6 +200,9 @@ def compare_generation(setups: dict, repeats: int = 3, sources=None) -> Generati
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
     names = list(setups)
     runs = {name: [] for name in names}
+    warm_up({name: (lambda name=name: measure_generation(**{"sources": sources, "label": name, **setups[name],
+                                                            "repeats": 1}))
+             for name in names})
     for r in range(repeats):
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
