@@ -205,9 +205,11 @@ def _shutdown_crash(monkeypatch, lose_marker=None):
     """Run the real launch, then report what torchrun says when a worker aborts at shutdown
     (gloo teardown: "terminate called without an active exception", exit code 1)."""
     real = launch.run_launch
+    labels = []
 
-    def run(command, env, timeout_s):
-        returncode, stderr = real(command, env, timeout_s)
+    def run(command, env, timeout_s, label):
+        labels.append(label)
+        returncode, stderr = real(command, env, timeout_s, label)
         # the real launch may itself have met that abort; what matters here is what the markers say
         assert returncode == 0 or "terminate called without an active exception" in stderr, stderr
         if lose_marker is not None:  # as if that worker had died before its last collective
@@ -216,12 +218,14 @@ def _shutdown_crash(monkeypatch, lose_marker=None):
         return 1, "terminate called without an active exception\n" + stderr
 
     monkeypatch.setattr(launch, "run_launch", run)
+    return labels
 
 
 def test_a_worker_crashing_at_shutdown_after_finishing_keeps_the_result_with_a_note(monkeypatch):
-    _shutdown_crash(monkeypatch)
+    labels = _shutdown_crash(monkeypatch)
     result = ddp.run_ddp(2, data=TINY_DATA, model=TINY_MODEL, per_worker_batch=8, max_steps=2,
                          timeout_s=120, measure_energy=False)
+    assert labels == ["greenlab: torchrun launch (2 workers, 1 run)"]  # its progress line says what it runs
     assert result.steps == 2
     assert any("failed while shutting down" in n and "terminate called" in n for n in result.notes)
 

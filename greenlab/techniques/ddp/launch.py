@@ -150,7 +150,9 @@ def _launch(nprocs: int, configs: list, data, timeout_s, measure_energy: bool, w
             window = measure(window_label).start()
         started = time.perf_counter()
         try:
-            returncode, stderr = run_launch(command, worker_env(launch["threads_per_worker"]), timeout_s)
+            what = f"{len(configs)} runs" if len(configs) > 1 else "1 run"
+            returncode, stderr = run_launch(command, worker_env(launch["threads_per_worker"]), timeout_s,
+                                            label=f"greenlab: torchrun launch ({nprocs} workers, {what})")
         except KeyboardInterrupt:  # the workers are already stopped (run_launch): one line, as gl.train's
             raise _interrupted_launch(nprocs, len(configs), time.perf_counter() - started) from None
         finally:
