@@ -81,7 +81,7 @@ class IdlePower:
             checked[name] = validation.number(f"watts_by_component[{name!r}] (idle watts)", watts,
                                               low=0, high=1e6)
         self.watts_by_component = checked
-        self.seconds = validation.number("seconds", self.seconds, low=0)
+        self.seconds = validation.duration("seconds", self.seconds, low=0)
         # the provenance a report prints: a number or a string here was accepted and printed as is
         if not isinstance(self.sources, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                          for k, v in self.sources.items()):

@@ -59,10 +59,8 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     if missing:
         raise ValueError("model_fn must be a callable that returns a fresh torch.nn.Module, or a dict "
                          f"with one for every variant (missing or not callable: {', '.join(missing)})")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    repeats = validation.steps("repeats", repeats, what="rounds of training runs")
+    warmup = validation.steps("warmup", warmup, low=0, what="rounds of training runs")
     seeds = {cfg.seed for cfg in variants.values()}
     if seed is None:
         if len(seeds) > 1:
