@@ -93,9 +93,11 @@ def name_not_in(valid):
                      st.lists(st.text(max_size=2), max_size=2))
 
 
-def not_a(*_kinds):
-    """Objects of the wrong kind for an argument that takes a model, tensor, path or callable."""
-    return st.one_of(st.integers(), st.floats(), st.text(max_size=4), st.none(), st.just(object()))
+def not_a(*kinds):
+    """Objects of the wrong kind for an argument that takes a model, tensor, path or callable
+    (``kinds``: the types it takes, left out of the draw: a string is no bad value for a name)."""
+    out = st.one_of(st.integers(), st.floats(), st.text(max_size=4), st.none(), st.just(object()))
+    return out.filter(lambda v: not isinstance(v, kinds)) if kinds else out
 
 
 def wrong_object(*extra, optional=False, without=()):
