@@ -562,9 +562,10 @@ def other_new_entry_points(tmp: Path) -> list[EntryPoint]:
         {"cuda_capability": st.one_of(st.integers(), st.text(max_size=2), st.just((8,)), st.just(("a", "b")),
                                       st.just(object()))})
     add("energy.measure", lambda **kw: measure("fuzz", sync=False, **kw), {"sources": [SlopeSource()]},
-        {"sources": wrong_object([SlopeSource, 1], "rapl", SlopeSource()),
+        {"sources": wrong_object([SlopeSource, 1], "rapl", SlopeSource(), optional=True),  # None: the default
          "idle": wrong_object({"cpu": 1.0}, optional=True),
-         "gpus": st.one_of(st.text(max_size=3), st.just([-1]), st.just(1.5)),
+         "gpus": st.one_of(st.text(max_size=3).filter(lambda s: s not in ("all", "used")), st.just([-1]),
+                           st.just(1.5)),
          "attribution": name_not_in(lambda s: s in ("process", "machine"))})
     add("energy.IdlePower", IdlePower, {"watts_by_component": {"cpu": 5.0}, "seconds": 1.0},
         {"watts_by_component": st.one_of(wrong_object(without=(dict,)), st.just({"cpu": math.nan}),

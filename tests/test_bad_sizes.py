@@ -192,3 +192,58 @@ def test_every_gl_entry_point_and_subcommand_answers_the_standard_bad_values(tmp
     marked = {(name, arg, label) for name, rows in record.items() for arg, label, outcome, _ in rows
               if outcome == "legitimate"}
     assert marked == set(fuzz.LEGITIMATE), set(fuzz.LEGITIMATE) - marked  # none refused since: none stale
+
+
+# --- found by the hand-made fuzzer at 80 inputs per entry point --------------------------------------
+
+@pytest.mark.parametrize("kwargs, match", [({"lr": True}, "^lr must be a number"),  # was taken for 1.0
+                                           ({"workers": HUGE}, "^workers .*processes"),
+                                           ({"max_updates": HUGE}, "^max_updates .*days"),
+                                           ({"batch_size": HUGE}, "^batch_size .*memory")])
+def test_hogwild_refuses_impossible_arguments_before_starting_workers(kwargs, match):
+    from greenlab.techniques import hogwild
+
+    with pytest.raises(ValueError, match=match):
+        hogwild.run(None, "sync", **kwargs)
+
+
+def test_checkpoint_write_cost_refuses_writes_and_seconds_no_run_could_finish(tmp_path):
+    from greenlab.techniques import preemption
+
+    net = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="^writes .*days"):  # ran on until stopped
+        preemption.checkpoint_write_cost(net, opt, tmp_path, writes=HUGE, min_seconds=0)
+    with pytest.raises(ValueError, match="^min_seconds .*a run may take"):
+        preemption.checkpoint_write_cost(net, opt, tmp_path, writes=1, min_seconds=1e12)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_inference_that_cost_nothing_before_compression_is_refused():
+    from greenlab.techniques import compress
+
+    with pytest.raises(ValueError, match="joules_per_inference_before must be > 0"):
+        compress.break_even_inferences(10.0, 0.0, 1.0)
+    assert compress.break_even_inferences(10.0, 0.3, 0.4) == math.inf  # no saving: never pays back
+
+
+def test_a_model_passed_where_its_factory_goes_is_refused_naming_model_fn():
+    from greenlab.techniques import lm
+
+    model = torch.nn.Linear(2, 2)
+    corpus = lm.load_corpus(max_bytes=2_000)
+    cfg = lm.LMConfig(seq_len=8, batch_size=2, steps=1, eval_every=1, eval_batches=1)
+    with pytest.raises(ValueError, match="^model_fn .*not a model itself"):
+        lm.compare_lm({"a": cfg}, model, corpus)
+    with pytest.raises(ValueError, match="^model_fn .*not a model itself"):
+        compare({"a": gl.TrainConfig()}, model, None)
+
+
+def test_measure_compile_names_a_model_that_is_not_a_language_model():
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import compiling
+
+    corpus = lm.load_corpus(max_bytes=2_000)
+    cfg = lm.LMConfig(seq_len=8, batch_size=2, steps=1, eval_every=1, eval_batches=1)
+    with pytest.raises(ValueError, match="^model must be a language model"):  # was a RuntimeError deep in torch
+        compiling.measure_compile(torch.nn.Linear(2, 2), corpus, cfg, steps=1, repeats=1, device="cpu")

@@ -55,6 +55,9 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
         raise ValueError(f"data must be a Dataset or a dict with one for every variant; got {sorted(datasets)} "
                          f"for variants {sorted(variants)}")
     model_fns = model_fn if isinstance(model_fn, dict) else {name: model_fn for name in variants}
+    for name in variants:  # a model passed as its own factory failed inside its forward
+        if callable(model_fns.get(name)):
+            validation.factory("model_fn", model_fns[name])
     missing = [name for name in variants if not callable(model_fns.get(name))]
     if missing:
         raise ValueError("model_fn must be a callable that returns a fresh torch.nn.Module, or a dict "

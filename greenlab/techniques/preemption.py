@@ -421,8 +421,8 @@ def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_second
     import shutil
     import tempfile
 
-    validation.integer("writes", writes, low=1)
-    validation.number("min_seconds", min_seconds, low=0)
+    validation.steps("writes", writes, what="checkpoint writes")
+    validation.duration("min_seconds", min_seconds, low=0)
     if not isinstance(folder, (str, os.PathLike)):
         raise validation.ArgumentTypeError(f"folder must be a path to a folder, got {folder!r}")
     folder = Path(folder).expanduser()
