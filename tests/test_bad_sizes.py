@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import greenlab as gl
-from greenlab.base import validation
+from greenlab.base import limits
 from greenlab.cli.app import main as cli_main
 from greenlab.course.leaderboard import Leaderboard
 from greenlab.experiments import compare
@@ -32,8 +32,8 @@ def test_a_step_count_no_run_could_reach_is_refused_with_the_time_it_would_take(
 
 
 def test_the_step_bound_is_the_run_limit_at_the_floor_and_holds_exactly():
-    high = validation.max_steps()
-    assert high == int(validation.RUN_LIMIT_S / validation.STEP_FLOOR_S)
+    high = limits.max_steps()
+    assert high == int(limits.RUN_LIMIT_S / limits.STEP_FLOOR_S)
     assert gl.TrainConfig(max_steps=high).max_steps == high  # the bound itself is accepted
     with pytest.raises(ValueError, match="max_steps"):
         gl.TrainConfig(max_steps=high + 1)
@@ -66,19 +66,19 @@ def test_a_batch_larger_than_memory_could_hold_is_refused_with_the_memory_it_nee
 
 
 def test_the_memory_bound_is_this_machines_memory_at_the_floor_per_sample(monkeypatch):
-    monkeypatch.setattr(validation, "memory_bytes", lambda: 4096)  # a machine of 4 KiB
+    monkeypatch.setattr(limits, "memory_bytes", lambda: 4096)  # a machine of 4 KiB
     assert gl.TrainConfig(batch_size=1024).batch_size == 1024  # 4 bytes each: exactly 4 KiB
     with pytest.raises(ValueError, match=r"batch_size must be an integer in \[1, 1024\].*4 KiB"):
         gl.TrainConfig(batch_size=1025)
     for schedule in ([(0, 8), (1, 2048)], lambda epoch: 2048):  # a batch schedule's sizes too
         with pytest.raises(ValueError, match="batch_schedule.*memory"):
             gl.TrainConfig(batch_size=8, batch_schedule=schedule).batch_size_at(1)
-    monkeypatch.setattr(validation, "memory_bytes", lambda: None)  # unknown: no bound to say
+    monkeypatch.setattr(limits, "memory_bytes", lambda: None)  # unknown: no bound to say
     assert gl.TrainConfig(batch_size=HUGE).batch_size == HUGE
 
 
 def test_memory_bytes_reads_this_machine():
-    total = validation.memory_bytes()
+    total = limits.memory_bytes()
     assert total is None or 2 ** 26 < total < 2 ** 60
 
 
@@ -99,14 +99,14 @@ def test_more_workers_than_the_system_can_run_are_refused(monkeypatch):
         launch.parse_worker_counts(str(HUGE))
     with pytest.raises(ValueError, match="^nprocs "):
         launch.make_config(HUGE, per_worker_batch=8)
-    monkeypatch.setattr(validation, "max_processes", lambda: 4)
+    monkeypatch.setattr(limits, "max_processes", lambda: 4)
     assert launch.parse_worker_counts("1,4") == [1, 4]
     with pytest.raises(ValueError, match="limit is 4"):
         launch.parse_worker_counts("5")
 
 
 def test_max_processes_reads_the_system_limit():
-    assert 1 < validation.max_processes() <= validation.PID_MAX_LIMIT
+    assert 1 < limits.max_processes() <= limits.PID_MAX_LIMIT
 
 
 # --- seconds: bounded by the time a run may take ---------------------------------------------------
@@ -114,7 +114,7 @@ def test_max_processes_reads_the_system_limit():
 def test_an_idle_reading_over_longer_than_a_run_may_take_is_refused():
     with pytest.raises(ValueError, match=r"^seconds must be a number of seconds in \[0, 604800\]"):
         gl.IdlePower({"cpu": 1.0}, seconds=HUGE)
-    assert gl.IdlePower({"cpu": 1.0}, seconds=validation.RUN_LIMIT_S).seconds == validation.RUN_LIMIT_S
+    assert gl.IdlePower({"cpu": 1.0}, seconds=limits.RUN_LIMIT_S).seconds == limits.RUN_LIMIT_S
 
 
 # --- the command line: each refused by its option's name, before any data is read ----------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from greenlab.base import validation
+from greenlab.base import limits
 from greenlab.session import config
 from greenlab.training import data as gl_data, models
 from greenlab.techniques.ddp import launch
@@ -70,8 +70,8 @@ def run_main(args) -> int:
         if args.model not in models.MODELS:
             raise ValueError(f"unknown model {args.model!r}; allowed: {', '.join(models.MODELS)}")
         # checked here, before the dataset is read, as compare() will check them
-        validation.steps("--repeats", args.repeats, what="rounds of training runs")
-        validation.steps("--warmup", args.warmup, low=0, what="rounds of training runs")
+        limits.steps("--repeats", args.repeats, what="rounds of training runs")
+        limits.steps("--warmup", args.warmup, low=0, what="rounds of training runs")
         # 0 is refused by data.load like any other bad size; only "not given" means the default
         n_train = args.n_train if args.n_train is not None else (2000 if settings.quick else None)
         n_test = args.n_test if args.n_test is not None else (500 if settings.quick else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from greenlab.base import progress, validation
+from greenlab.base import limits, progress, validation
 from greenlab.base.units import plain_number
 from greenlab.experiments.arms import rotated, warm_up, warmup_config
 from greenlab.experiments.comparison import Comparison
@@ -62,8 +62,8 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     if missing:
         raise ValueError("model_fn must be a callable that returns a fresh torch.nn.Module, or a dict "
                          f"with one for every variant (missing or not callable: {', '.join(missing)})")
-    repeats = validation.steps("repeats", repeats, what="rounds of training runs")
-    warmup = validation.steps("warmup", warmup, low=0, what="rounds of training runs")
+    repeats = limits.steps("repeats", repeats, what="rounds of training runs")
+    warmup = limits.steps("warmup", warmup, low=0, what="rounds of training runs")
     seeds = {cfg.seed for cfg in variants.values()}
     if seed is None:
         if len(seeds) > 1:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from greenlab import energy
 from greenlab.base.janitor import Janitor
 from greenlab.base.processes import die_with_parent
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.base.units import plain_number
 from greenlab.training import models
 
@@ -104,10 +104,10 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    workers = validation.processes("workers", workers)
-    batch_size = validation.held("batch_size", batch_size, what="samples in one batch")
-    max_updates = validation.steps("max_updates", max_updates, what="updates")
-    eval_every = validation.steps("eval_every", eval_every, what="updates")
+    workers = limits.processes("workers", workers)
+    batch_size = limits.held("batch_size", batch_size, what="samples in one batch")
+    max_updates = limits.steps("max_updates", max_updates, what="updates")
+    eval_every = limits.steps("eval_every", eval_every, what="updates")
     lr = validation.number("lr", lr, low=0, low_open=True)  # True was taken for 1.0
     target_accuracy = validation.number("target_accuracy", target_accuracy, low=0, high=1, low_open=True)
 

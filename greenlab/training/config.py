@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.training.precision import PRECISIONS
 from greenlab.training.data import as_augment
 from greenlab.impact import carbon
@@ -79,16 +79,16 @@ class TrainConfig:
         v = validation
         # samples held at once are bounded by memory, counts done one after another by time
         for name in ("batch_size", "eval_batch_size"):
-            setattr(self, name, v.held(name, getattr(self, name), what="samples in one batch"))
-        self.prefetch_factor = v.held("prefetch_factor", self.prefetch_factor, what="batches held per worker",
+            setattr(self, name, limits.held(name, getattr(self, name), what="samples in one batch"))
+        self.prefetch_factor = limits.held("prefetch_factor", self.prefetch_factor, what="batches held per worker",
                                       allow_none=True)
-        self.accum_steps = v.steps("accum_steps", self.accum_steps, what="micro-batches per optimizer step")
-        self.lr_step_size = v.steps("lr_step_size", self.lr_step_size, what="optimizer steps")
+        self.accum_steps = limits.steps("accum_steps", self.accum_steps, what="micro-batches per optimizer step")
+        self.lr_step_size = limits.steps("lr_step_size", self.lr_step_size, what="optimizer steps")
         self.epochs = v.integer("epochs", self.epochs, low=1, high=MAX_EPOCHS)
         for name, what in (("max_steps", "optimizer steps"), ("eval_every", "optimizer steps"),
                            ("patience", "evaluations")):
-            setattr(self, name, v.steps(name, getattr(self, name), what=what, allow_none=True))
-        self.warmup_steps = v.steps("warmup_steps", self.warmup_steps, low=0, what="optimizer steps")
+            setattr(self, name, limits.steps(name, getattr(self, name), what=what, allow_none=True))
+        self.warmup_steps = limits.steps("warmup_steps", self.warmup_steps, low=0, what="optimizer steps")
         self.num_workers = v.integer("num_workers", self.num_workers, low=0, high=1024)
         self.seed = v.integer("seed", self.seed, low=0, high=MAX_SEED)
         v.choice("precision", self.precision, PRECISIONS)
@@ -131,7 +131,7 @@ class TrainConfig:
             return self.batch_size
         if callable(self.batch_schedule):
             size = self.batch_schedule(epoch)
-            return validation.held(f"batch_schedule({epoch})", size, what="samples in one batch")
+            return limits.held(f"batch_schedule({epoch})", size, what="samples in one batch")
         size = self.batch_size
         for first_epoch, value in sorted(self.batch_schedule):
             if epoch >= first_epoch:
@@ -172,4 +172,4 @@ def _check_steps(steps):
     for e, s in pairs:
         if isinstance(e, bool) or not isinstance(e, int) or e < 0:
             raise ValueError(f"batch_schedule epochs must be integers >= 0, got {e!r}")
-        validation.held("batch_schedule batch size", s, what="samples in one batch")
+        limits.held("batch_schedule batch size", s, what="samples in one batch")

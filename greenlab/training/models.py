@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.training.flop_counting import flop_counter
 
 NORMS = ("batch", "group", "none")
@@ -101,7 +101,7 @@ def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> Fl
     input_shape = tuple(validation.integer("input_shape entries", s, low=1, high=2**31) for s in input_shape)
     shape = tuple(int(s) for s in input_shape)
     # the count runs on float32 zeros of (batch, *shape): they must fit in memory
-    validation.held("batch_size", batch_size, what="samples in one batch",
+    limits.held("batch_size", batch_size, what="samples in one batch",
                     bytes_each=4 * math.prod(shape))
     counted = max(batch_size, 2)
     if device is not None:
