@@ -247,3 +247,22 @@ def test_measure_compile_names_a_model_that_is_not_a_language_model():
     cfg = lm.LMConfig(seq_len=8, batch_size=2, steps=1, eval_every=1, eval_batches=1)
     with pytest.raises(ValueError, match="^model must be a language model"):  # was a RuntimeError deep in torch
         compiling.measure_compile(torch.nn.Linear(2, 2), corpus, cfg, steps=1, repeats=1, device="cpu")
+
+
+def test_checkpoint_writes_too_many_to_finish_at_the_measured_pace_are_refused_after_the_first(tmp_path):
+    from greenlab.techniques import preemption
+
+    net = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    # under the step floor's bound, but a real write takes far longer than a microsecond
+    with pytest.raises(ValueError, match=r"^writes=100_000_000_000 checkpoint writes, at the .* ms the first one "
+                                         r"took, would take .* days"):
+        preemption.checkpoint_write_cost(net, opt, tmp_path, writes=10 ** 11, min_seconds=0)
+    assert list(tmp_path.iterdir()) == []  # its temporary folder went with it
+
+
+def test_a_synthetic_trace_of_more_jobs_than_a_run_could_draw_is_refused():
+    from greenlab.techniques import cluster
+
+    with pytest.raises(ValueError, match="^n_jobs .*days"):  # drew jobs until stopped
+        cluster.synthetic_trace(n_jobs=1_647_980_563_506_668, n_gpus=4)

@@ -41,6 +41,15 @@ def steps(name: str, value, *, low: int = 1, what: str = "steps", allow_none: bo
     return out
 
 
+def check_time(name: str, count: int, seconds_each: float, what: str) -> None:
+    """Refuse ``count`` things of ``seconds_each`` each (a measured time, e.g. the first one's)
+    when together they would take longer than ``RUN_LIMIT_S``, naming ``name`` and the time."""
+    if count * seconds_each > RUN_LIMIT_S:
+        raise ValueError(f"{name}={_fmt(count)} {what}, at the {seconds_each * 1e3:.3g} ms the first one took, "
+                         f"would take {_days(count * seconds_each)}, longer than the {_days(RUN_LIMIT_S)} a run "
+                         "may take")
+
+
 def memory_bytes() -> int | None:
     """This machine's physical memory, bytes: POSIX's page count, else psutil's reading when it is
     installed, else None (unknown)."""

@@ -439,6 +439,8 @@ def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_second
             while done < writes or time.perf_counter() - t0 < min_seconds:
                 save_checkpoint(path, model, optimizer, step=done)
                 done += 1
+                if done == 1:  # the rest would take as long each: refuse a count no run could finish
+                    limits.check_time("writes", writes, time.perf_counter() - t0, "checkpoint writes")
             seconds = (time.perf_counter() - t0) / done
     finally:
         shutil.rmtree(own, ignore_errors=True)
