@@ -66,14 +66,14 @@ def test_a_batch_larger_than_memory_could_hold_is_refused_with_the_memory_it_nee
 
 
 def test_the_memory_bound_is_this_machines_memory_at_the_floor_per_sample(monkeypatch):
-    monkeypatch.setattr(limits, "memory_bytes", lambda: 4096)  # a machine of 4 KiB
+    monkeypatch.setattr(limits, "memory_bytes", lambda available=False: 4096)  # a machine of 4 KiB
     assert gl.TrainConfig(batch_size=1024).batch_size == 1024  # 4 bytes each: exactly 4 KiB
     with pytest.raises(ValueError, match=r"batch_size must be an integer in \[1, 1024\].*4 KiB"):
         gl.TrainConfig(batch_size=1025)
     for schedule in ([(0, 8), (1, 2048)], lambda epoch: 2048):  # a batch schedule's sizes too
         with pytest.raises(ValueError, match="batch_schedule.*memory"):
             gl.TrainConfig(batch_size=8, batch_schedule=schedule).batch_size_at(1)
-    monkeypatch.setattr(limits, "memory_bytes", lambda: None)  # unknown: no bound to say
+    monkeypatch.setattr(limits, "memory_bytes", lambda available=False: None)  # unknown: no bound to say
     assert gl.TrainConfig(batch_size=HUGE).batch_size == HUGE
 
 
@@ -266,3 +266,11 @@ def test_a_synthetic_trace_of_more_jobs_than_a_run_could_draw_is_refused():
 
     with pytest.raises(ValueError, match="^n_jobs .*days"):  # drew jobs until stopped
         cluster.synthetic_trace(n_jobs=1_647_980_563_506_668, n_gpus=4)
+
+
+def test_generated_images_that_do_not_fit_in_the_memory_free_now_are_refused(monkeypatch):
+    free = 4 * 3 * 8 * 8 * 100  # room for 100 float32 images of 3 x 8 x 8
+    monkeypatch.setattr(limits, "memory_bytes", lambda available=False: free if available else 10 * free)
+    assert len(gl_data.generate(n_train=100, n_test=10, shape=(3, 8, 8)).train_y) == 100
+    with pytest.raises(ValueError, match=r"^n_test must be an integer in \[1, 100\].*memory free now"):
+        gl_data.generate(n_train=100, n_test=101, shape=(3, 8, 8))  # was allocated until the kernel killed it

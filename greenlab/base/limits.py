@@ -50,37 +50,39 @@ def check_time(name: str, count: int, seconds_each: float, what: str) -> None:
                          "may take")
 
 
-def memory_bytes() -> int | None:
-    """This machine's physical memory, bytes: POSIX's page count, else psutil's reading when it is
-    installed, else None (unknown)."""
+def memory_bytes(available: bool = False) -> int | None:
+    """This machine's physical memory, bytes (``available``: what is free for new allocations now):
+    psutil's reading when it is installed, else POSIX's page counts, else None (unknown)."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, OSError, ValueError):
+        import psutil  # lazy: only a size check asks
+
+        memory = psutil.virtual_memory()
+        return int(memory.available if available else memory.total)
+    except ImportError:
         pass
     try:
-        import psutil  # lazy: only where POSIX cannot say (Windows)
-
-        return int(psutil.virtual_memory().total)
-    except ImportError:
+        pages = os.sysconf("SC_AVPHYS_PAGES" if available else "SC_PHYS_PAGES")
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(pages)
+    except (AttributeError, OSError, ValueError):
         return None
 
 
 def held(name: str, value, *, low: int = 1, what: str = "samples", bytes_each: int = SAMPLE_FLOOR_BYTES,
-         allow_none: bool = False):
+         allow_none: bool = False, now: bool = False):
     """A count of things held in memory at once (a batch's samples, prefetched batches, bytes) as
     int: an integer >= ``low`` whose ``bytes_each`` bytes apiece (a floor) fit in this machine's
     memory (unchecked where that memory is unknown). A larger count is refused with the memory it
-    would need."""
+    would need. ``now``: the call allocates them at once, so the bound is the memory free now."""
     out = integer(name, value, low=low, allow_none=allow_none)
     if out is None:
         return out
-    total = memory_bytes()
+    total = memory_bytes(available=now)
     high = None if total is None else total // bytes_each
     if high is not None and out > high:
         raise ValueError(
             f"{name} must be an integer in [{low}, {_fmt(high)}] ({what}), got {_fmt(out)}: at {bytes_each} "
             f"byte(s) each at the least that is {format_bytes(out * bytes_each)} at once, more than this "
-            f"machine's {format_bytes(total)} of memory")
+            f"machine's {format_bytes(total)} of memory{' free now' if now else ''}")
     return out
 
 

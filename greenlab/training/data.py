@@ -33,7 +33,7 @@ from greenlab.training.catalogue import (
 )  # noqa: F401
 from greenlab.session import config
 from greenlab.training import datacache
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.base.paths import user_cache_dir
 # The validation split: this share of the training images, at least 1 and at most VAL_MAX_SIZE.
 VAL_FRACTION = 0.1
@@ -224,6 +224,8 @@ def generate(name: str = "synthetic", n_train: int = 1000, n_test: int = 200, se
         raise ValueError(f"shape must be (C, H, W) with positive sizes and num_classes >= 2, "
                          f"got {shape}, {num_classes}")
     g = torch.Generator().manual_seed(int(seed))
+    for name, count in (("n_train", n_train), ("n_test", n_test)):  # float32 images, allocated now
+        limits.held(name, count, what="images generated", bytes_each=4 * math.prod(shape), now=True)
     protos = _prototypes(num_classes, shape, g)
     train_x, train_y = _samples(protos, n_train, difficulty, g)
     test_x, test_y = _samples(protos, n_test, difficulty, g)
