@@ -269,7 +269,7 @@ def test_a_synthetic_trace_of_more_jobs_than_a_run_could_draw_is_refused():
 
 
 def test_generated_images_that_do_not_fit_in_the_memory_free_now_are_refused(monkeypatch):
-    free = 4 * 3 * 8 * 8 * 100  # room for 100 float32 images of 3 x 8 x 8
+    free = gl_data.GENERATE_PEAK_COPIES * 4 * 3 * 8 * 8 * 100  # room for 100 images of 3 x 8 x 8
     monkeypatch.setattr(limits, "memory_bytes", lambda available=False: free if available else 10 * free)
     assert len(gl_data.generate(n_train=100, n_test=10, shape=(3, 8, 8)).train_y) == 100
     with pytest.raises(ValueError, match=r"^n_test must be an integer in \[1, 100\].*memory free now"):
