@@ -137,6 +137,18 @@ def module(name: str, value):
     return value
 
 
+def factory(name: str, value, *, classes: bool = True):
+    """A function that builds a fresh model (a class too when ``classes``), not a model itself:
+    a torch.nn.Module is callable, so one passed here failed later inside its own forward."""
+    import torch
+
+    if (not callable(value) or isinstance(value, torch.nn.Module)
+            or (not classes and isinstance(value, type))):
+        raise ArgumentTypeError(f"{name} must be a function that builds a fresh model (not a model itself), "
+                                f"got {_show(value)}")
+    return value
+
+
 def items(name: str, value) -> list:
     """A list, tuple or other iterable (not a string or a mapping) as a list."""
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):

@@ -33,12 +33,12 @@ def add_data_arguments(parser) -> None:
 def data_main(args) -> int:
     """Run ``greenlab data ...``; returns the exit code."""
     command = getattr(args, "data_command", None)
-    root = datacache.cache_root(getattr(args, "dir", None))
     try:
+        root = _cache_folder(args)
         if command == "fetch":
             return _fetch_command(args, root)
         if command == "status":
-            print(f"dataset cache: {root}")
+            print(f"dataset cache: {root}" + ("" if root.is_dir() else " (no such folder yet: fetch creates it)"))
             states = [status(n, root) for n in NAMES]
             for st in states:
                 print("  " + st.line())
@@ -53,11 +53,21 @@ def data_main(args) -> int:
     return 2
 
 
+def _cache_folder(args) -> Path:
+    """The cache folder ``--dir`` names (else the default one); an empty ``--dir`` is refused
+    (it was read as the working folder). A folder not yet there is fine: ``fetch`` creates it,
+    ``status`` says so, ``path`` prints where a dataset will go."""
+    given = getattr(args, "dir", None)
+    if given is not None and not given:
+        raise ValueError("--dir must be a folder path, got ''")
+    return datacache.cache_root(given)
+
+
 def _fetch_command(args, root: Path) -> int:
+    datacache.check_timeout(args.timeout)  # options first: each error names its own option
     if args.all == bool(args.names):
         raise ValueError(f"give dataset names or --all (not both); names: {', '.join(NAMES)}")
     names = list(NAMES) if args.all else [datacache.check_name(n) for n in args.names]
-    datacache.check_timeout(args.timeout)
     mode, why = policy(None) if os.environ.get("GREENLAB_DOWNLOAD", "").strip() else ("try", "")
     if mode == "never":
         print(f"greenlab data fetch: {why}; unset it to download", file=sys.stderr)

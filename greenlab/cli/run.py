@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from greenlab.base import limits
 from greenlab.session import config
 from greenlab.training import data as gl_data, models
 from greenlab.techniques.ddp import launch
@@ -68,10 +69,9 @@ def run_main(args) -> int:
             raise ValueError(f"--precision lists a value twice: {args.precision}")
         if args.model not in models.MODELS:
             raise ValueError(f"unknown model {args.model!r}; allowed: {', '.join(models.MODELS)}")
-        if isinstance(args.repeats, bool) or args.repeats < 1:
-            raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
-        if isinstance(args.warmup, bool) or args.warmup < 0:
-            raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+        # checked here, before the dataset is read, as compare() will check them
+        limits.steps("--repeats", args.repeats, what="rounds of training runs")
+        limits.steps("--warmup", args.warmup, low=0, what="rounds of training runs")
         # 0 is refused by data.load like any other bad size; only "not given" means the default
         n_train = args.n_train if args.n_train is not None else (2000 if settings.quick else None)
         n_test = args.n_test if args.n_test is not None else (500 if settings.quick else None)

@@ -36,6 +36,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from greenlab.base import validation
 from greenlab.base.filelock import locked
 from greenlab.base.paths import results_dir
 from greenlab.base.storage import atomic_write_bytes
@@ -64,6 +65,10 @@ class Leaderboard:
     def __init__(self, path=None):
         if path is None:
             path = os.environ.get(DIR_ENV) or results_dir()
+        elif not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            # "" was read as the working folder: each notebook's folder silently got its own board
+            raise validation.ArgumentTypeError(
+                f"path must be a leaderboard file or folder (or None for ${DIR_ENV}), got {validation._show(path)}")
         path = Path(path).expanduser()  # '~/class' as every other GREENLAB_*_DIR
         self.path = path / FILE_NAME if path.is_dir() or path.suffix != ".json" else path
 
@@ -353,6 +358,9 @@ def measured_as(entry: dict) -> str:
 
 def show_main(args) -> int:
     """``greenlab leaderboard show --dir DIR``: print a (class) leaderboard; 1 when it is damaged."""
+    if args.dir is not None and not args.dir:
+        print("error: --dir must be the board's folder or JSON file, got ''", file=sys.stderr)
+        return 2
     board = Leaderboard(args.dir)
     if args.dir is not None or os.environ.get(DIR_ENV):
         # a mistyped folder is an error, not an empty board

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from greenlab.base.units import plain_number
 from greenlab.energy.sources import EnergySource, _check_gpus, discover, used_cuda_devices
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.energy.estimate import ATTRIBUTIONS
 from greenlab.base.validation import ArgumentTypeError
 
@@ -81,7 +81,7 @@ class IdlePower:
             checked[name] = validation.number(f"watts_by_component[{name!r}] (idle watts)", watts,
                                               low=0, high=1e6)
         self.watts_by_component = checked
-        self.seconds = validation.number("seconds", self.seconds, low=0)
+        self.seconds = limits.duration("seconds", self.seconds, low=0)
         # the provenance a report prints: a number or a string here was accepted and printed as is
         if not isinstance(self.sources, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                          for k, v in self.sources.items()):

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from greenlab.base import validation
+
 _shared = None  # the process-wide Nvml for the real pynvml, created on first use
 
 
@@ -47,6 +49,11 @@ class Nvml:
     def __init__(self, module=None):
         self.available = False
         self.reason = ""
+        if module is not None and not callable(getattr(module, "nvmlInit", None)):
+            # a stand-in without NVML's calls was taken for "no GPU" without a word
+            raise validation.ArgumentTypeError(
+                "nvml_module must be the pynvml module or a stand-in with its calls (nvmlInit, ...), "
+                f"got {validation._show(module)}")
         self.module = module
         if self.module is None:
             try:

@@ -25,7 +25,7 @@ def measure(label: str = "window", idle: IdlePower | None = None, sources: list 
     """
 
     # a window labelled with a number, or sync=0 / distributed="no", used to open without a word
-    label = validation.text("label", label)
+    label = validation.text("label", label, allow_empty=False)  # it names the window in every report
     sync = validation.flag("sync", sync)
     if distributed is not None:
         distributed = validation.flag("distributed", distributed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from greenlab.base import progress, validation
+from greenlab.base import limits, progress, validation
 from greenlab.base.units import plain_number
 from greenlab.experiments.arms import rotated, warm_up, warmup_config
 from greenlab.experiments.comparison import Comparison
@@ -55,14 +55,15 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
         raise ValueError(f"data must be a Dataset or a dict with one for every variant; got {sorted(datasets)} "
                          f"for variants {sorted(variants)}")
     model_fns = model_fn if isinstance(model_fn, dict) else {name: model_fn for name in variants}
+    for name in variants:  # a model passed as its own factory failed inside its forward
+        if callable(model_fns.get(name)):
+            validation.factory("model_fn", model_fns[name])
     missing = [name for name in variants if not callable(model_fns.get(name))]
     if missing:
         raise ValueError("model_fn must be a callable that returns a fresh torch.nn.Module, or a dict "
                          f"with one for every variant (missing or not callable: {', '.join(missing)})")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    repeats = limits.steps("repeats", repeats, what="rounds of training runs")
+    warmup = limits.steps("warmup", warmup, low=0, what="rounds of training runs")
     seeds = {cfg.seed for cfg in variants.values()}
     if seed is None:
         if len(seeds) > 1:

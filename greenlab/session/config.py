@@ -158,6 +158,8 @@ def budget(full=None, quick=None, *, gpu=None, cpu=None, emulated=None, precisio
         # sizes may be any object (a list, a name), but a number must be a usable one: inf sized work forever
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 < value < float("inf"):
             raise ValueError(f"budget({name}=...) must be a positive finite number, got {value!r}")
+        if isinstance(value, (str, bytes, list, tuple, dict, set)) and not value:  # an empty size sized nothing
+            raise ValueError(f"budget({name}=...) must not be empty, got {value!r}")
     if precision is not None:
         if not hardware.precision_support(precision, device()).native:
             return emulated

@@ -37,7 +37,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.base.optional import require
 from greenlab.base.units import plain_number
 
@@ -199,7 +199,7 @@ def synthetic_trace(n_jobs: int = 60, n_gpus: int = 8, seed: int = 0, mean_inter
     ``gpu_choices`` with ``gpu_weights`` (capped at ``n_gpus``); the user from ``users`` with
     ``user_weights``; ``high_priority_share`` of jobs have priority 1; each estimate is the true
     duration times a uniform factor in [1, ``max_overestimate``] (users ask for more than they use)."""
-    _positive_int("n_jobs", n_jobs)
+    limits.steps("n_jobs", n_jobs, what="jobs drawn one after another")
     _positive_int("n_gpus", n_gpus)
     for name, value in (("mean_interarrival_s", mean_interarrival_s), ("median_duration_s", median_duration_s)):
         _positive(name, value)

@@ -27,7 +27,6 @@ arms (``setup_seconds`` says how long the set-up took, unmeasured).
 
 from __future__ import annotations
 
-import math
 import multiprocessing as _mp
 import os
 import signal
@@ -39,7 +38,7 @@ from dataclasses import dataclass
 from greenlab import energy
 from greenlab.base.janitor import Janitor
 from greenlab.base.processes import die_with_parent
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.base.units import plain_number
 from greenlab.training import models
 
@@ -105,14 +104,12 @@ def run(data, mode: str = "async", workers: int = 2, model: str = "mlp", batch_s
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    for name, value in (("workers", workers), ("batch_size", batch_size), ("max_updates", max_updates),
-                        ("eval_every", eval_every)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a number > 0, got {lr!r}")
-    if not (isinstance(target_accuracy, (int, float)) and 0 < target_accuracy <= 1):
-        raise ValueError(f"target_accuracy must be within (0, 1], got {target_accuracy!r}")
+    workers = limits.processes("workers", workers)
+    batch_size = limits.held("batch_size", batch_size, what="samples in one batch")
+    max_updates = limits.steps("max_updates", max_updates, what="updates")
+    eval_every = limits.steps("eval_every", eval_every, what="updates")
+    lr = validation.number("lr", lr, low=0, low_open=True)  # True was taken for 1.0
+    target_accuracy = validation.number("target_accuracy", target_accuracy, low=0, high=1, low_open=True)
 
     # a timeout at or below zero ran the workers and then threw their results away
     timeout_s = validation.number("timeout_s", timeout_s, low=0, low_open=True)

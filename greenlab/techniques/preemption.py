@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from greenlab.base import progress, validation
+from greenlab.base import limits, progress, validation
 from greenlab.base.janitor import Janitor, end_by_closing_stdin
 from greenlab.base.units import plain_number
 from greenlab.energy import measure
@@ -421,8 +421,8 @@ def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_second
     import shutil
     import tempfile
 
-    validation.integer("writes", writes, low=1)
-    validation.number("min_seconds", min_seconds, low=0)
+    limits.steps("writes", writes, what="checkpoint writes")
+    limits.duration("min_seconds", min_seconds, low=0)
     if not isinstance(folder, (str, os.PathLike)):
         raise validation.ArgumentTypeError(f"folder must be a path to a folder, got {folder!r}")
     folder = Path(folder).expanduser()
@@ -439,6 +439,8 @@ def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_second
             while done < writes or time.perf_counter() - t0 < min_seconds:
                 save_checkpoint(path, model, optimizer, step=done)
                 done += 1
+                if done == 1:  # the rest would take as long each: refuse a count no run could finish
+                    limits.check_time("writes", writes, time.perf_counter() - t0, "checkpoint writes")
             seconds = (time.perf_counter() - t0) / done
     finally:
         shutil.rmtree(own, ignore_errors=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.training.precision import PRECISIONS
 from greenlab.training.data import as_augment
 from greenlab.impact import carbon
@@ -19,7 +19,6 @@ LR_SCHEDULES = ("constant", "step", "cosine", "warmup-linear")
 # accepted ranges (checked before any work starts)
 MAX_LR = 100.0  # a learning rate above this diverges for any model here
 MAX_EPOCHS = 100_000
-MAX_COUNT = 2**40  # sizes and step counts
 MAX_SEED = 2**63 - 1  # what torch.manual_seed accepts
 
 
@@ -78,12 +77,18 @@ class TrainConfig:
 
     def __post_init__(self):
         v = validation
-        for name in ("batch_size", "accum_steps", "eval_batch_size", "lr_step_size"):
-            setattr(self, name, v.integer(name, getattr(self, name), low=1, high=MAX_COUNT))
+        # samples held at once are bounded by memory, counts done one after another by time
+        for name in ("batch_size", "eval_batch_size"):
+            setattr(self, name, limits.held(name, getattr(self, name), what="samples in one batch"))
+        self.prefetch_factor = limits.held("prefetch_factor", self.prefetch_factor, what="batches held per worker",
+                                      allow_none=True)
+        self.accum_steps = limits.steps("accum_steps", self.accum_steps, what="micro-batches per optimizer step")
+        self.lr_step_size = limits.steps("lr_step_size", self.lr_step_size, what="optimizer steps")
         self.epochs = v.integer("epochs", self.epochs, low=1, high=MAX_EPOCHS)
-        for name in ("max_steps", "eval_every", "patience", "prefetch_factor"):
-            setattr(self, name, v.integer(name, getattr(self, name), low=1, high=MAX_COUNT, allow_none=True))
-        self.warmup_steps = v.integer("warmup_steps", self.warmup_steps, low=0, high=MAX_COUNT)
+        for name, what in (("max_steps", "optimizer steps"), ("eval_every", "optimizer steps"),
+                           ("patience", "evaluations")):
+            setattr(self, name, limits.steps(name, getattr(self, name), what=what, allow_none=True))
+        self.warmup_steps = limits.steps("warmup_steps", self.warmup_steps, low=0, what="optimizer steps")
         self.num_workers = v.integer("num_workers", self.num_workers, low=0, high=1024)
         self.seed = v.integer("seed", self.seed, low=0, high=MAX_SEED)
         v.choice("precision", self.precision, PRECISIONS)
@@ -109,7 +114,8 @@ class TrainConfig:
 
         as_augment(self.augment)
         if self.eval_every_samples is not None:
-            _positive_int("eval_every_samples", self.eval_every_samples)
+            # bounded against the run's own samples by gl.train, which knows the data
+            self.eval_every_samples = v.integer("eval_every_samples", self.eval_every_samples, low=1)
             if self.eval_every is not None:
                 raise ValueError("set eval_every (optimizer steps) or eval_every_samples (samples), "
                                  f"not both; got {self.eval_every} and {self.eval_every_samples}")
@@ -125,8 +131,7 @@ class TrainConfig:
             return self.batch_size
         if callable(self.batch_schedule):
             size = self.batch_schedule(epoch)
-            _positive_int(f"batch_schedule({epoch})", size)
-            return int(size)
+            return limits.held(f"batch_schedule({epoch})", size, what="samples in one batch")
         size = self.batch_size
         for first_epoch, value in sorted(self.batch_schedule):
             if epoch >= first_epoch:
@@ -155,12 +160,10 @@ def _check_region(region):
     carbon.check_region(region)
 
 
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
 def _check_steps(steps):
+    if isinstance(steps, (str, bytes)):
+        raise validation.ArgumentTypeError("batch_schedule must be a callable epoch -> batch size or a list of "
+                                           f"(first_epoch, batch_size) pairs, got {validation._show(steps)}")
     try:
         pairs = [(e, s) for e, s in steps]
     except (TypeError, ValueError):
@@ -169,4 +172,4 @@ def _check_steps(steps):
     for e, s in pairs:
         if isinstance(e, bool) or not isinstance(e, int) or e < 0:
             raise ValueError(f"batch_schedule epochs must be integers >= 0, got {e!r}")
-        _positive_int("batch_schedule batch size", s)
+        limits.held("batch_schedule batch size", s, what="samples in one batch")

@@ -33,7 +33,7 @@ from greenlab.training.catalogue import (
 )  # noqa: F401
 from greenlab.session import config
 from greenlab.training import datacache
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.base.paths import user_cache_dir
 # The validation split: this share of the training images, at least 1 and at most VAL_MAX_SIZE.
 VAL_FRACTION = 0.1
@@ -199,6 +199,11 @@ def load(name: str, n_train: int | None = None, n_test: int | None = None, root=
     return ds
 
 
+# image-sized float32 tensors _samples holds at its peak, counted from its code (along, stripes, image,
+# x, the noise, their product and their sum): the memory generate() needs per image
+GENERATE_PEAK_COPIES = 7
+
+
 def generate(name: str = "synthetic", n_train: int = 1000, n_test: int = 200, seed: int = 0,
              difficulty: float = 1.0, shape: tuple | None = None, num_classes: int | None = None) -> Dataset:
     """A deterministic image-classification stand-in, calibrated so that the course's models
@@ -224,6 +229,9 @@ def generate(name: str = "synthetic", n_train: int = 1000, n_test: int = 200, se
         raise ValueError(f"shape must be (C, H, W) with positive sizes and num_classes >= 2, "
                          f"got {shape}, {num_classes}")
     g = torch.Generator().manual_seed(int(seed))
+    for name, count in (("n_train", n_train), ("n_test", n_test)):  # float32 images, allocated now
+        limits.held(name, count, what="images generated", now=True,
+                    bytes_each=GENERATE_PEAK_COPIES * 4 * math.prod(shape))
     protos = _prototypes(num_classes, shape, g)
     train_x, train_y = _samples(protos, n_train, difficulty, g)
     test_x, test_y = _samples(protos, n_test, difficulty, g)

@@ -160,9 +160,9 @@ def cache_root(root=None) -> Path:
     """The cache folder: ``root`` (a folder path) when given, else
     ``greenlab.session.config.cache_dir()``."""
     if root is not None:
-        if not isinstance(root, (str, os.PathLike)):
+        if not isinstance(root, (str, os.PathLike)) or not os.fspath(root):  # "" was the working folder
             raise ArgumentTypeError(f"root must be a folder path (str or pathlib.Path) or None, "
-                                    f"got {type(root).__name__}")
+                                    f"got {root!r} ({type(root).__name__})")
         return Path(root).expanduser()
 
     return config.cache_dir()

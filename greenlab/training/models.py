@@ -9,13 +9,14 @@ as ReLU or normalisation are not counted).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.training.flop_counting import flop_counter
 
 NORMS = ("batch", "group", "none")
@@ -93,13 +94,18 @@ def flops(model: nn.Module, input_shape, batch_size: int = 1, device=None) -> Fl
     batch), because batch normalisation cannot train on one value per channel.
     """
     validation.module("model", model)
-    _check_int("batch_size", batch_size, minimum=1)
+    batch_size = validation.integer("batch_size", batch_size, low=1)
     if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):
         raise validation.ArgumentTypeError(
             f"input_shape must be a tuple of sizes such as (1, 28, 28), got {input_shape!r}")
     input_shape = tuple(validation.integer("input_shape entries", s, low=1, high=2**31) for s in input_shape)
     shape = tuple(int(s) for s in input_shape)
+    # the count runs on float32 zeros of (batch, *shape): they must fit in memory
+    limits.held("batch_size", batch_size, what="samples in one batch",
+                    bytes_each=4 * math.prod(shape))
     counted = max(batch_size, 2)
+    if device is not None:
+        device = validation.device("device", device)
     if device is None:
         param = next(model.parameters(), None)
         device = param.device if param is not None else "cpu"

@@ -408,6 +408,8 @@ def break_even_inferences(compression_joules: float, joules_per_inference_before
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or value < 0:
             raise ValueError(f"{label} must be a finite number >= 0 (joules), got {value!r}")
+    if joules_per_inference_before == 0:  # every inference costs energy: 0 J is a reading that failed
+        raise ValueError("joules_per_inference_before must be > 0 (joules: an inference costs energy), got 0")
     saving = joules_per_inference_before - joules_per_inference_after
     if compression_joules == 0:
         return 0

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from greenlab.base import paths, processes, progress
+from greenlab.base import limits, paths, processes, progress
 from greenlab.base.interrupts import Interrupted
 from greenlab.base.processes import PARENT_ENV, kill_group
 from greenlab.base.units import plain_number
@@ -180,15 +180,15 @@ def make_config(nprocs: int, data="synthetic", model="cnn", per_worker_batch: in
                 backend: str | None = None, device: str | None = None, threads_per_worker: int = 1,
                 seed: int = 0) -> dict:
     """The worker config ``run_ddp`` writes as JSON (validated; see ``run_ddp`` for the arguments)."""
-    nprocs = _positive_int("nprocs", nprocs)
-    accum_steps = _positive_int("accum_steps", accum_steps)
+    nprocs = limits.processes("nprocs", nprocs)
+    accum_steps = limits.steps("accum_steps", accum_steps, what="micro-batches per optimizer step")
     if (per_worker_batch is None) == (global_batch is None):
         raise ValueError("give exactly one of per_worker_batch (global batch grows with workers) "
                          "or global_batch (split across workers)")
     if per_worker_batch is not None:
-        per_worker = _positive_int("per_worker_batch", per_worker_batch)
+        per_worker = limits.held("per_worker_batch", per_worker_batch, what="samples in one batch")
     else:
-        total = _positive_int("global_batch", global_batch)
+        total = limits.held("global_batch", global_batch, what="samples in one step, across workers")
         if total % (nprocs * accum_steps):
             raise ValueError(f"global_batch {total} must divide by nprocs x accum_steps = "
                              f"{nprocs * accum_steps}")
@@ -205,7 +205,7 @@ def make_config(nprocs: int, data="synthetic", model="cnn", per_worker_batch: in
     if backend == "nccl" and device != "cuda":
         raise ValueError("backend 'nccl' needs device='cuda'; use 'gloo' on the CPU")
     if max_steps is not None:
-        max_steps = _positive_int("max_steps", max_steps)
+        max_steps = limits.steps("max_steps", max_steps, what="optimizer steps")
     return {
         "nprocs": nprocs,
         "data": _as_spec(data, "data"),
@@ -278,7 +278,7 @@ def parse_worker_counts(text) -> list:
         if not part.isdigit() or int(part) < 1:
             raise ValueError(f"--workers takes worker counts >= 1 separated by commas, e.g. 1,2; "
                              f"got {text!r}")
-        counts.append(int(part))
+        counts.append(limits.processes("--workers", int(part)))
     if len(set(counts)) != len(counts):
         raise ValueError(f"--workers lists a count twice: {text}")
     return counts

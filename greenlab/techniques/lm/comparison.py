@@ -22,9 +22,7 @@ def compare_lm(variants: dict, model_fn, corpus: Corpus, repeats: int = 3, warmu
     model for a config. Returns a ``greenlab.experiments.Comparison``."""
     if not isinstance(variants, dict) or not variants:
         raise validation.ArgumentTypeError("variants must be a non-empty dict {name: LMConfig}")
-    if not callable(model_fn) or isinstance(model_fn, type):
-        raise validation.ArgumentTypeError(
-            f"model_fn must be a function config -> model, got {type(model_fn).__name__}")
+    validation.factory("model_fn (a function config -> model)", model_fn, classes=False)
     validation.instance("corpus", corpus, Corpus,
                         "a greenlab.techniques.lm.corpus.Corpus (greenlab.techniques.lm.corpus.load_corpus())")
     if device is not None:

@@ -194,7 +194,13 @@ def measure_compile(model: nn.Module, corpus: Corpus, config: LMConfig | None = 
                 "compiled": _Stepper(compiled_model, corpus, cfg, dev, check_finite=False)}
 
     # One eager step first (one-time allocations), on the same batch the compiled model sees first.
-    eager_loss = variants["eager"].run(1)
+    try:
+        eager_loss = variants["eager"].run(1)
+    except (RuntimeError, TypeError, IndexError) as exc:  # a model of another kind failed deep in torch
+        if isinstance(exc, torch.OutOfMemoryError):
+            raise
+        raise ValueError("model must be a language model mapping (batch, seq_len) token ids to logits over "
+                         f"the vocabulary; its first training step on the corpus failed: {exc}") from exc
     before = _cache_counters()
     lines = progress.Steps("greenlab.measure_compile", 1 + 2 * repeats, unit="window")
     lines.start("compiling the model: the first step includes compilation")
