@@ -43,7 +43,7 @@ PIP_NAMES = {"torch": "torch", "torchvision": "torchvision", "ipywidgets": "ipyw
 # the rest of the course's core that Colab preinstalls too, at whatever version pip picks here
 ALSO_PREINSTALLED = ["numpy", "matplotlib", "psutil", "tqdm", "nvidia-ml-py"]
 # Colab packages a lesson's install cell is expected to replace, and why
-EXPECTED_CHANGES = {"11": {"torchao": "lesson 11's int8 weights need torchao 0.18's Int8WeightOnlyConfig(version=2)"}}
+EXPECTED_CHANGES: dict = {}  # none: lesson 11's int8 weights use Colab's torchao 0.10 as it is
 
 
 def main(argv=None) -> int:

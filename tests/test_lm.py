@@ -311,6 +311,11 @@ def test_int8_weights_quarter_the_block_weights_and_stay_close():
     rows = sum(m.out_features for m in linears)
     # 1 byte instead of 4 per weight, plus an fp32 scale and an int8 zero point per output row
     assert lm_serve.weight_bytes(model) - lm_serve.weight_bytes(q) == 3 * block_weights - 5 * rows
+    layout = lm_serve.int8_layout(q)
+    assert (layout.rows, layout.values, layout.row_bytes) == (rows, block_weights, 5)
+    assert layout.row_dtypes == ("float32", "int8") and layout.describe() == "5 bytes per row (float32, int8)"
+    with pytest.raises(ValueError, match="no linear weight stored as int8"):
+        lm_serve.int8_layout(model)
     assert type(q.head.weight) is torch.nn.Parameter and q.head.weight is q.tok.weight  # tied, fp32
     w, ref = q.blocks[0].qkv.weight, model.blocks[0].qkv.weight.detach()
     assert w.qdata.dtype == torch.int8
@@ -322,6 +327,30 @@ def test_int8_weights_quarter_the_block_weights_and_stay_close():
     prompts = torch.randint(0, 256, (2, 4))
     assert lm_serve.generate(q, prompts, 6).shape == (2, 6)
     assert lm_serve.serving_break_even_tokens(500, 0.002) == pytest.approx(250_000)
+
+
+def test_a_torchao_without_layout_versions_still_quantizes(monkeypatch):
+    """Colab's torchao (0.10) has no ``version`` argument: its one layout is used, and int8_layout
+    reads whatever was stored."""
+    pytest.importorskip("torchao")
+    import torchao.quantization as quantization
+
+    from greenlab.techniques.lm import serving as lm_serve
+
+    real, asked = quantization.Int8WeightOnlyConfig, []
+
+    def without_versions(**kwargs):
+        asked.append(sorted(kwargs))
+        if "version" in kwargs:
+            raise TypeError("__init__() got an unexpected keyword argument 'version'")
+        return real(**kwargs)
+
+    monkeypatch.setattr(quantization, "Int8WeightOnlyConfig", without_versions)
+    q = lm_serve.quantize_weights_int8(tiny())
+    assert asked == [["set_inductor_config", "version"], ["set_inductor_config"]]
+    layout = lm_serve.int8_layout(q)
+    assert layout.values == sum(m.weight.numel() for m in tiny().blocks.modules() if isinstance(m, torch.nn.Linear))
+    assert layout.row_bytes > 0
 
 
 def test_weight_bytes_counts_each_storage_once():

@@ -228,11 +228,58 @@ def quantize_weights_int8(model: nn.Module) -> nn.Module:
     in_blocks = {id(m) for m in blocks.modules() if type(m) is nn.Linear}
     # set_inductor_config=False: eager serving; torchao would otherwise change torch.compile's
     # global settings for the whole process. version=2 (torchao's Int8Tensor, the only layout from
-    # 0.18 on) named, so torchao 0.17, the release built for torch 2.11, stores the same bytes
-    # instead of its older default, whose zero point per row is an int64
-    quantization.quantize_(model, quantization.Int8WeightOnlyConfig(version=2, set_inductor_config=False),
-                           filter_fn=lambda module, name: id(module) in in_blocks)
+    # 0.18 on) named where torchao knows it, so 0.17 stores the same bytes instead of its older
+    # default; a torchao without versions (0.10, Colab's) has only that older layout, whose zero
+    # point per row is an int64: int8_layout(model) reads which one was stored
+    try:
+        config = quantization.Int8WeightOnlyConfig(version=2, set_inductor_config=False)
+    except TypeError:
+        config = quantization.Int8WeightOnlyConfig(set_inductor_config=False)
+    quantization.quantize_(model, config, filter_fn=lambda module, name: id(module) in in_blocks)
     return model
+
+
+@dataclasses.dataclass(frozen=True)
+class Int8Layout:
+    """How int8 weights are stored, read from the tensors: ``rows`` (output rows over all
+    quantized linear layers), ``values`` (int8 weights), ``row_bytes`` (bytes per row besides the
+    int8 values: scales and zero points) and the dtypes of those per-row tensors."""
+
+    rows: int
+    values: int
+    row_bytes: float
+    row_dtypes: tuple
+
+    def describe(self) -> str:
+        """E.g. "5 bytes per row (float32, int8)": what each output row stores besides its values."""
+        return f"{self.row_bytes:g} bytes per row ({', '.join(self.row_dtypes)})"
+
+
+def int8_layout(model: nn.Module) -> Int8Layout:
+    """The layout of ``model``'s quantized linear weights (after :func:`quantize_weights_int8`),
+    read from the tensors each weight is made of: its int8 values and, per output row, the rest.
+    Raises ValueError when no linear weight of ``model`` is stored as int8."""
+    validation.module("model", model)
+    rows = values = extra = 0
+    dtypes = []
+    for module in model.modules():
+        if not isinstance(module, nn.Linear) or type(module.weight) in (torch.Tensor, nn.Parameter):
+            continue
+        leaves = list(_plain_tensors(module.weight))
+        data = [t for t in leaves if t.dtype == torch.int8 and t.numel() == module.weight.numel()]
+        if not data:
+            continue
+        rows += module.out_features
+        values += data[0].numel()
+        for t in leaves:
+            if t is not data[0]:
+                extra += t.untyped_storage().nbytes()
+                name = str(t.dtype).replace("torch.", "")
+                if name not in dtypes:
+                    dtypes.append(name)
+    if not rows:
+        raise ValueError("model has no linear weight stored as int8 (quantize_weights_int8 first)")
+    return Int8Layout(rows=rows, values=values, row_bytes=extra / rows, row_dtypes=tuple(dtypes))
 
 
 def quantize_int8_per_channel(weight: torch.Tensor) -> tuple:
