@@ -141,3 +141,18 @@ def test_ticking_adds_elapsed_seconds_to_the_open_line_and_leaves_it_open_for_do
     with pytest.raises(ValueError, match="every_s"):
         with lines.ticking(every_s=0):
             pass
+
+
+def test_arms_measured_in_turn_print_a_line_each_and_can_be_quiet(capsys):
+    """measure_arms (used by the lessons' paired comparisons) names every call it makes, warm-ups
+    included, so a cell measuring several arms is never silent; show_progress=False prints nothing."""
+    from greenlab.experiments.arms import measure_arms
+
+    out = measure_arms({"a": lambda r: r, "b": lambda r: 10 + r}, repeats=2)
+    assert out == {"a": [0, 1], "b": [10, 11]}
+    lines = [line.split(" ... ")[0] for line in capsys.readouterr().out.splitlines()]
+    assert lines == ["greenlab.measure_arms [1/6] warm-up a (discarded)", "greenlab.measure_arms [2/6] warm-up b (discarded)",
+                     "greenlab.measure_arms [3/6] a repeat 1/2", "greenlab.measure_arms [4/6] b repeat 1/2",
+                     "greenlab.measure_arms [5/6] b repeat 2/2", "greenlab.measure_arms [6/6] a repeat 2/2"]
+    measure_arms({"a": lambda r: r}, repeats=1, show_progress=False)
+    assert capsys.readouterr().out == ""

@@ -15,10 +15,11 @@ times larger). Every helper that measures two or more arms one after another goe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 
-from greenlab.base import validation
+from greenlab.base import progress, validation
 from greenlab.energy.measure import ShortWindowWarning
 from greenlab.training.config import TrainConfig
 from greenlab.training.loop import train
@@ -48,18 +49,33 @@ def rotated(names, round_index: int) -> list:
     return names[shift:] + names[:shift]
 
 
-def measure_arms(arms: dict, repeats: int = 1, warmup: int = 1) -> dict:
+def measure_arms(arms: dict, repeats: int = 1, warmup: int = 1, show_progress: bool = True) -> dict:
     """Warm every arm up (``warmup`` rounds, at least 1), then call each ``repeats`` times in
     rounds of rotating order. ``arms``: {name: callable(repeat_index) -> result}. Returns
-    {name: [result per repeat]} in the order of ``arms``."""
+    {name: [result per repeat]} in the order of ``arms``. ``show_progress``: a line per call
+    (which arm and repeat, then its seconds), ticking while a long one runs."""
     _check_arms(arms)
     repeats = validation.integer("repeats", repeats, low=1)
-    warm_up({n: (lambda fn=fn: fn(0)) for n, fn in arms.items()}, rounds=warmup)
+    rounds = validation.integer("warmup", warmup, low=1)
+    lines = progress.Steps("greenlab.measure_arms", (rounds + repeats) * len(arms), unit="run", show=show_progress)
     out = {n: [] for n in arms}
-    for r in range(repeats):
-        for name in rotated(arms, r):
-            out[name].append(arms[name](r))
+    with contextlib.closing(lines):
+        warm_up({n: (lambda n=n, fn=fn: stepped(lines, f"warm-up {n} (discarded)", lambda: fn(0)))
+                 for n, fn in arms.items()}, rounds=rounds)
+        for r in range(repeats):
+            for name in rotated(arms, r):
+                out[name].append(stepped(lines, f"{name} repeat {r + 1}/{repeats}", lambda: arms[name](r)))
     return out
+
+
+def stepped(lines, what: str, fn):
+    """``fn()`` as one item of ``lines`` (a ``greenlab.base.progress.Steps``): its line opened with
+    ``what``, ticking while it runs, closed with its seconds. Returns what ``fn`` returns."""
+    lines.start(what)
+    with lines.ticking():
+        result = fn()
+    lines.done()
+    return result
 
 
 def warmup_config(cfg):

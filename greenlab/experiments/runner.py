@@ -103,7 +103,8 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
         where = f"the warm-up run of {name!r}"
         steps.start(f"warm-up {name} (discarded)")
         try:
-            result = _train_kept(lambda *a: one(*a, short=warmup == 0), name, seed, False)
+            with steps.ticking():
+                result = _train_kept(lambda *a: one(*a, short=warmup == 0), name, seed, False)
         except _CutShort:
             raise KeyboardInterrupt from None
         if cut_short(result):
@@ -118,7 +119,8 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
                 where = f"{name!r} repeat {r + 1} of {repeats}"
                 steps.start(f"{name} repeat {r + 1}/{repeats}")
                 try:
-                    result = _train_kept(one, name, seed + r, True)
+                    with steps.ticking():
+                        result = _train_kept(one, name, seed + r, True)
                 except _CutShort as cut:
                     partial.append((name, r, cut.result))
                     raise KeyboardInterrupt from None

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import math
@@ -28,10 +29,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from greenlab.base import validation
+from greenlab.base import progress, validation
 from greenlab.base.units import plain_number
 from greenlab.experiments import paired
-from greenlab.experiments.arms import rotated, warm_up, warmup_config
+from greenlab.experiments.arms import rotated, stepped, warm_up, warmup_config
 from greenlab.techniques.compress import energy_per_inference as _measure_inference
 from greenlab.training import loop as training_loop, models
 
@@ -412,15 +413,18 @@ def compare_archs(space: SearchSpace, archs, data, config, repeats: int = 3, tra
     seed_offset = validation.integer("seed_offset", seed_offset, low=0)
     kwargs = {"log": False} if train_kwargs is None else dict(train_kwargs)
     runs = {a: [] for a in archs}
-    # every architecture warmed up by a short discarded run first, then the repeats in rotating order
-    warm_up({a: (lambda a=a: training_loop.train(space.build(a), data,
-                                                 warmup_config(dataclasses.replace(config, label=str(a))),
-                                                 **dict(kwargs, save=False))) for a in archs})
-    for r in range(repeats):
-        for arch in rotated(archs, r):
-            cfg = dataclasses.replace(config, seed=config.seed + seed_offset + r,
-                                      label=f"{arch} repeat {seed_offset + r + 1}")
-            runs[arch].append(training_loop.train(space.build(arch), data, cfg, **kwargs))
+    lines = progress.Steps("greenlab.compare_archs", (1 + repeats) * len(archs), unit="run")
+    with contextlib.closing(lines):
+        # every architecture warmed up by a short discarded run first, then the repeats in rotating order
+        warm_up({a: (lambda a=a: stepped(lines, f"warm-up {a} (discarded)", lambda: training_loop.train(
+            space.build(a), data, warmup_config(dataclasses.replace(config, label=str(a))),
+            **dict(kwargs, save=False)))) for a in archs})
+        for r in range(repeats):
+            for arch in rotated(archs, r):
+                cfg = dataclasses.replace(config, seed=config.seed + seed_offset + r,
+                                          label=f"{arch} repeat {seed_offset + r + 1}")
+                runs[arch].append(stepped(lines, f"{arch} repeat {r + 1}/{repeats}",
+                                          lambda: training_loop.train(space.build(arch), data, cfg, **kwargs)))
     return ArchComparison(archs=archs, runs=runs, repeats=repeats)
 
 
