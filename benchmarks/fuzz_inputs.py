@@ -956,7 +956,8 @@ LEGITIMATE = {
     ("gl.TrainConfig", "eval_every_samples", "huge"): ("an interval longer than the run: evaluations at epoch "
                                                        "ends only, which always happen"),
     ("gl.TrainConfig", "label", "empty"): "the default label (the run is then named 'train')",
-    **{("gl.budget", arg, label): _BUDGET for arg in ("full", "quick", "gpu", "cpu") for label in ("wrong type", "huge")},
+    **{("gl.budget", arg, label): _BUDGET for arg in ("full", "quick", "gpu", "cpu", "grading")
+       for label in ("wrong type", "huge")},
     ("gl.co2e_g", "joules", "huge"): _MAGNITUDE,
     ("gl.compare_regions", "joules", "huge"): _MAGNITUDE,
     ("gl.co2e_g", "pue", "huge"): "PUE has no physical maximum: arithmetic on the caller's figure",

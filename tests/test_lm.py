@@ -215,8 +215,14 @@ def test_communication_arithmetic():
 # --- the lesson's checker ----------------------------------------------------------------------
 
 def test_zero_checker_passes_the_solution_and_names_the_usual_mistakes():
-    def right(n, world, stage):
-        return sharding.zero_bytes_per_rank(n, world, stage)["total"]
+    def right(n, world, stage):  # written here, not the library's: a graded answer must be the learner's own
+        shard = -(-n // world)
+        return ((shard if stage >= 3 else n) * 4 + (shard if stage >= 2 else n) * 4
+                + (shard if stage >= 1 else n) * 8)
+
+    assert all(right(n, w, s) == sharding.zero_bytes_per_rank(n, w, s)["total"]
+               for n in (10, 1001) for w in (1, 3) for s in range(4))
+    assert not checks.zero_bytes_per_rank(lambda n, w, s: sharding.zero_bytes_per_rank(n, w, s)["total"]).passed
 
     def params_first(n, world, stage):  # shards parameters at stage 1
         return 4 * n / world + 4 * n + 8 * n if stage >= 1 else 16 * n

@@ -149,10 +149,13 @@ def test_summary_mentions_both_windows():
 def test_best_start_hour_checker_agrees_with_best_window():
     from greenlab.course import checks
 
-    def right(values, hours):
-        return scheduling.best_window(list(values), hours).best.start_hour
+    def right(values, hours):  # written here, not the library's: a graded answer must be the learner's own
+        means = [sum(values[i:i + hours]) / hours for i in range(len(values) - hours + 1)]
+        return means.index(min(means))
 
+    assert right([5, 1, 9, 1, 1, 7], 2) == scheduling.best_window([5, 1, 9, 1, 1, 7], 2).best.start_hour == 3
     assert checks.best_start_hour(right).passed
+    assert not checks.best_start_hour(lambda v, h: scheduling.best_window(list(v), h).best.start_hour).passed
     wrong = checks.best_start_hour(lambda values, hours: values.index(min(values)))
     assert wrong.status == "failed" and "whole window" in wrong.text()
     assert checks.best_start_hour(lambda values, hours: None).status == "not attempted"
