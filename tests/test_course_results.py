@@ -96,3 +96,19 @@ def test_results_time_each_lessons_longest_silence_and_name_cells_over_the_limit
     md = out.markdown()
     assert "01_silent.ipynb cell 0" in md and "02_chatty.ipynb cell" not in md
     assert {r["lesson"]: r for r in out.rows()}["01_silent"]["longest_silence_s"] != ""
+
+
+def test_a_lesson_whose_process_dies_at_exit_after_every_cell_ran_says_so_and_counts_as_run(tmp_path):
+    """A native thread torn down at exit can abort the process after the last cell: the lesson's
+    figures stand (status says what happened); a cell that fails is still a failure."""
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    dies = _lesson(lessons, "01_dies.ipynb", "import atexit, os, sys\n"
+                   "atexit.register(lambda: (sys.stderr.write('terminate called without an active exception\\n'), "
+                   "sys.stderr.flush(), os._exit(134)))")
+    broken = _lesson(lessons, "02_broken.ipynb", "raise RuntimeError('a fake failure')")
+    out = results.run_results([dies, broken], quick=True, echo=False)
+    by_lesson = {x.lesson: x for x in out.lessons}
+    assert by_lesson["01_dies"].status.startswith(results.PASSED_THEN_EXIT)
+    assert "exit code 134" in by_lesson["01_dies"].status and "terminate called" in by_lesson["01_dies"].status
+    assert results.passed(by_lesson["01_dies"].status) and not results.passed(by_lesson["02_broken"].status)
