@@ -39,6 +39,7 @@ from greenlab.energy.estimate import cpu_model_name
 from greenlab.energy.provenance import how_measured
 from greenlab.energy.windows import measure
 from greenlab.session import hardware
+from greenlab.session.config import device
 
 COLUMNS = ("lesson", "technique", "saves", "factor", "interval_95", "detectable", "repeats", "reached",
            "energy_source", "cpu_bf16", "load_before", "load_after", "lesson_joules", "lesson_seconds",
@@ -170,7 +171,8 @@ def run_results(paths, quick: bool = False, echo: bool = True, timeout_s: float 
         bf16 = bool(hardware.precision_support("bf16", "cpu").native)
     except Exception:  # noqa: BLE001 - the table says "unknown"
         bf16 = None
-    mode = "CI quick mode (GREENLAB_QUICK=1)" if quick else "this machine's default mode"
+    mode = ("CI quick mode (GREENLAB_QUICK=1)" if quick else
+            f"the default mode on {'a CPU, no GPU' if device() == 'cpu' else device()}")
     return CourseResults(outcomes, mode, _cpu_name(), bf16, os.environ.get("ATEN_CPU_CAPABILITY", ""),
                          total, time.perf_counter() - t0)
 
