@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from greenlab.course.claims_equivalence import fixed_texts
+from greenlab.course.claims_equivalence import readable_texts
 from greenlab.experiments import verdicts
 
 # the module, not the function greenlab.energy exports under the same name
@@ -76,13 +76,8 @@ def notebook_constant_problems(nb: dict[str, Any], where: str = "notebook") -> l
     """One text per markdown cell or fixed code text of ``nb`` that states a library constant with
     a value the library no longer holds."""
     problems = []
-    for index, cell in enumerate(nb.get("cells", [])):
-        source = cell.get("source", "")
-        text = "".join(source) if isinstance(source, list) else str(source)
-        texts = [text] if cell.get("cell_type") == "markdown" else (
-            fixed_texts(text) if cell.get("cell_type") == "code" else [])
-        for fixed in texts:
-            drift = drifted_constant(fixed)
-            if drift:
-                problems.append(f"{where}: cell {index}: {drift}; print it from the constant, or correct the text")
+    for index, fixed in readable_texts(nb):
+        drift = drifted_constant(fixed)
+        if drift:
+            problems.append(f"{where}: cell {index}: {drift}; print it from the constant, or correct the text")
     return problems

@@ -84,6 +84,21 @@ def notebook_equivalence_problems(nb: dict[str, Any], where: str = "notebook") -
     return problems
 
 
+def readable_texts(nb: dict[str, Any], code_texts=None):
+    """(cell index, text) for what a learner reads in ``nb`` without running it: each markdown
+    cell's source, and the texts ``code_texts(source)`` finds in each code cell (default
+    :func:`fixed_texts`). The walk every claims rule over fixed text shares."""
+    code_texts = fixed_texts if code_texts is None else code_texts
+    for index, cell in enumerate(nb.get("cells", [])):
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        if cell.get("cell_type") == "markdown":
+            yield index, text
+        elif cell.get("cell_type") == "code":
+            for fixed in code_texts(text):
+                yield index, fixed
+
+
 def fixed_texts(source: str) -> list[str]:
     """The fixed text of a code cell a learner may read: every string literal, and the literal
     parts of each f-string (replacement fields are the run's own values). Comments are not

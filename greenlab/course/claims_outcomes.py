@@ -26,7 +26,7 @@ import ast
 import re
 from typing import Any
 
-from greenlab.course.claims_equivalence import _CITED_RE
+from greenlab.course.claims_equivalence import _CITED_RE, readable_texts
 from greenlab.course.headless import _strip_magics
 
 # the mark, an HTML comment right after the sentence it covers, with a reason before "-->"
@@ -186,16 +186,8 @@ def notebook_outcome_problems(nb: dict[str, Any], where: str = "notebook") -> li
     text a code cell prints whatever the run found (:func:`unconditional_texts`), that states a
     run's outcome."""
     problems = []
-    for index, cell in enumerate(nb.get("cells", [])):
-        source = cell.get("source", "")
-        text = "".join(source) if isinstance(source, list) else str(source)
-        if cell.get("cell_type") == "markdown":
-            found = outcome_sentences(text)
-        elif cell.get("cell_type") == "code":
-            found = [sentence for fixed in unconditional_texts(text) for sentence in outcome_sentences(fixed)]
-        else:
-            continue
-        for sentence in found:
+    for index, text in readable_texts(nb, unconditional_texts):
+        for sentence in outcome_sentences(text):
             problems.append(f"{where}: cell {index}: \"{_clip(sentence)}\" states an outcome before the run; "
                             "say what to look for, or print it from the outcome where its verdict is "
                             f"(a published finding or a definition: cite it, or mark it `{OUTCOME_OK_MARK} why -->`)")

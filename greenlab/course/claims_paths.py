@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from greenlab.base.paths import package_folder, repo_root
-from greenlab.course.claims_equivalence import fixed_texts
+from greenlab.course.claims_equivalence import readable_texts
 
 # a project path: the data folder, the package's cited tables, or a file under either
 PATH_RE = re.compile(r"(?<![\w/.-])((?:greenlab/)?cited_tables/[\w./-]*|data/[\w./-]*)")
@@ -39,17 +39,12 @@ def notebook_path_problems(nb: dict[str, Any], where: str = "notebook") -> list[
     """One text per markdown cell or fixed code text of ``nb`` that names a project file or folder
     that does not exist."""
     problems = []
-    for index, cell in enumerate(nb.get("cells", [])):
-        source = cell.get("source", "")
-        text = "".join(source) if isinstance(source, list) else str(source)
-        texts = [text] if cell.get("cell_type") == "markdown" else (
-            fixed_texts(text) if cell.get("cell_type") == "code" else [])
-        for fixed in texts:
-            path = missing_path(fixed)
-            if path:
-                problems.append(f"{where}: cell {index}: \"{path}\" does not exist in this checkout; the cited "
-                                "tables are in greenlab/cited_tables/ (greenlab.base.paths.tables_dir()), "
-                                "recorded runs in data/reference_runs/")
+    for index, fixed in readable_texts(nb):
+        path = missing_path(fixed)
+        if path:
+            problems.append(f"{where}: cell {index}: \"{path}\" does not exist in this checkout; the cited "
+                            "tables are in greenlab/cited_tables/ (greenlab.base.paths.tables_dir()), "
+                            "recorded runs in data/reference_runs/")
     return problems
 
 
