@@ -7,7 +7,8 @@ whose config turns on grading mode, ``GREENLAB_GRADING=1``), generates the assig
 the instructor's solutions as one student and times ``nbgrader autograde`` for it, per lesson, as
 ``python -m greenlab.course grade`` runs it (``greenlab.course.class_grading``; the process's
 wall-clock, kernel start included). Prints per lesson the seconds, the points the solutions got
-(of the most), the slowest cells (from the execution times nbclient records in the graded
+(of the most), the code cells grading mode ran and those of them that ended in an error (the
+instructor's solutions should leave none), the slowest cells (from the execution times nbclient records in the graded
 notebook), whether the stakeholder statement's instant check passed against the run's facts, and
 the machine's load average: other work on the machine stretches every figure. Ends with a table.
 The target is about 10 s per lesson on 2 cores; this prints, it does not judge.
@@ -80,16 +81,21 @@ def main(argv: list[str] | None = None) -> int:
             timed_cells = _slowest(export.load(graded), None)
             cells, in_cells = timed_cells[:args.slowest], sum(seconds for _, seconds in timed_cells)
             statement = _statement_verdict(export.load(graded))
+            ran, code_cells, failed = _cells_run(export.load(graded))
             print(f"lesson {lesson}: {min(times):.1f} s per submission (best of {len(times)}; {in_cells:.1f} s of it "
                   f"in the notebook's cells), "
                   f"{score:g} of {most:g} autograded points, {errors} error line(s) in nbgrader's log; "
+                  f"{ran} of {code_cells} code cells run, "
+                  f"{len(failed)} ended in an error{' (' + ', '.join(failed) + ')' if failed else ''}; "
                   f"load average {load:.1f} on {os.cpu_count()} CPUs; statement check: {statement}; slowest cells: "
                   + ", ".join(f"{cell} {seconds:.1f} s" for cell, seconds in cells))
-            table.append((lesson, min(times), in_cells, score, most, load, statement))
-    print("\n| lesson | s per submission | s in cells | autograded points | load average | statement check |\n"
-          "| --- | --- | --- | --- | --- | --- |")
-    for lesson, seconds, in_cells, score, most, load, statement in table:
-        print(f"| {lesson} | {seconds:.1f} | {in_cells:.1f} | {score:g} / {most:g} | {load:.1f} | {statement} |")
+            table.append((lesson, min(times), in_cells, score, most, f"{ran} / {code_cells}", len(failed), load,
+                          statement))
+    print("\n| lesson | s per submission | s in cells | autograded points | code cells run | cells in error "
+          "| load average | statement check |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for lesson, seconds, in_cells, score, most, ran, failed, load, statement in table:
+        print(f"| {lesson} | {seconds:.1f} | {in_cells:.1f} | {score:g} / {most:g} | {ran} | {failed} | {load:.1f} "
+              f"| {statement} |")
     return 0
 
 
@@ -117,6 +123,17 @@ def _slowest(nb: dict, count: int | None) -> list[tuple[str, float]]:
                        - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
             found.append((cell.get("id", "?"), seconds))
     return sorted(found, key=lambda item: -item[1])[:count]
+
+
+def _cells_run(nb: dict) -> tuple[int, int, list[str]]:
+    """(code cells run, code cells, ids of the cells that ended in an error) of a graded notebook; a
+    cell grading mode left out holds only its comment (``nbgrader_preprocessor.SKIPPED``)."""
+    from greenlab.course.nbgrader_preprocessor import SKIPPED  # lazy: it needs nbgrader, as this benchmark does
+
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    ran = [c for c in code if "".join(c["source"]) != SKIPPED]
+    failed = [c.get("id", "?") for c in ran if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    return len(ran), len(code), failed
 
 
 def _statement_verdict(nb: dict) -> str:

@@ -2,85 +2,86 @@
 
 The public surface the lessons use. Every energy figure carries its source
 (``nvml-counter``, ``nvml-power``, ``rapl`` or ``estimate``); see ``greenlab.energy``.
+
+Each ``gl.*`` name is imported on first use (``_PUBLIC`` says from where): ``import greenlab``
+itself loads no PyTorch, so a process that needs one module (nbgrader loading the course's
+preprocessor, ``python -m greenlab.course``) does not pay for the others, and a lesson pays for
+what it uses.
 """
 
 from greenlab.base.version import __version__
 
+# name -> (module, attribute in it; None: the module itself), in the groups the lessons use
+_PUBLIC: dict[str, tuple[str, str | None]] = {}
+
+
+def _names(module: str, names: str) -> None:
+    for name in names.split():
+        _PUBLIC[name] = (module, name)
+
+
+def _modules(**modules: str) -> None:
+    for name, module in modules.items():
+        _PUBLIC[name] = (module, None)
+
+
 # --- measurement core (energy, hardware, units) ---
-from greenlab.base import units
-from greenlab.energy import (
-    ComponentEnergy,
-    IdlePower,
-    Measurement,
-    PowerMonitor,
-    default_sources,
-    measure,
-    measure_idle,
-)
-from greenlab.session.hardware import doctor
+_modules(units="greenlab.base.units")
+_names("greenlab.energy", "ComponentEnergy IdlePower Measurement PowerMonitor default_sources measure measure_idle")
+_names("greenlab.session.hardware", "doctor")
 
 # --- carbon and cost ---
-from greenlab.impact import carbon, scaling
-from greenlab.impact.carbon import (
-    co2e_g,
-    compare_regions,
-    equivalents,
-    format_mass,
-    intensity,
-    regions,
-)
-from greenlab.base.units import format_bytes, format_energy, plain_number  # '1.5 MiB', '3.6 kJ', '1,080'
-from greenlab.impact import report, scheduling  # noqa: E402
+_modules(carbon="greenlab.impact.carbon", scaling="greenlab.impact.scaling")
+_names("greenlab.impact.carbon", "co2e_g compare_regions equivalents format_mass intensity regions")
+_names("greenlab.base.units", "format_bytes format_energy plain_number")  # '1.5 MiB', '3.6 kJ', '1,080'
+_modules(report="greenlab.impact.report", scheduling="greenlab.impact.scheduling")
 
 # --- harness (setup, data, models, training, experiments) ---
-from greenlab.techniques import batching, ddp, search
-from greenlab.training import data, models
-from greenlab import experiments
-from greenlab.course import bills, recipes
-from greenlab.base import results  # noqa: E402
-from greenlab.session.config import Settings, budget, device, is_quick, setup  # noqa: E402
-from greenlab.experiments import Comparison, compare  # noqa: E402
-from greenlab.training.models import count_params, flops  # noqa: E402
-from greenlab.training import memory  # noqa: E402  gl.memory.saved_for_backward: what autograd keeps
-from greenlab.training.loop import RunResult, StopTraining, TrainConfig, train  # noqa: E402
-# Ctrl-C: one line, the partial result kept
-from greenlab.training.loop import Interrupted, last_interrupted  # noqa: E402
+_modules(batching="greenlab.techniques.batching", ddp="greenlab.techniques.ddp", search="greenlab.techniques.search",
+         data="greenlab.training.data", models="greenlab.training.models", experiments="greenlab.experiments",
+         bills="greenlab.course.bills", recipes="greenlab.course.recipes", results="greenlab.base.results")
+_names("greenlab.session.config", "Settings budget device is_quick setup")
+_names("greenlab.experiments", "Comparison compare")
+_names("greenlab.training.models", "count_params flops")
+_modules(memory="greenlab.training.memory")  # gl.memory.saved_for_backward: what autograd keeps
+_names("greenlab.training.loop", "RunResult StopTraining TrainConfig train")
+_names("greenlab.training.loop", "Interrupted last_interrupted")  # Ctrl-C: one line, the partial result kept
 
 # --- lesson topics: compression, profiling and monitoring, leaderboard ---
-from greenlab.techniques import active, compress, prefetch, profiling, stopping  # noqa: E402
+_modules(active="greenlab.techniques.active", compress="greenlab.techniques.compress",
+         prefetch="greenlab.techniques.prefetch", profiling="greenlab.techniques.profiling",
+         stopping="greenlab.techniques.stopping")
 # lessons 00-03: roofline, fp16, accumulation
-from greenlab.techniques import accumulation, numerics, roofline  # noqa: E402
-from greenlab.techniques import edge, federated  # noqa: E402  lesson 14: FedAvg against centralised, edge inference
-from greenlab.impact import network  # noqa: E402  lesson 14: the energy of bytes sent, from a cited kWh/GB figure
-from greenlab.techniques import monitoring, preemption, storage  # noqa: E402  lesson 12: operating training
-from greenlab.impact import idle  # noqa: E402  lesson 12: idle capacity and scale to zero
-from greenlab.techniques import lm  # noqa: E402  gl.lm: a small language model in joules per token
-from greenlab.techniques.lm import (
-    compiling as lm_compile,
-    serving as lm_serve,
-    lora,
-    sharding,
-)  # noqa: E402
-from greenlab.base import optional
-from greenlab.training import optimizers  # noqa: E402  gl.optimizers: fp32 or 8-bit AdamW states, counted state bytes
-# gl.sharding_run: DDP against FSDP, measured in 2 processes
-from greenlab.techniques.lm import sharding_run  # noqa: E402
-from greenlab.course.leaderboard import Leaderboard, LeaderboardError  # noqa: E402
-from greenlab.course.headline import headline  # noqa: E402  gl.headline: a lesson's verdict as a record for the results table
+_modules(accumulation="greenlab.techniques.accumulation", numerics="greenlab.techniques.numerics",
+         roofline="greenlab.techniques.roofline")
+# lesson 14: FedAvg against centralised, edge inference; the energy of bytes sent, from a cited kWh/GB figure
+_modules(edge="greenlab.techniques.edge", federated="greenlab.techniques.federated", network="greenlab.impact.network")
+# lesson 12: operating training; idle capacity and scale to zero
+_modules(monitoring="greenlab.techniques.monitoring", preemption="greenlab.techniques.preemption",
+         storage="greenlab.techniques.storage", idle="greenlab.impact.idle")
+# gl.lm: a small language model in joules per token
+_modules(lm="greenlab.techniques.lm", lm_compile="greenlab.techniques.lm.compiling",
+         lm_serve="greenlab.techniques.lm.serving", lora="greenlab.techniques.lm.lora",
+         sharding="greenlab.techniques.lm.sharding", optional="greenlab.base.optional",
+         optimizers="greenlab.training.optimizers",  # gl.optimizers: fp32 or 8-bit AdamW states, counted state bytes
+         sharding_run="greenlab.techniques.lm.sharding_run")  # gl.sharding_run: DDP against FSDP, in 2 processes
+_names("greenlab.course.leaderboard", "Leaderboard LeaderboardError")
+_names("greenlab.course.headline", "headline")  # gl.headline: a lesson's verdict as a record for the results table
 # lesson 13: scheduling, tuning, asynchronous training
-from greenlab.techniques import cluster, hogwild, tuning  # noqa: E402
+_modules(cluster="greenlab.techniques.cluster", hogwild="greenlab.techniques.hogwild", tuning="greenlab.techniques.tuning")
 
 # --- widgets and quizzes ---
-from greenlab.widgets.quiz_display import quiz  # noqa: E402  gl.quiz(questions): knowledge checks graded in Python
+_names("greenlab.widgets.quiz_display", "quiz")  # gl.quiz(questions): knowledge checks graded in Python
+# gl.widgets needs ipywidgets and matplotlib, which a headless machine (a GPU box running benchmarks, a
+# script) may not have or want
+_modules(widgets="greenlab.widgets")
 
 # --- course machinery (checkers, reference runs) ---
-from greenlab.course import checks as check  # noqa: E402  gl.check.<exercise>(answer)
-from greenlab.course import reference  # noqa: E402  gl.reference.show("experiment")
-
+_modules(check="greenlab.course.checks",  # gl.check.<exercise>(answer)
+         reference="greenlab.course.reference")  # gl.reference.show("experiment")
 
 # --- gl.<module> names the lessons use, from their packages ---
-from greenlab.session import config  # noqa: E402
-from greenlab.session import hardware  # noqa: E402
+_modules(config="greenlab.session.config", hardware="greenlab.session.hardware")
 
 
 def load_ipython_extension(ipython) -> None:
@@ -98,10 +99,21 @@ def unload_ipython_extension(ipython) -> None:
 
 
 def __getattr__(name: str):
-    """``gl.widgets`` is imported on first use: it needs ipywidgets and matplotlib, which a
-    headless machine (a GPU box running benchmarks, a script) may not have or want."""
-    if name == "widgets":
-        import importlib
+    """``gl.NAME``, imported on first use and then kept as an attribute; a package of greenlab's
+    own (``gl.energy``) is imported by its name."""
+    import importlib.util  # lazy: only a name not yet used needs it
 
-        return importlib.import_module("greenlab.widgets")
-    raise AttributeError(f"module 'greenlab' has no attribute {name!r}")
+    if name in _PUBLIC:
+        module, attribute = _PUBLIC[name]
+        found = importlib.import_module(module)
+        value = found if attribute is None else getattr(found, attribute)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'greenlab' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -10,12 +10,12 @@ then drops that metadata. Imported only by nbgrader's config: it needs nbgrader.
 
 from __future__ import annotations
 
-import ast
 import os
 
 from traitlets import List
 
 from greenlab.base.optional import require
+from greenlab.course.needed_cells import needed
 
 _preprocessors = require("nbgrader.preprocessors", "the nbgrader export")
 ClearHiddenTests, NbGraderPreprocessor = _preprocessors.ClearHiddenTests, _preprocessors.NbGraderPreprocessor
@@ -47,93 +47,29 @@ SKIPPED = "# Not run when grading (GREENLAB_GRADING): no grade needs this cell's
 class SkipExperiments(NbGraderPreprocessor):
     """In grading mode, run only the cells a grade needs: the first code cell (``gl.setup()``),
     every solution and graded cell, the cell after a hand-graded answer (which shows it, e.g. the
-    statement with the run's figures), cells that only import or define, and every cell that
-    defines a name those cells use (found again for each cell kept, so a run the statement cites
-    runs). Any other code cell, a lesson's experiments and measurements, is replaced by a comment
-    saying so. On unless ``GREENLAB_GRADING`` is 0."""
+    statement with the run's figures), and the cells that bind or change a name one of those reads
+    before it is bound again (:func:`greenlab.course.needed_cells.needed`, read from the submitted
+    notebook, the learner's own cells included, so a run the statement cites runs). Any other code
+    cell, a lesson's experiments, figures and measurements, is replaced by a comment saying so. On
+    unless ``GREENLAB_GRADING`` is 0."""
 
     def preprocess(self, nb, resources):
         if os.environ.get("GREENLAB_GRADING", "1").strip().lower() in ("0", "false", "no", "off"):
             return nb, resources
         code = [c for c in nb.cells if c.cell_type == "code"]
-        keep = set()
-        after_manual = False
-        for i, cell in enumerate(code):
-            meta = cell.metadata.get("nbgrader", {})
-            if i == 0 or meta.get("solution") or meta.get("grade") or after_manual or _only_definitions(cell.source):
-                keep.add(i)
-            after_manual = bool(meta.get("solution") and meta.get("grade"))
-        needed: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for i in sorted(keep):
-                needed |= _loaded(code[i].source)
-            for i, cell in enumerate(code):
-                if i not in keep and _defined(cell.source) & needed:
-                    keep.add(i)
-                    changed = True
-        for i, cell in enumerate(code):
-            if i not in keep:
-                cell.source = SKIPPED
+        for i in skipped(code):
+            code[i].source = SKIPPED
         return nb, resources
 
 
-def _tree(source: str):
-    try:
-        return ast.parse(source)
-    except SyntaxError:
-        return None
-
-
-def _only_definitions(source: str) -> bool:
-    tree = _tree(source)
-    return tree is not None and all(isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))
-                                    for n in tree.body)
-
-
-def _loaded(source: str) -> set[str]:
-    """The global names ``source`` reads: at the top level, and inside its functions those that are
-    neither arguments nor assigned there (approximately: comprehension variables count as local)."""
-    tree = _tree(source)
-    if tree is None:
-        return set()
-    names: set[str] = set()
-    for node in tree.body:
-        names |= _free(node)
-    return names
-
-
-def _free(node) -> set[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        args = node.args
-        local = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-        local |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-        body = node.body if isinstance(node.body, list) else [node.body]
-        inner = set()
-        for child in body:
-            local |= {n.id for n in ast.walk(child) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            local |= {n.name for n in ast.walk(child) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-            local |= {(a.asname or a.name).split(".")[0] for n in ast.walk(child)
-                      if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-            inner |= {n.id for n in ast.walk(child) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        defaults = set()
-        for d in args.defaults + [d for d in args.kw_defaults if d is not None]:
-            defaults |= {n.id for n in ast.walk(d) if isinstance(n, ast.Name)}
-        return (inner - local) | defaults
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _defined(source: str) -> set[str]:
-    tree = _tree(source)
-    if tree is None:
-        return set()
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node in tree.body:
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return names
+def skipped(code_cells) -> list[int]:
+    """The indices of the code cells (in order) that grading mode leaves out."""
+    required = set()
+    after_manual = False
+    for i, cell in enumerate(code_cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if i == 0 or meta.get("solution") or meta.get("grade") or after_manual:
+            required.add(i)
+        after_manual = bool(meta.get("solution") and meta.get("grade"))
+    keep = needed([c.source for c in code_cells], required)
+    return [i for i in range(len(code_cells)) if i not in keep]

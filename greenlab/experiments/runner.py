@@ -7,7 +7,7 @@ import dataclasses
 
 from greenlab.base import limits, progress, validation
 from greenlab.base.units import plain_number
-from greenlab.experiments.arms import rotated, warm_up, warmup_config
+from greenlab.experiments.arms import rotated, warm_rounds, warm_up, warmup_config
 from greenlab.experiments.comparison import Comparison
 from greenlab.session.config import seed_everything
 from greenlab.training import loop
@@ -95,7 +95,7 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
     repeat_runs = []  # one {name: RunResult} per repeat (finished runs only)
     order, partial, interrupted, ctrl_c = [], [], False, False
     where = "before the first run"
-    steps = progress.Steps("greenlab.compare", (max(warmup, 1) + repeats) * len(names), unit="run",
+    steps = progress.Steps("greenlab.compare", (warm_rounds(max(warmup, 1)) + repeats) * len(names), unit="run",
                            show=show_progress)
 
     def warm(name):
