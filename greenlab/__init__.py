@@ -51,12 +51,12 @@ _names("greenlab.training.loop", "Interrupted last_interrupted")  # Ctrl-C: one 
 _modules(active="greenlab.techniques.active", compress="greenlab.techniques.compress",
          prefetch="greenlab.techniques.prefetch", profiling="greenlab.techniques.profiling",
          stopping="greenlab.techniques.stopping")
-# lessons 00-03: roofline, fp16, accumulation
+# lessons 00-02: roofline, fp16, accumulation
 _modules(accumulation="greenlab.techniques.accumulation", numerics="greenlab.techniques.numerics",
          roofline="greenlab.techniques.roofline")
-# lesson 14: FedAvg against centralised, edge inference; the energy of bytes sent, from a cited kWh/GB figure
+# lesson 15: FedAvg against centralised, edge inference; the energy of bytes sent, from a cited kWh/GB figure
 _modules(edge="greenlab.techniques.edge", federated="greenlab.techniques.federated", network="greenlab.impact.network")
-# lesson 12: operating training; idle capacity and scale to zero
+# lesson 13: operating training; idle capacity and scale to zero
 _modules(monitoring="greenlab.techniques.monitoring", preemption="greenlab.techniques.preemption",
          storage="greenlab.techniques.storage", idle="greenlab.impact.idle")
 # gl.lm: a small language model in joules per token
@@ -67,7 +67,7 @@ _modules(lm="greenlab.techniques.lm", lm_compile="greenlab.techniques.lm.compili
          sharding_run="greenlab.techniques.lm.sharding_run")  # gl.sharding_run: DDP against FSDP, in 2 processes
 _names("greenlab.course.leaderboard", "Leaderboard LeaderboardError")
 _names("greenlab.course.headline", "headline")  # gl.headline: a lesson's verdict as a record for the results table
-# lesson 13: scheduling, tuning, asynchronous training
+# lesson 14: scheduling, tuning, asynchronous training
 _modules(cluster="greenlab.techniques.cluster", hogwild="greenlab.techniques.hogwild", tuning="greenlab.techniques.tuning")
 
 # --- widgets and quizzes ---
