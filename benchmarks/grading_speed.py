@@ -11,7 +11,10 @@ wall-clock, kernel start included). Prints per lesson the seconds, the points th
 instructor's solutions should leave none), the slowest cells (from the execution times nbclient records in the graded
 notebook), whether the stakeholder statement's instant check passed against the run's facts, and
 the machine's load average: other work on the machine stretches every figure. Ends with a table.
-The target is about 10 s per lesson on 2 cores; this prints, it does not judge.
+With ``--class-size N``, the same submission is also graded as a class of N students,
+``--jobs`` processes at a time, and the class's wall-clock per submission is printed beside the
+one-alone figure: the throughput an instructor grading a class sees. The target is about 10 s per
+lesson on 2 cores; this prints, it does not judge.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="every lesson")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--slowest", type=int, default=3, metavar="N", help="cells to name per lesson")
+    parser.add_argument("--class-size", type=int, default=0, metavar="N",
+                        help="also grade a class of N copies of the submission, --jobs processes at a time, "
+                             "and print the class's wall-clock per submission (throughput)")
+    parser.add_argument("--jobs", type=int, default=2, help="autograde processes at a time for --class-size")
     args = parser.parse_args(argv)
     if args.all:
         args.lessons = [p.name[:2] for p in sorted((ROOT / "lessons" / "instructor").glob("[0-9][0-9]_*.ipynb"))]
@@ -74,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                 if not done.ok:
                     print(f"lesson {lesson}: autograde failed\n{done.output[-2000:]}")
                     return 1
+            per_student = None
+            if args.class_size:
+                per_student = _class_throughput(course, name, target, args.class_size, args.jobs)
             errors = len(re.findall(r"ERROR", done.output))
             load = os.getloadavg()[0]
             score, most = _score(course, name)
@@ -84,19 +94,43 @@ def main(argv: list[str] | None = None) -> int:
             ran, code_cells, failed = _cells_run(export.load(graded))
             print(f"lesson {lesson}: {min(times):.1f} s per submission (best of {len(times)}; {in_cells:.1f} s of it "
                   f"in the notebook's cells), "
-                  f"{score:g} of {most:g} autograded points, {errors} error line(s) in nbgrader's log; "
+                  + (f"{per_student:.1f} s per submission in a class of {args.class_size} graded by "
+                     f"{args.jobs} processes at a time (wall-clock / submissions); " if per_student else "")
+                  + f"{score:g} of {most:g} autograded points, {errors} error line(s) in nbgrader's log; "
                   f"{ran} of {code_cells} code cells run, "
                   f"{len(failed)} ended in an error{' (' + ', '.join(failed) + ')' if failed else ''}; "
                   f"load average {load:.1f} on {os.cpu_count()} CPUs; statement check: {statement}; slowest cells: "
                   + ", ".join(f"{cell} {seconds:.1f} s" for cell, seconds in cells))
-            table.append((lesson, min(times), in_cells, score, most, f"{ran} / {code_cells}", len(failed), load,
-                          statement))
-    print("\n| lesson | s per submission | s in cells | autograded points | code cells run | cells in error "
-          "| load average | statement check |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for lesson, seconds, in_cells, score, most, ran, failed, load, statement in table:
-        print(f"| {lesson} | {seconds:.1f} | {in_cells:.1f} | {score:g} / {most:g} | {ran} | {failed} | {load:.1f} "
-              f"| {statement} |")
+            table.append((lesson, min(times), in_cells, per_student, score, most, f"{ran} / {code_cells}",
+                          len(failed), load, statement))
+    throughput = f"s per submission, class of {args.class_size}, {args.jobs} at a time | " if args.class_size else ""
+    print(f"\n| lesson | s per submission (one alone) | s in cells | {throughput}autograded points | code cells run "
+          "| cells in error | load average | statement check |\n|" + " --- |" * (8 + bool(args.class_size)))
+    for lesson, seconds, in_cells, per_student, score, most, ran, failed, load, statement in table:
+        print(f"| {lesson} | {seconds:.1f} | {in_cells:.1f} | " + (f"{per_student:.1f} | " if args.class_size else "")
+              + f"{score:g} / {most:g} | {ran} | {failed} | {load:.1f} | {statement} |")
     return 0
+
+
+def _class_throughput(course: Path, assignment: str, submission: Path, size: int, jobs: int) -> float:
+    """Seconds per submission when ``size`` copies of ``submission`` are graded as a class by
+    ``python -m greenlab.course grade``'s ``grade_class``, ``jobs`` processes at a time: the class's
+    wall-clock over ``size``."""
+    import shutil
+    import time
+
+    names = [f"class{i:02d}" for i in range(1, size + 1)]
+    for student in names:
+        target = course / "submitted" / student / assignment / submission.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(submission, target)
+    start = time.perf_counter()
+    done = class_grading.grade_class(course, assignment, jobs=jobs, only=names)
+    seconds = time.perf_counter() - start
+    failed = [d.student for d in done if not d.ok]
+    if failed:
+        raise SystemExit(f"{assignment}: the class's autograde failed for {', '.join(failed)}\n{done[0].output[-2000:]}")
+    return seconds / size
 
 
 def _score(course: Path, assignment: str) -> tuple[float, float]:
