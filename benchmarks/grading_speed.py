@@ -7,7 +7,8 @@ whose config turns on grading mode, ``GREENLAB_GRADING=1``), generates the assig
 the instructor's solutions as one student and times ``nbgrader autograde`` for it, per lesson, as
 ``python -m greenlab.course grade`` runs it (``greenlab.course.class_grading``; the process's
 wall-clock, kernel start included). Prints per lesson the seconds, the points the solutions got
-(of the most), the code cells grading mode ran and those of them that ended in an error (the
+(of the most), the CPU seconds nbgrader and its kernel used (robust to other work on the
+machine, unlike wall-clock), the code cells grading mode ran and those of them that ended in an error (the
 instructor's solutions should leave none), the slowest cells (from the execution times nbclient records in the graded
 notebook), whether the stakeholder statement's instant check passed against the run's facts, and
 the machine's load average: other work on the machine stretches every figure. Ends with a table.
@@ -74,10 +75,12 @@ def main(argv: list[str] | None = None) -> int:
             target = course / "submitted" / "timed" / name / release.name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(nb), encoding="utf-8")
-            times = []
+            times, cpu = [], []
             for _ in range(args.repeats):
+                before = _children_cpu_seconds()
                 (done,) = class_grading.grade_class(course, name, jobs=1, only=["timed"])
                 times.append(done.seconds)
+                cpu.append(_children_cpu_seconds() - before)
                 if not done.ok:
                     print(f"lesson {lesson}: autograde failed\n{done.output[-2000:]}")
                     return 1
@@ -93,29 +96,31 @@ def main(argv: list[str] | None = None) -> int:
             statement = _statement_verdict(export.load(graded))
             ran, code_cells, failed = _cells_run(export.load(graded))
             print(f"lesson {lesson}: {min(times):.1f} s per submission (best of {len(times)}; {in_cells:.1f} s of it "
-                  f"in the notebook's cells), "
-                  + (f"{per_student:.1f} s per submission in a class of {args.class_size} graded by "
-                     f"{args.jobs} processes at a time (wall-clock / submissions); " if per_student else "")
+                  f"in the notebook's cells; {min(cpu):.1f} CPU s, nbgrader and its kernel together), "
+                  + (f"{per_student[0]:.1f} s ({per_student[1]:.1f} CPU s) per submission in a class of "
+                     f"{args.class_size} graded by {args.jobs} processes at a time (wall-clock / submissions); "
+                     if per_student else "")
                   + f"{score:g} of {most:g} autograded points, {errors} error line(s) in nbgrader's log; "
                   f"{ran} of {code_cells} code cells run, "
                   f"{len(failed)} ended in an error{' (' + ', '.join(failed) + ')' if failed else ''}; "
                   f"load average {load:.1f} on {os.cpu_count()} CPUs; statement check: {statement}; slowest cells: "
                   + ", ".join(f"{cell} {seconds:.1f} s" for cell, seconds in cells))
-            table.append((lesson, min(times), in_cells, per_student, score, most, f"{ran} / {code_cells}",
+            table.append((lesson, min(times), min(cpu), in_cells, per_student, score, most, f"{ran} / {code_cells}",
                           len(failed), load, statement))
     throughput = f"s per submission, class of {args.class_size}, {args.jobs} at a time | " if args.class_size else ""
-    print(f"\n| lesson | s per submission (one alone) | s in cells | {throughput}autograded points | code cells run "
-          "| cells in error | load average | statement check |\n|" + " --- |" * (8 + bool(args.class_size)))
-    for lesson, seconds, in_cells, per_student, score, most, ran, failed, load, statement in table:
-        print(f"| {lesson} | {seconds:.1f} | {in_cells:.1f} | " + (f"{per_student:.1f} | " if args.class_size else "")
+    print(f"\n| lesson | s per submission (one alone) | CPU s | s in cells | {throughput}autograded points "
+          "| code cells run | cells in error | load average | statement check |\n|" + " --- |" * (9 + bool(args.class_size)))
+    for lesson, seconds, cpu_s, in_cells, per_student, score, most, ran, failed, load, statement in table:
+        print(f"| {lesson} | {seconds:.1f} | {cpu_s:.1f} | {in_cells:.1f} | "
+              + (f"{per_student[0]:.1f} ({per_student[1]:.1f} CPU s) | " if args.class_size else "")
               + f"{score:g} / {most:g} | {ran} | {failed} | {load:.1f} | {statement} |")
     return 0
 
 
-def _class_throughput(course: Path, assignment: str, submission: Path, size: int, jobs: int) -> float:
-    """Seconds per submission when ``size`` copies of ``submission`` are graded as a class by
-    ``python -m greenlab.course grade``'s ``grade_class``, ``jobs`` processes at a time: the class's
-    wall-clock over ``size``."""
+def _class_throughput(course: Path, assignment: str, submission: Path, size: int, jobs: int) -> tuple[float, float]:
+    """(seconds, CPU seconds) per submission when ``size`` copies of ``submission`` are graded as a
+    class by ``python -m greenlab.course grade``'s ``grade_class``, ``jobs`` processes at a time: the
+    class's wall-clock (and its processes' CPU time) over ``size``."""
     import shutil
     import time
 
@@ -124,13 +129,23 @@ def _class_throughput(course: Path, assignment: str, submission: Path, size: int
         target = course / "submitted" / student / assignment / submission.name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(submission, target)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu_seconds()
     done = class_grading.grade_class(course, assignment, jobs=jobs, only=names)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _children_cpu_seconds() - cpu
     failed = [d.student for d in done if not d.ok]
     if failed:
         raise SystemExit(f"{assignment}: the class's autograde failed for {', '.join(failed)}\n{done[0].output[-2000:]}")
-    return seconds / size
+    return seconds / size, cpu / size
+
+
+def _children_cpu_seconds() -> float:
+    """User and system CPU seconds of this process's finished children and theirs (nbgrader and
+    the kernels it started and waited for): unlike wall-clock, hardly stretched by other work on
+    the machine, and on an idle machine a single-threaded grade's wall-clock is about its CPU time."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _score(course: Path, assignment: str) -> tuple[float, float]:

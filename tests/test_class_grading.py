@@ -32,3 +32,26 @@ def test_the_command_is_reachable_beside_build_check_and_run(tmp_path):
     done = subprocess.run([sys.executable, "-m", "greenlab.course", "grade", str(tmp_path), "lesson02"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "no submissions" in done.stderr
+
+
+def test_the_class_is_shared_out_among_the_processes_and_a_locked_share_is_graded_again_alone(tmp_path,
+                                                                                              monkeypatch):
+    for who in ("al", "bo", "cy", "di", "ed"):
+        (tmp_path / "submitted" / who / "lesson03").mkdir(parents=True)
+    shares, calls = [], []
+
+    def autograde(course, assignment, share, timeout_s):
+        shares.append(list(share))
+        calls.append(share)
+        locked = len(calls) == 1  # the first process found the gradebook locked for its last student
+        return [class_grading.Graded(s, 1 if locked and s == share[-1] else 0, 1.0,
+                                     "database is locked" if locked else "", len(share)) for s in share]
+
+    monkeypatch.setattr(class_grading, "_autograde", autograde)
+    done = class_grading.grade_class(tmp_path, "lesson03", jobs=2)
+    assert [d.student for d in done] == ["al", "bo", "cy", "di", "ed"] and all(d.ok for d in done)
+    assert sorted(map(tuple, shares[:2])) == [("al", "cy", "ed"), ("bo", "di")]
+    assert len(shares) == 3 and len(shares[2]) == 1  # the locked student, alone
+    shares.clear()
+    class_grading.grade_class(tmp_path, "lesson03", jobs=9, only=["bo", "al"])
+    assert sorted(map(tuple, shares)) == [("al",), ("bo",)]  # no more processes than students

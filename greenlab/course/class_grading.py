@@ -1,14 +1,17 @@
 """Grade a class: nbgrader's autograde for every student of an assignment, in parallel processes.
 
-    python -m greenlab.course grade COURSE_DIR lesson02 [--jobs N] [--student NAME ...]
+    python -m greenlab.course grade COURSE_DIR lesson03 [--jobs N] [--student NAME ...]
 
 ``COURSE_DIR`` is an nbgrader course written by ``python -m greenlab.course.nbgrader`` (its config
 turns grading mode on: the lessons run at their smallest size and write to no class leaderboard).
-Each student's ``submitted/<student>/<assignment>`` is autograded by its own
-``nbgrader autograde <assignment> --student <student>`` process, ``N`` at a time; nbgrader's
-gradebook is one SQLite file, so a student whose process found it locked is graded again, alone,
-at the end. Prints one line per student (seconds, and the error's last line when it failed) and
-returns 0 when every student was graded.
+The students' ``submitted/<student>/<assignment>`` are shared out among ``N`` processes, each one
+``nbgrader autograde <assignment>`` for its share (``--CourseDirectory.student_id_exclude`` names
+everyone else), so each process pays nbgrader's own start once for several students; every
+submission still gets a kernel of its own. A student counts as graded when nbgrader wrote the
+autograded notebook and logged no error about it. nbgrader's gradebook is one SQLite file, so the
+students of a process that found it locked and were not graded are graded again, alone, at the end.
+Prints one line per student (how many its process graded and their average seconds, and the error's
+last line when it failed) and returns 0 when every student was graded.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from pathlib import Path
 
 @dataclass
 class Graded:
-    """One student's autograde: its exit code, its seconds and the tail of its output."""
+    """One student's autograde: the exit code of the process that graded it, its seconds (the
+    process's, shared equally among the ``batch`` students it graded) and the tail of its output."""
 
     student: str
     returncode: int
     seconds: float
     output: str
+    batch: int = 1
 
     @property
     def ok(self) -> bool:
@@ -45,19 +50,22 @@ def students(course: str | os.PathLike, assignment: str) -> list[str]:
 
 def grade_class(course: str | os.PathLike, assignment: str, jobs: int = 2,
                 only: list[str] | None = None, timeout_s: float = 1800) -> list[Graded]:
-    """Autograde every student of ``assignment`` (or ``only`` those), ``jobs`` processes at a time;
-    one result per student, in the order of :func:`students`."""
+    """Autograde every student of ``assignment`` (or ``only`` those), shared out among ``jobs``
+    processes; one result per student, in the order of :func:`students` (or ``only``).
+    ``timeout_s``: the most one student may take (a process gets that times its students)."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a whole number >= 1, got {jobs!r}")
     names = students(course, assignment) if only is None else list(only)
     if not names:
         raise ValueError(f"no submissions of {assignment} under {Path(course) / 'submitted'}")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(lambda s: _autograde(course, assignment, s, timeout_s), names))
-    retried = [r.student for r in results if not r.ok and "locked" in r.output]
-    for student in retried:  # the gradebook was busy: once more, alone
-        results[names.index(student)] = _autograde(course, assignment, student, timeout_s)
-    return results
+    shares = [names[i::jobs] for i in range(min(jobs, len(names)))]
+    with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+        graded = {r.student: r for share in pool.map(lambda s: _autograde(course, assignment, s, timeout_s), shares)
+                  for r in share}
+    retried = [s for s in names if not graded[s].ok and "locked" in graded[s].output]
+    if retried:  # the gradebook was busy: once more, alone
+        graded.update({r.student: r for r in _autograde(course, assignment, retried, timeout_s)})
+    return [graded[s] for s in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,30 +85,46 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for r in results:
         tail = "" if r.ok else f"  failed: {(r.output.strip().splitlines() or [''])[-1]}"
-        print(f"{r.student}: {r.seconds:.1f} s{tail}")
+        print(f"{r.student}: {r.seconds:.1f} s (the average of {r.batch} graded by its process){tail}")
     failed = [r.student for r in results if not r.ok]
     print(f"{len(results) - len(failed)} of {len(results)} students graded with {args.jobs} process(es)"
           + (f"; not graded: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 
 
-def _autograde(course, assignment: str, student: str, timeout_s: float) -> Graded:
+def _autograde(course, assignment: str, share: list[str], timeout_s: float) -> list[Graded]:
+    """One ``nbgrader autograde`` process for the students in ``share``; a result for each."""
     exe = Path(sys.executable).with_name("nbgrader")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "nbgrader"]
     env = {**os.environ, "GREENLAB_GRADING": os.environ.get("GREENLAB_GRADING", "1"),
            # nbgrader runs its helpers (alembic) by name: the environment's bin folder first
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    start = time.perf_counter()
+    if len(share) == 1:
+        which = ["--student", share[0]]
+    else:
+        others = [s for s in students(course, assignment) if s not in share]
+        which = ["--CourseDirectory.student_id=*", f"--CourseDirectory.student_id_exclude={','.join(others)}"]
+    start, started = time.perf_counter(), time.time()
     try:
-        done = subprocess.run(cmd + ["autograde", assignment, "--student", student, "--force"], cwd=course,
-                              env=env, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(cmd + ["autograde", assignment, *which, "--force"], cwd=course, env=env,
+                              capture_output=True, text=True, timeout=timeout_s * len(share))
         code, output = done.returncode, done.stdout[-4000:] + done.stderr[-4000:]
+        full = done.stdout + done.stderr
     except subprocess.TimeoutExpired:
-        code, output = 124, f"timed out after {timeout_s:.0f} s"
-    # nbgrader logs a kernel's or the gradebook's failure and may still exit 0
-    if code == 0 and ("[AutogradeApp | ERROR]" in output or "database is locked" in output):
-        code = 1
-    return Graded(student, code, time.perf_counter() - start, output)
+        code, output, full = 124, f"timed out after {timeout_s * len(share):.0f} s", ""
+    seconds = (time.perf_counter() - start) / len(share)
+    errors = [line for line in full.splitlines() if "[AutogradeApp | ERROR]" in line or "database is locked" in line]
+    results = []
+    for student in share:
+        # graded: nbgrader wrote its autograded notebook now (it removes a failed student's) and logged
+        # no error naming it; a process for one student also exited 0 and logged no error at all (nbgrader
+        # logs a kernel's or the gradebook's failure and may still exit 0)
+        fresh = any(p.stat().st_mtime >= started - 1
+                    for p in (Path(course) / "autograded" / student / assignment).glob("*.ipynb"))
+        named = [line for line in errors if f"{os.sep}{student}{os.sep}" in line or f"'{student}'" in line]
+        ok = fresh and not named and (len(share) > 1 or (code == 0 and not errors))
+        results.append(Graded(student, 0 if ok else (code or 1), seconds, output, len(share)))
+    return results
 
 
 if __name__ == "__main__":
