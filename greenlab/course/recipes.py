@@ -19,7 +19,8 @@ same runs.
   only on CUDA.
 
 Three sizes (SIZES, :func:`capstone_size`): "full" (a CUDA GPU, what the suite records), "cpu" (a
-learner's CPU: ``gl.budget(cpu=...)``) and "quick" (CI and ``GREENLAB_QUICK=1``). Both recipes share
+learner's CPU: ``gl.budget(cpu=...)``) and "quick" (CI and ``GREENLAB_QUICK=1``), and "grading" (an
+autograder's: ``gl.budget(grading=...)``, quick's recipes on less data for fewer passes). Both recipes share
 the seed, the data and the epoch budget (the green one stops at the target well before it).
 ``tune_lr`` gives each recipe the same learning-rate search (the same candidates around its own rate,
 the same samples each at most, judged on the validation split), and ``one_change_at_a_time`` builds
@@ -93,7 +94,11 @@ LR_FACTORS = (1 / 3, 1.0, 3.0, 10.0, 30.0)
 LR_CANDIDATES = (0.01, 0.03, 0.1)
 GREEN_LR = 0.01
 TUNING_SAMPLES, CPU_TUNING_SAMPLES, QUICK_TUNING_SAMPLES = 60000, 8192, 2048
-SIZES = ("full", "cpu", "quick")
+# Grading mode (GREENLAB_GRADING, an autograder: gl.budget(grading=...)): quick's recipes on half its
+# images for fewer passes, which is enough for the runs a statement cites to exist.
+GRADING_DATA = {"name": "fashion-mnist", "n_train": 512, "n_test": 128}
+GRADING_EPOCHS, GRADING_TUNING_SAMPLES = 3, 512
+SIZES = ("full", "cpu", "quick", "grading")
 
 # Lesson 10's language-model recipes (naive_lm_recipe, green_lm_recipe): a byte-level TinyGPT on
 # CPython's pydoc topics. Quick mode is tiny on purpose, so that the lesson's ladder of paired
@@ -185,7 +190,8 @@ def naive_recipe(device: str | None = None, n_train: int | None = None, n_test: 
     ``device`` is accepted for symmetry with :func:`green_recipe` (the naive recipe is the same
     everywhere). ``n_train``/``n_test`` shrink the data (None: the size's split).
     ``size``: "full" (CAPSTONE_DATA, the GPU suite's), "cpu" (CPU_DATA, a learner's CPU) or
-    "quick" (QUICK_DATA, CI); None: "quick" when ``quick`` else "full".
+    "quick" (QUICK_DATA, CI) or "grading" (GRADING_DATA, an autograder); None: "quick" when ``quick``
+    else "full".
     """
     _check_device(device)
     plan = capstone_size(_size(quick, size))
@@ -237,7 +243,7 @@ def capstone_size(size: str) -> dict:
     """What a capstone size holds: ``data`` (a ``gl.data.load`` spec), ``target_accuracy``
     (validation), ``epochs`` (both recipes' pass budget), ``green_model``, ``green_batch``,
     ``warmup_steps``, ``eval_every_samples`` (the green recipe's) and ``tuning_samples`` (each
-    learning-rate trial's most). ``size``: "full", "cpu" or "quick" (SIZES)."""
+    learning-rate trial's most). ``size``: "full", "cpu", "quick" or "grading" (SIZES)."""
     if size == "full":
         return {"data": CAPSTONE_DATA, "target_accuracy": CAPSTONE_TARGET_ACCURACY, "epochs": EPOCHS,
                 "green_model": reference_cnn, "green_batch": GREEN_BATCH, "warmup_steps": GREEN_WARMUP_STEPS,
@@ -251,6 +257,9 @@ def capstone_size(size: str) -> dict:
                 "green_model": small_mlp, "green_batch": QUICK_GREEN_BATCH,
                 "warmup_steps": QUICK_GREEN_WARMUP_STEPS, "eval_every_samples": QUICK_EVAL_EVERY_SAMPLES,
                 "tuning_samples": QUICK_TUNING_SAMPLES}
+    if size == "grading":
+        return {**capstone_size("quick"), "data": GRADING_DATA, "epochs": GRADING_EPOCHS,
+                "tuning_samples": GRADING_TUNING_SAMPLES}
     raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
 
 
