@@ -27,10 +27,10 @@ from greenlab.techniques.lm.serving import prefill
 @graded(reference=("greenlab.techniques.lm.lora:LoRALinear",))
 def lora_linear(cls: Any) -> Check:
     """Check a learner's LoRA layer class, called as ``cls(base, rank, alpha)`` on a frozen
-    ``nn.Linear`` ``base``: parameters ``A`` (rank x in) and ``B`` (out x rank) with B zero at the
-    start (so the layer starts as the frozen one) and A not (so B gets a gradient from the first
-    step: A and B both zero start as the frozen layer too, and never leave it), ``forward(x) =
-    base(x) + (alpha / rank) * x A^T B^T``, gradients only for A and B (the same as
+    ``nn.Linear`` ``base``: parameters ``A`` (rank x in) and ``B`` (out x rank) that start the layer
+    as the frozen one (B zero, A random; or A zero, B random) with a gradient for one of them from
+    the first step (A and B both zero start as the frozen layer too, and never leave it),
+    ``forward(x) = base(x) + (alpha / rank) * x A^T B^T``, gradients only for A and B (the same as
     ``greenlab.techniques.lm.lora.LoRALinear``)."""
     label = "lora_linear"
     verdict = _not_a_function(cls, label)
