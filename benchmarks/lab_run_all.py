@@ -2,7 +2,7 @@
 way ``make lab`` serves it (a copy in a fresh folder, ``OMP_WAIT_POLICY=PASSIVE``), in a real
 Chromium driven by Playwright.
 
-    .venv/bin/python benchmarks/lab_run_all.py [--lessons 00,07,09,10,11] [--timeout-s 600]
+    .venv/bin/python benchmarks/lab_run_all.py [--lessons 00,06,09,10,12] [--timeout-s 600]
 
 Per lesson: seconds from Run All to the last cell finished (the kernel already started, so kernel
 start-up is left out, as in the README's table), and whether any cell showed an error. Prints one

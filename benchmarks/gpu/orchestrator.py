@@ -687,12 +687,12 @@ def shortest_window_s(floor_s: float, counter_period_ms) -> tuple:
 
 def select_lessons(spec: str, dry_run: bool) -> list:
     """Lessons for ``--lessons``: "all", "none", instructor lesson numbers "00,03" or notebook
-    paths; the dry run's default is lesson 03 alone (a short one), the GPU run's every lesson."""
+    paths; the dry run's default is lesson 02 alone (a short one), the GPU run's every lesson."""
     from greenlab.course.notebook_format import instructor_notebooks
 
     found = instructor_notebooks(REPO_ROOT / "lessons")
     if spec in (None, ""):
-        spec = "03" if dry_run else "all"
+        spec = "02" if dry_run else "all"
     if spec == "none":
         return []
     if spec == "all":
