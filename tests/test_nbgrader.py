@@ -365,7 +365,7 @@ def test_graded_tests_are_hidden_tests_that_load_a_fresh_checker(tmp_path):
             assert len(option.text) < 6 or option.text not in quiz_tests  # (a short one may sit in a digest)
     assert any('gl.quiz("15", seed=3)' in "".join(c["source"]) for c in nb["cells"])
     # the statement is marked by hand, by the rubric that follows it
-    statement = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "14-stakeholder_statement")
+    statement = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "15-stakeholder_statement")
     assert statement["metadata"]["nbgrader"]["grade"] and statement["metadata"]["nbgrader"]["solution"]
     assert not any("grade('stakeholder_statement'" in t for t in tests)
 
