@@ -160,8 +160,10 @@ def test_grading_mode_runs_no_warm_up_and_times_no_epoch(monkeypatch):
 
 
 def test_importing_greenlab_or_the_grading_preprocessor_loads_no_torch():
+    # nbgrader's process imports the preprocessor (and the export with it) for every submission it grades
     code = ("import sys, greenlab as gl\n"
-            "import greenlab.course.needed_cells, greenlab.course.class_grading\n"
+            "import greenlab.course.needed_cells, greenlab.course.class_grading, greenlab.course.nbgrader\n"
+            "try:\n    import greenlab.course.nbgrader_preprocessor\nexcept ImportError:  # no nbgrader\n    pass\n"
             "assert 'torch' not in sys.modules, 'torch loaded'\n"
             "assert callable(gl.setup) and gl.check.stakeholder_statement and 'torch' in sys.modules\n"
             "assert {'setup', 'budget', 'check', 'train'} <= set(dir(gl))\n"
