@@ -126,12 +126,14 @@ def test_an_answer_that_reads_an_experiment_keeps_that_experiment(exported):
     lesson = next(iter(exported))
     nb = json.loads(json.dumps(exported[lesson]))
     code, before = _skipped(nb)
-    # the last cell grading mode left out that binds a name
-    victim = max(i for i in before if names(code[i].source).binds)
-    bound = sorted(names(code[victim].source).binds)
     cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    answer = next(c for c in reversed(cells) if c["metadata"].get("nbgrader", {}).get("solution"))
-    answer["source"] = "".join(answer["source"]) + f"\nprint({bound[0]})\n"
+    last = max(i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("solution"))
+    # a cell before the last answer that grading mode left out, and a name it binds that no cell between
+    # them binds or changes again
+    later = lambda i: set().union(*(names(code[j].source).changes for j in range(i + 1, last + 1)))
+    victim, name = next((i, n) for i in sorted(before, reverse=True) if i < last
+                        for n in sorted(names(code[i].source).binds - later(i)))
+    cells[last]["source"] = "".join(cells[last]["source"]) + f"\nprint({name})\n"
     assert victim not in _skipped(nb)[1]
 
 
