@@ -54,6 +54,7 @@ from greenlab.techniques import edge, federated  # noqa: E402  lesson 15: FedAvg
 from greenlab.impact import network  # noqa: E402  lesson 15: the energy of bytes sent, from a cited kWh/GB figure
 from greenlab.techniques import monitoring, preemption, storage  # noqa: E402  lesson 13: operating training
 from greenlab.impact import idle  # noqa: E402  lesson 13: idle capacity and scale to zero
+from greenlab.techniques import lifecycle  # noqa: E402  lesson 16: the whole bill of a model's life
 from greenlab.techniques import lm  # noqa: E402  gl.lm: a small language model in joules per token
 from greenlab.techniques.lm import (
     compiling as lm_compile,
