@@ -47,8 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     table = []
     exe = Path(sys.executable).with_name("nbgrader")
     nbgrader = [str(exe)] if exe.exists() else [sys.executable, "-m", "nbgrader"]
-    with tempfile.TemporaryDirectory(prefix="greenlab-grading-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="greenlab-grading-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="greenlab-grading-secrets-") as secrets:
         course = Path(tmp)
+        # this throw-away course's grading secret goes with it, not among the user's own
+        os.environ[export.SECRETS_VARIABLE] = env[export.SECRETS_VARIABLE] = secrets
         export.export(course, only=args.lessons, quiz_points=1)
         subprocess.run(nbgrader + ["generate_assignment", "lesson*", "--force"], cwd=course, env=env, check=True,
                        capture_output=True)

@@ -183,6 +183,22 @@ def test_integrate_power_names_each_mistake(wrong, hint):
     assert any(hint in d for d in result.details), result.text()
 
 
+def _power_float32(times_s, watts, max_gap_s):
+    """A right answer in torch's default float32, handed back as Python floats."""
+    import torch
+
+    t, w = torch.tensor(times_s), torch.tensor(watts)
+    dt = t[1:] - t[:-1]
+    inside = dt <= max_gap_s
+    return float(((w[1:] + w[:-1]) / 2 * dt)[inside].sum()), float(dt[~inside].sum())
+
+
+def test_integrate_power_passes_a_right_float32_answer_handed_back_as_floats_and_still_names_mistakes():
+    assert checks.integrate_power(_power_float32).passed, checks.integrate_power(_power_float32).text()
+    for wrong in (_bridged, _left_rectangles, _stops_at_gap):  # the tolerance of float32 lets no mistake through
+        assert checks.integrate_power(wrong).status == FAILED
+
+
 def test_integrate_power_reference_is_torch_trapezoid_per_segment():
     from greenlab.course.checks.measuring import _power_reference
 

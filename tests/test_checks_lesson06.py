@@ -56,6 +56,26 @@ def test_break_even_agrees_with_library():
     assert checks.break_even.__wrapped__(break_even_inferences).passed
 
 
+def test_break_even_passes_the_definition_counted_out_and_fails_int_plus_one():
+    def counted(joules, before, after):  # the smallest n with n x saving >= cost, literally
+        saving = before - after
+        if saving <= 0:
+            return 0 if joules == 0 else math.inf
+        n = 0
+        while n * saving < joules:
+            n += 1
+        return n
+
+    assert checks.break_even(counted).passed, checks.break_even(counted).text()
+    assert checks.break_even(lambda j, b, a: -(-j // (b - a)) if b > a else (0 if j == 0 else math.inf)).passed
+
+    def int_plus_one(joules, before, after):  # one too many whenever the cost is a whole number of savings
+        saving = before - after
+        return 0 if joules == 0 else (int(joules / saving) + 1 if saving > 0 else math.inf)
+
+    assert checks.break_even(int_plus_one).status == checks.FAILED
+
+
 def test_break_even_no_rounding_gets_hint():
     def unrounded(joules, before, after):
         saving = before - after

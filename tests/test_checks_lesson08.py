@@ -194,6 +194,22 @@ def test_energy_per_device_hour_passes_a_correct_answer_and_matches_the_library(
     assert gl.scaling.fit_energy_per_device_hour([1.0, 2.0, 4.0], [3.0, 5.0, 13.0]) == pytest.approx(65 / 21)
 
 
+def _k_float32(device_hours, energy):
+    """A right answer by torch.linalg.lstsq on torch's default float32, handed back with .item()."""
+    x, y = torch.tensor(device_hours)[:, None], torch.tensor(energy)[:, None]
+    return torch.linalg.lstsq(x, y).solution.item()
+
+
+def test_energy_per_device_hour_passes_a_right_float32_answer_on_the_drawn_cases_too():
+    assert torch.tensor([1.0]).dtype == torch.float32
+    for seed in (None, 1, 2, 3):
+        verdict = checks.energy_per_device_hour.__wrapped__(_k_float32, **({} if seed is None else {"seed": seed}))
+        assert verdict.passed, verdict.text()
+    # the mistakes are still told apart: each is off by far more than float32 rounding
+    assert checks.energy_per_device_hour(lambda x, y: sum(y) / sum(x)).status == FAILED
+    assert checks.energy_per_device_hour(_k_intercept).status == FAILED
+
+
 # --- watts_per_device: k of one job, W per device -------------------------------------------------
 
 @pytest.mark.parametrize("wrong, hint", [

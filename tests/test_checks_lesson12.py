@@ -17,14 +17,15 @@ def _hints(result):
 # --- LoRA ---------------------------------------------------------------------------------------
 
 
-def make_lora(b_init="zeros", freeze=True, scale=lambda alpha, rank: alpha / rank, a_shape=None):
+def make_lora(b_init="zeros", freeze=True, scale=lambda alpha, rank: alpha / rank, a_shape=None, a_init="random"):
     class OwnLoRA(nn.Module):
         def __init__(self, base, rank, alpha):
             super().__init__()
             self.base = base
             if freeze:
                 base.requires_grad_(False)
-            self.a = nn.Parameter(torch.randn(*(a_shape or (rank, base.in_features))) * 0.1)
+            shape = a_shape or (rank, base.in_features)
+            self.a = nn.Parameter(torch.randn(*shape) * 0.1 if a_init == "random" else torch.zeros(*shape))
             self.b = nn.Parameter(torch.zeros(base.out_features, rank) if b_init == "zeros"
                                   else torch.randn(base.out_features, rank))
             self.s = scale(alpha, rank)
@@ -46,9 +47,19 @@ def test_lora_linear_own_implementation_passes():
     (make_lora(scale=lambda alpha, rank: 1.0), "multiply B A x by alpha / rank"),
     (make_lora(scale=lambda alpha, rank: alpha), "not alpha"),
     (make_lora(a_shape=(6, 2)), "A is (rank, in_features)"),
+    # A and B both zero: it starts as the frozen layer, and with A and B set it computes LoRA's output and
+    # gradients, but at the start both gradients are zero, so it never trains
+    (make_lora(a_init="zeros"), "neither A nor B gets a gradient"),
 ])
 def test_lora_linear_mistakes_get_their_hint(wrong, words):
     assert words in _hints(checks.lora_linear(wrong))
+
+
+def test_lora_linear_started_from_a_zero_a_and_a_random_b_also_learns_and_passes():
+    # the other way round from the paper's (A zero, B random) also starts as the frozen layer and trains: A
+    # gets a gradient at once
+    result = checks.lora_linear(make_lora(b_init="random", a_init="zeros"))
+    assert result.passed, result.text()
 
 
 def test_lora_linear_stub_not_attempted():

@@ -133,3 +133,38 @@ def test_every_lesson_checks_its_statement_against_the_facts_of_its_run():
                     checked[path.name[:2]] = "facts=" in args
     assert len(checked) >= 7, checked
     assert all(checked.values()), f"lessons whose statement is checked without the run's facts: {checked}"
+
+
+# --- at grade time: the lesson ran again, so its facts are not those of the run the statement describes
+
+RERUN = {"joules": 2480.0, "accuracy": 0.64, "uncertainty": 0.15, "verdict": "2.1 times less energy"}
+
+
+@pytest.mark.parametrize("environ", [{"GREENLAB_GRADING": "1"}, {"NBGRADER_EXECUTION": "autograde"}])
+def test_at_grade_time_an_honest_statement_is_not_failed_for_the_reruns_figures(monkeypatch, environ):
+    from greenlab.course.checks.statement import grade_time_rerun
+
+    monkeypatch.delenv("GREENLAB_GRADING", raising=False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    assert gl.check.stakeholder_statement(HONEST, facts=RERUN).status == "failed"  # the learner's own run: caught
+    assert grade_time_rerun() is None
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    assert grade_time_rerun() is not None
+    verdict = gl.check.stakeholder_statement(HONEST, facts=RERUN)
+    assert verdict.status == "passed", verdict.text()
+    assert "for the marker" in verdict.message
+    notes = [d for d in verdict.details if d.startswith("differs from the grade-time run")]
+    assert any("3.6 kJ is not the run's energy" in d for d in notes) and any("71 %" in d for d in notes)
+    assert verdict.details[-1] == f"the statement as graded: {HONEST}"
+    # a statement that cites the rerun's own figures agrees with it; one missing an element still fails
+    agreeing = HONEST.replace("3.6 kJ", "2,480 J").replace("±8 %", "±15 %").replace("71 %", "64 %")
+    assert "agree with the grade-time run" in gl.check.stakeholder_statement(agreeing, facts=RERUN).message
+    assert gl.check.stakeholder_statement("We recommend it.", facts=RERUN).status == "failed"
+
+
+def test_a_grading_mode_value_it_cannot_read_is_no_rerun():
+    from greenlab.course.checks.statement import grade_time_rerun
+
+    assert grade_time_rerun({"GREENLAB_GRADING": "maybe"}) is None
+    assert grade_time_rerun({"GREENLAB_GRADING": "0", "NBGRADER_EXECUTION": "validate"}) is None

@@ -832,15 +832,15 @@ def test_the_rehearsal_names_every_failed_experiment_and_lesson_and_nothing_else
 
     rows = [{"label": "carbon", "status": "ok"}, {"label": "ddp_scaling", "status": "not selected (--only)"},
             {"label": "capstone", "status": "killed by the watchdog after 184 s"},
-            {"label": "lesson 01_gradient_accumulation", "status": "passed"},
-            {"label": "lesson 13_adapting_and_serving",
+            {"label": "lesson 02_gradient_accumulation", "status": "passed"},
+            {"label": "lesson 12_adapting_and_serving",
              "status": "failed: cell 22 (code cell 14) failed: AssertionError"},
             {"label": "total", "seconds": 149.0}]  # a row without a status is no experiment
     bundle = tmp_path / gs.BUNDLE
     bundle.write_text(json.dumps({"records": [{"experiment": gs.SUMMARY, "results": rows}]}), encoding="utf-8")
     assert gpu_rehearsal.failures(bundle) == [
         "capstone: killed by the watchdog after 184 s",
-        "lesson 13_adapting_and_serving: failed: cell 22 (code cell 14) failed: AssertionError"]
+        "lesson 12_adapting_and_serving: failed: cell 22 (code cell 14) failed: AssertionError"]
     assert gpu_rehearsal.failures(tmp_path / "missing.json")[0].startswith("no bundle at")
     bundle.write_text(json.dumps({"records": []}), encoding="utf-8")
     assert gpu_rehearsal.failures(bundle) == ["the bundle has no summary record"]

@@ -138,19 +138,29 @@ def test_an_answer_fitted_to_the_visible_cases_of_any_checker_fails_at_grade_tim
     assert verdict.status == "failed" and "KeyError" in " ".join(verdict.details), verdict.text()
 
 
-def test_the_grading_secret_makes_a_rerun_draw_the_same_cases(monkeypatch):
-    monkeypatch.setenv(grading.SECRET_VARIABLE, "course secret")
-    assert grading.grading_seed("promote") == grading.grading_seed("promote") != grading.grading_seed("one_cycle")
-    monkeypatch.setenv(grading.SECRET_VARIABLE, "another course")
-    other = grading.grading_seed("promote")
-    monkeypatch.setenv(grading.SECRET_VARIABLE, "course secret")
-    assert other != grading.grading_seed("promote")
+def test_a_submissions_seed_is_the_same_on_regrading_and_another_for_anything_else():
+    where = dict(assignment="lesson06", notebook="06_carbon", student="ada", test="06-co2e_grams-test",
+                 answers=grading.answers_digest([("06-co2e_grams", "return kwh * g_per_kwh * pue")]))
+    seed = grading.submission_seed("course secret", **where)
+    assert seed == grading.submission_seed("course secret", **where) < 2 ** 48
+    others = [grading.submission_seed("another course", **where)]
+    for key, value in [("student", "bob"), ("test", "06-best_start_hour-test"), ("notebook", "06_other"),
+                       ("answers", grading.answers_digest([("06-co2e_grams", "return kwh * g_per_kwh * pue + 0")]))]:
+        others.append(grading.submission_seed("course secret", **{**where, key: value}))
+    assert seed not in others and len(set(others)) == len(others)
+    with pytest.raises(ValueError, match="secret is empty"):
+        grading.submission_seed("  ", **where)
     seen = []
-    for _ in range(2):
-        grading.fresh_verdict("lora_trainable_params", lambda *args: seen.append(args))
+    for _ in range(2):  # the same seed draws the same cases
+        grading.fresh_verdict("lora_trainable_params", lambda *args: seen.append(args), seed=seed)
     assert seen[:len(seen) // 2] == seen[len(seen) // 2:] and len(seen) == 16
-    monkeypatch.delenv(grading.SECRET_VARIABLE)
+
+
+def test_the_kernel_reads_no_secret_a_test_without_a_seed_draws_at_random(monkeypatch):
+    monkeypatch.setenv(grading.SECRET_VARIABLE, "an older course's secret, in the kernel's environment")
     assert grading.grading_seed("promote") != grading.grading_seed("promote")  # 48 random bits each time
+    source = Path(grading.__file__).read_text(encoding="utf-8")
+    assert "os.environ" not in source and "getenv" not in source
 
 
 def test_a_thin_wrapper_around_the_kernels_library_is_refused_at_grade_time():

@@ -92,7 +92,7 @@ def test_missing_packages_are_reported_and_pytest_is_not_run(dry_run):
 
 
 def test_a_lesson_ran_headless_through_the_suite(dry_run):
-    row = dry_run.summary["lesson 01_gradient_accumulation"]
+    row = dry_run.summary["lesson 02_gradient_accumulation"]
     assert row["status"] == "passed", row
     assert "passed 02_gradient_accumulation" in (dry_run.out / gs.LOG).read_text(encoding="utf-8")
 
@@ -198,7 +198,7 @@ def test_the_summary_table_is_printed_last(dry_run):
     tail = "\n".join(out[start:])
     for name in gs.experiment_names():
         assert name in tail
-    assert "lesson 01_gradient_accumulation" in tail and "pytest -m gpu: not run" in tail
+    assert "lesson 02_gradient_accumulation" in tail and "pytest -m gpu: not run" in tail
 
 
 def test_lesson_05_runs_without_torchvision_and_says_so(tmp_path):

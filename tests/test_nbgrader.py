@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import greenlab as gl
+from greenlab.course import checks
 from greenlab.course import nbgrader as nbgrader_export
 
 pytestmark = pytest.mark.timeout(1500)  # the class is graded in the module fixture
@@ -42,6 +43,20 @@ GRADED = sorted(PLANTED)
 
 
 COLLECTED = getpass.getuser()  # nbgrader's exchange names a submission by its login
+
+
+@pytest.fixture(scope="module", autouse=True)
+def secrets_folder(tmp_path_factory):
+    """The grading secrets of the courses these tests export go to a folder of the tests' own
+    (outside every course), not the user's."""
+    folder = tmp_path_factory.mktemp("grading-secrets")
+    saved = os.environ.get(nbgrader_export.SECRETS_VARIABLE)
+    os.environ[nbgrader_export.SECRETS_VARIABLE] = str(folder)
+    yield folder
+    if saved is None:
+        del os.environ[nbgrader_export.SECRETS_VARIABLE]
+    else:
+        os.environ[nbgrader_export.SECRETS_VARIABLE] = saved
 
 
 def _env() -> dict:
@@ -338,7 +353,9 @@ def test_graded_tests_are_hidden_tests_that_load_a_fresh_checker(tmp_path):
              if c["metadata"].get("nbgrader", {}).get("grade") and not c["metadata"]["nbgrader"].get("solution")]
     assert tests and all(nbgrader_export.HIDDEN_BEGIN in t and nbgrader_export.HIDDEN_END in t for t in tests)
     assert all("spec_from_file_location" in t and "grading.py" in t for t in tests)
-    assert any("_grading.grade('fedavg_aggregate', fedavg_aggregate)" in t for t in tests)
+    assert any("_grading.grade('fedavg_aggregate', fedavg_aggregate, seed=_seed)" in t for t in tests)
+    # each checker's test takes the seed the grader writes in while it runs; the notebook holds none
+    assert all(nbgrader_export.SEED_LINE in t for t in tests if "_grading.grade(" in t)
     # the quiz's key is in no cell: its tests hold salted hashes, its display a fixed order
     from greenlab.course.quiz import load
 
@@ -348,7 +365,7 @@ def test_graded_tests_are_hidden_tests_that_load_a_fresh_checker(tmp_path):
             assert len(option.text) < 6 or option.text not in quiz_tests  # (a short one may sit in a digest)
     assert any('gl.quiz("15", seed=3)' in "".join(c["source"]) for c in nb["cells"])
     # the statement is marked by hand, by the rubric that follows it
-    statement = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "14-stakeholder_statement")
+    statement = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "15-stakeholder_statement")
     assert statement["metadata"]["nbgrader"]["grade"] and statement["metadata"]["nbgrader"]["solution"]
     assert not any("grade('stakeholder_statement'" in t for t in tests)
 
@@ -397,3 +414,201 @@ def test_grading_mode_runs_only_the_cells_a_grade_needs(monkeypatch):
     nb = nbformat.v4.new_notebook(cells=[cell("a = 1"), cell("b = 2")])
     SkipExperiments().preprocess(nb, {})
     assert all(c.source != SKIPPED for c in nb.cells)
+
+
+# --- the grading secret and the seeds it makes ----------------------------------------------------
+#
+# A one-exercise course (co2e_grams, whose checker draws cases at grade time), autograded by the real
+# nbgrader. A learner's solution cell that runs before the hidden test reads everything it can reach:
+# the kernel's environment, its parent process's environment, every file under the course (the
+# notebook on disk among them); it must find neither the course's grading secret nor the seed its
+# test draws with. An answer fitted to the visible cases fails; grading again draws the same cases.
+
+PROBE_EXERCISE = ("def co2e_grams(kwh, g_per_kwh, pue):\n    # BEGIN SOLUTION\n    return kwh * g_per_kwh * pue\n"
+                  "    # LEARNER:\n    # return None\n    # END SOLUTION\n\n\ncheck = gl.check.co2e_grams(co2e_grams)\n")
+SPY = '''
+import json as _json, os as _os, pathlib as _pathlib
+_here = _pathlib.Path.cwd()
+_root = next(p for p in [_here, *_here.parents] if (p / "nbgrader_config.py").exists())
+_found = [_json.dumps(dict(_os.environ))]
+try:
+    _found.append(_pathlib.Path(f"/proc/{_os.getppid()}/environ").read_bytes().decode(errors="replace"))
+except OSError:
+    pass
+for _path in _root.rglob("*"):
+    try:
+        _found.append(_path.read_bytes().decode(errors="replace") if _path.is_file() else "")
+    except OSError:
+        pass
+_pathlib.Path(DUMP).write_text("\\n".join(_found))
+_seen = _pathlib.Path(SEEN)
+_right = co2e_grams
+
+
+def co2e_grams(kwh, g_per_kwh, pue):  # the right answer, recording every case it is asked
+    with _seen.open("a") as _log:
+        _log.write(repr((kwh, g_per_kwh, pue)) + "\\n")
+    return _right(kwh, g_per_kwh, pue)
+'''
+# a run whose figures differ at grade time, as a real lesson's do (grading mode: the smallest size, new
+# measurements), and a statement about it, graded by hand
+PROBE_RUN = ("import os\nrun_joules, run_accuracy = ((3100.0, 0.62) if os.environ.get('GREENLAB_GRADING') == '1' "
+             "else (4080.0, 0.71))\n")
+PROBE_STATEMENT = ("def my_statement():\n    # BEGIN SOLUTION\n"
+                   "    return f'Training used {run_joules:,.0f} J, measured by the energy counter, ±5 %, at "
+                   "{run_accuracy:.0%} test accuracy. We recommend it as long as accuracy holds.'\n"
+                   "    # LEARNER:\n    # return None\n    # END SOLUTION\n\n\n"
+                   "statement_check = gl.check.stakeholder_statement(my_statement(), facts=dict(joules=[run_joules], "
+                   "accuracy=[run_accuracy]))\nstatement_check\n")
+# the learner's statement, its figures copied from the run they saw (4,080 J, 71 %)
+HONEST_STATEMENT = ("return ('Training used 4,080 J, measured by the energy counter, ±5 %, at 71% test accuracy. '\n"
+                    "            'We recommend it as long as accuracy holds.')")
+FITTED = ("return {(1.0, 100.0, 1.0): 100.0, (0.5, 400.0, 1.5): 300.0, (2.0, 50.0, 1.1): 110.0,\n"
+          "            (0.0, 471.84, 1.58): 0.0}[(kwh, g_per_kwh, pue)]")
+
+
+def _probe_lessons(folder: Path) -> Path:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Probe"),
+                                         nbformat.v4.new_code_cell("import greenlab as gl"),
+                                         nbformat.v4.new_code_cell(PROBE_EXERCISE),
+                                         nbformat.v4.new_code_cell(PROBE_RUN),
+                                         nbformat.v4.new_code_cell(PROBE_STATEMENT)])
+    (folder / "instructor").mkdir(parents=True)
+    nbformat.write(nb, str(folder / "instructor" / "42_probe.ipynb"))
+    return folder
+
+
+def _probe_submission(release: dict, body: str, appended: str = "") -> dict:
+    """The released probe with ``body`` for co2e_grams (and ``appended`` after it) and an honest
+    statement."""
+    nb = json.loads(json.dumps(release))
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            text = "".join(cell["source"])
+            if "def co2e_grams(" in text:
+                cell["source"] = text.replace("return None", body) + appended
+            else:
+                cell["source"] = text.replace("return None", HONEST_STATEMENT)
+    return nb
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory, secrets_folder):
+    root = tmp_path_factory.mktemp("probe")
+    course, logs = root / "course", root / "logs"
+    logs.mkdir()
+    nbgrader_export.export(course, folder=_probe_lessons(root / "lessons"))
+    _nbgrader(["generate_assignment", "lesson42", "--force"], course)
+    release = nbgrader_export.load(course / "release" / "lesson42" / "42_probe.ipynb")
+    right = "return kwh * g_per_kwh * pue"
+    students = {"fitted": _probe_submission(release, FITTED), "honest": _probe_submission(release, right)}
+    for who in ("spy", "twin"):  # the same answers, two students
+        spy = SPY.replace("DUMP", repr(str(logs / f"{who}-dump.txt"))).replace("SEEN", repr(str(logs / f"{who}-seen.txt")))
+        students[who] = _probe_submission(release, right, spy)
+    for student, nb in students.items():
+        target = course / "submitted" / student / "lesson42" / "42_probe.ipynb"
+        target.parent.mkdir(parents=True)
+        target.write_text(json.dumps(nb), encoding="utf-8")
+    graded = {}
+    for run in (1, 2):  # the class graded twice: a regrade
+        done = subprocess.run([sys.executable, "-m", "greenlab.course", "grade", str(course), "lesson42", "--jobs", "2"],
+                              env=_env(), capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        graded[run] = {who: (logs / f"{who}-seen.txt").read_text() for who in ("spy", "twin")}
+        for who in ("spy", "twin"):
+            (logs / f"{who}-seen.txt").unlink()
+    return course, logs, graded
+
+
+def test_the_secret_lies_outside_the_course_and_an_older_exports_is_moved_out(tmp_path, secrets_folder):
+    nbgrader_export.export(tmp_path / "c", only=["03"])
+    secret = nbgrader_export.course_secret(tmp_path / "c")
+    assert nbgrader_export.secret_path(tmp_path / "c").parent == secrets_folder
+    assert oct(nbgrader_export.secret_path(tmp_path / "c").stat().st_mode & 0o777) == "0o600"
+    under = [p.read_bytes() for p in (tmp_path / "c").rglob("*") if p.is_file()]
+    assert under and not any(secret.encode() in b for b in under)
+    nbgrader_export.export(tmp_path / "c", only=["03"])  # exported again: the same secret, the same cases
+    assert nbgrader_export.course_secret(tmp_path / "c") == secret
+    # a course exported before kept it in .grading/secret: the grader moves it out, unchanged
+    old = tmp_path / "old"
+    (old / ".grading").mkdir(parents=True)
+    (old / ".grading" / "secret").write_text("an older secret\n")
+    assert nbgrader_export.course_secret(old) == "an older secret"
+    assert not (old / ".grading" / "secret").exists() and nbgrader_export.secret_path(old).is_file()
+    with pytest.raises(FileNotFoundError, match="no grading secret"):
+        nbgrader_export.course_secret(tmp_path / "never exported")
+
+
+def test_a_learner_cell_that_reads_everything_it_can_finds_neither_secret_nor_seed(probe):
+    course, logs, _ = probe
+    secret = nbgrader_export.course_secret(course)
+    graded = nbgrader_export.load(course / "autograded" / "spy" / "lesson42" / "42_probe.ipynb")
+    (seed,) = nbgrader_export.hidden_test_seeds(graded, secret, assignment="lesson42", notebook="42_probe",
+                                                 student="spy").values()
+    dump = (logs / "spy-dump.txt").read_text()
+    assert "c.CourseDirectory.course_id" in dump and "course_key" not in dump  # it read the course's files ...
+    assert nbgrader_export.course_key(course) in dump  # ... the secret's public key among them
+    assert nbgrader_export.SEED_LINE.strip() in dump  # and the notebook on disk, which holds no seed
+    assert secret not in dump and str(seed) not in dump
+    # the test drew its cases from that seed, and the autograded notebook keeps no seed either
+    drawn = []
+    checks.co2e_grams(lambda *a: drawn.append(a), seed=seed)
+    assert all(f"{a!r}\n" in probe[2][1]["spy"] for a in drawn[4:])
+    text = json.dumps(graded)
+    assert str(seed) not in text and nbgrader_export.SEED_LINE.strip() in "".join(
+        "".join(c["source"]) for c in graded["cells"])
+    score, max_score, _ = _score(course, "42", "spy")
+    assert score == max_score > 0
+
+
+def test_grading_again_draws_the_same_cases_for_the_same_submission_and_others_for_another(probe):
+    _, _, graded = probe
+    assert graded[1]["spy"] == graded[2]["spy"] and graded[1]["twin"] == graded[2]["twin"]
+    assert graded[1]["spy"] != graded[1]["twin"]  # the same answers from another student: other cases
+    seen = graded[1]["spy"].splitlines()
+    assert len(set(seen)) > 4  # the visible cases and the drawn ones
+
+
+def test_an_answer_fitted_to_the_visible_cases_passes_its_own_check_and_fails_the_grade(probe):
+    course = probe[0]
+    fitted, _, per_cell = _score(course, "42", "fitted")
+    assert per_cell == {"42-co2e_grams-test": 0}, per_cell
+    honest, max_score, _ = _score(course, "42", "honest")
+    assert honest == max_score == nbgrader_export.EXERCISE_POINTS
+    namespace: dict = {}
+    exec("def co2e_grams(kwh, g_per_kwh, pue):\n    " + FITTED, namespace)
+    assert gl.check.co2e_grams(namespace["co2e_grams"]).passed  # what the learner saw
+
+
+def test_an_honest_statement_is_not_failed_for_the_figures_of_the_grade_time_rerun(probe):
+    course = probe[0]
+    graded = nbgrader_export.load(course / "autograded" / "honest" / "lesson42" / "42_probe.ipynb")
+    shown = next("".join(o.get("text", "") or o.get("data", {}).get("text/plain", ""))
+                 for c in graded["cells"] if "statement_check =" in "".join(c["source"]) for o in c["outputs"])
+    assert "stakeholder_statement passed" in shown, shown
+    assert "4,080 J is not the run's energy" in shown and "a note for the marker" in shown  # the rerun: 3,100 J
+    assert "71 % is not the run's accuracy" in shown and "the statement as graded: Training used 4,080 J" in shown
+    assert _left_to_hand(course, "42", "honest") == ["42-stakeholder_statement"]  # marked by hand, not scored
+    # the same statement in the learner's own run, against a run it does not describe, fails there
+    verdict = gl.check.stakeholder_statement("Training used 4,080 J, measured by the energy counter, ±5 %, "
+                                             "at 71% test accuracy. We recommend it as long as accuracy holds.",
+                                             facts=dict(joules=[3100.0], accuracy=[0.62]))
+    assert os.environ.get("GREENLAB_GRADING") != "1" and verdict.status == "failed"
+
+
+def test_the_grader_takes_an_older_configs_secret_out_of_the_environment_and_will_not_grade_without_one(
+        tmp_path, monkeypatch):
+    import nbformat
+
+    from greenlab.course.grading import SECRET_VARIABLE
+    from greenlab.course.nbgrader_preprocessor import SeededExecute
+
+    test = nbformat.v4.new_code_cell(nbgrader_export.SEED_LINE + "_grading.grade('co2e_grams', co2e_grams, seed=_seed)")
+    test.metadata["nbgrader"] = {"grade": True, "grade_id": "42-co2e_grams-test", "solution": False, "points": 2}
+    nb = nbformat.v4.new_notebook(cells=[test])
+    monkeypatch.setenv(SECRET_VARIABLE, "an older config put the secret here")
+    with pytest.raises(FileNotFoundError, match="no grading secret"):  # rather than cases no regrade repeats
+        SeededExecute(course_root=str(tmp_path)).preprocess(nb, {"nbgrader": {"student": "ada"}})
+    assert SECRET_VARIABLE not in os.environ and nb.cells[0].source.startswith(nbgrader_export.SEED_LINE)

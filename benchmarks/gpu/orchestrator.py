@@ -834,7 +834,7 @@ def _parse_args(argv):
     p.add_argument("--only", default="", help=f"comma-separated experiments, or none: {', '.join(EXPERIMENTS)}")
     p.add_argument("--skip-pytest", action="store_true", help="do not run the gpu-marked tests")
     p.add_argument("--lessons", default="", help="instructor lessons to run headless: all, none or "
-                   "numbers such as 00,03 (default: all; the dry run: 03)")
+                   "numbers such as 00,03 (default: all; the dry run: 02)")
     p.add_argument("--lesson-jobs", type=int, default=None,
                    help=f"lessons run at the same time (default {LESSON_JOBS} on the GPU, 1 in the dry run)")
     p.add_argument("--dry-run", action="store_true",

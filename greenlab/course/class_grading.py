@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from greenlab.course.grading import SECRET_VARIABLE
+
 
 @dataclass
 class Graded:
@@ -90,6 +92,9 @@ def _autograde(course, assignment: str, student: str, timeout_s: float) -> Grade
     env = {**os.environ, "GREENLAB_GRADING": os.environ.get("GREENLAB_GRADING", "1"),
            # nbgrader runs its helpers (alembic) by name: the environment's bin folder first
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    # a secret in nbgrader's starting environment could be read by the learner's kernel, its child
+    # (/proc/<parent>/environ): the grader reads the course's secret from its file instead
+    env.pop(SECRET_VARIABLE, None)
     start = time.perf_counter()
     try:
         done = subprocess.run(cmd + ["autograde", assignment, "--student", student, "--force"], cwd=course,

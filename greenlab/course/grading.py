@@ -9,24 +9,28 @@ holds set aside while it runs, so a solution cell that rebinds ``gl.check.accumu
 implementation of the exercise is withheld from the learner's code while the checker runs, in the
 fresh copy and in the copy the learner's kernel holds (``checks.core.withheld``), so a thin wrapper
 around it gets no points; and it draws the cases of checkers that take a ``seed`` from a number
-made at grade time (from the course's grading secret, ``GREENLAB_GRADING_SECRET``, when it is set,
-so that grading again draws the same cases), so an answer fitted to the visible cases fails the
-drawn ones. This module imports nothing from ``greenlab`` at import time:
-it is run on its own.
+made at grade time, so an answer fitted to the visible cases fails the drawn ones. When autograding,
+that number is :func:`submission_seed`: the grader (``nbgrader_preprocessor.SeededExecute``, in
+nbgrader's own process) derives it from the course's grading secret and the submission and writes it
+into the hidden test cells only, so the secret itself never reaches the learner's kernel and grading
+the same submission again draws the same cases. This module imports nothing from ``greenlab`` at
+import time: it is run on its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import importlib
-import os
 import secrets
 import sys
 from typing import Any, Iterator
 
 PACKAGE = "greenlab"
-SECRET_VARIABLE = "GREENLAB_GRADING_SECRET"  # set by the exported course's nbgrader config
+# Older exports' configs put the secret in this environment variable, where the learner's kernel
+# inherited it; the grader now removes it before any kernel starts, and nothing here reads it.
+SECRET_VARIABLE = "GREENLAB_GRADING_SECRET"
 
 
 def grade(name: str, /, *args: Any, **kwargs: Any) -> None:  # a checker may take name=...
@@ -54,13 +58,29 @@ def fresh_verdict(name: str, /, *args: Any, seed: int | None = None, **kwargs: A
 
 
 def grading_seed(name: str) -> int:
-    """The seed of checker ``name``'s drawn cases: from the course's grading secret (the
-    environment variable ``GREENLAB_GRADING_SECRET``) when it is set, so that grading a submission
-    again draws the same cases, else drawn now from the operating system."""
-    secret = os.environ.get(SECRET_VARIABLE, "").strip()
-    if not secret:
-        return secrets.randbits(48)
-    return int(hashlib.sha256(f"{secret}:{name}".encode("utf-8")).hexdigest()[:12], 16)
+    """The seed of checker ``name``'s drawn cases when the grader wrote none into the test (a
+    notebook run outside an autograde): drawn now from the operating system, 48 random bits."""
+    return secrets.randbits(48)
+
+
+def submission_seed(secret: str, *, assignment: str, notebook: str, student: str, test: str,
+                    answers: str) -> int:
+    """The seed of one hidden test of one submission: an HMAC-SHA256 keyed by the course's grading
+    secret over the assignment, notebook, student, the test's grade id and ``answers`` (a digest of
+    the learner's solution cells, :func:`answers_digest`). The same submission graded again gets
+    the same seed; another student, another test, or any change to the answers gets another, so
+    the cases a failed test's feedback shows are of no use to a resubmission. 48 bits, as
+    :func:`grading_seed`. The secret cannot be recovered from a seed."""
+    if not isinstance(secret, str) or not secret.strip():
+        raise ValueError("the grading secret is empty: grading would draw cases anyone can compute")
+    message = "\x1f".join([assignment, notebook, student, test, answers]).encode("utf-8")
+    return int(hmac.new(secret.strip().encode("utf-8"), message, hashlib.sha256).hexdigest()[:12], 16)
+
+
+def answers_digest(solutions: list[tuple[str, str]]) -> str:
+    """A SHA-256 of a submission's answers: ``(grade id, source)`` of each solution cell, in order."""
+    joined = "\x1e".join(f"{grade_id}\x1f{source}" for grade_id, source in solutions)
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()
 
 
 @contextlib.contextmanager

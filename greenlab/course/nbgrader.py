@@ -23,10 +23,15 @@ How the course's own markers become nbgrader's:
   worth :data:`EXERCISE_POINTS`. Its visible line runs the learner's check; its grading is an nbgrader
   *hidden test* (removed from the release, and from the feedback) that loads
   :mod:`greenlab.course.grading` from its file under a fresh name and checks the answer with a fresh
-  copy of the checker, on cases drawn at grade time from the course's grading secret
-  (``.grading/secret``, written once by the export and never released): a solution cell that rebinds ``gl.check.NAME``
+  copy of the checker, on cases drawn at grade time: a solution cell that rebinds ``gl.check.NAME``
   or the library's reference cannot reach it, and an answer fitted to the visible cases fails the
-  drawn ones. A failing check raises with its hint, which is what the learner's feedback shows;
+  drawn ones. Their seed is written into the hidden test, in memory, just before the kernel starts
+  (:class:`greenlab.course.nbgrader_preprocessor.SeededExecute`), derived from the course's grading
+  secret and the submission (:func:`greenlab.course.grading.submission_seed`), and taken out again
+  after the run: no file, no environment variable and no cell the learner's code can read before
+  the tests holds the seed or the secret. The secret is written once by the export, outside the
+  course folder (:func:`secret_path`), and never released. A failing check raises with its hint,
+  which is what the learner's feedback shows;
 * an exercise cell without a checker (a written answer) becomes a *manually graded* answer, and
   so does the stakeholder statement, whose checker finds its elements but cannot know it true: its
   rubric (:data:`greenlab.course.checks.statement.RUBRIC`) follows it;
@@ -59,7 +64,7 @@ from typing import Any
 
 from greenlab.course import quiz as course_quiz
 from greenlab.course.checks.statement import RUBRIC
-from greenlab.course.grading import option_digest
+from greenlab.course.grading import answers_digest, option_digest, submission_seed
 from greenlab.course.notebook_format import (
     INSTRUCTOR_ONLY_TAG, SOLUTION_BEGIN, LessonError, _check_stem, _read_json, _source, dumps, instructor_notebooks,
     lessons_dir, normalise, strip_instructor_notes, strip_solutions)
@@ -80,6 +85,12 @@ _LOADER = ("import importlib.machinery as _ma, importlib.util as _iu, pathlib as
            "                                    _pl.Path(_found.origin).parent / 'course' / 'grading.py')\n"
            "_grading = _iu.module_from_spec(_spec)\n"
            "_spec.loader.exec_module(_grading)\n")
+# The line of a hidden test that the grader rewrites with the submission's seed while the kernel
+# runs (SeededExecute), and rewrites back after: outside an autograde the cases are drawn at random.
+SEED_LINE = "_seed = None  # this submission's seed: written in by the grader while it runs the tests\n"
+SEED_PATTERN = re.compile(r"^_seed = (?:None|\d+)  # this submission's seed: written in by the grader while it runs "
+                          r"the tests$", re.MULTILINE)
+SECRETS_VARIABLE = "GREENLAB_GRADING_SECRETS"  # the folder of grading secrets (default ~/.greenlab/grading-secrets)
 
 CONFIG_TEMPLATE = '''\
 """nbgrader configuration for the greenlab course (written by greenlab.course.nbgrader)."""
@@ -88,7 +99,9 @@ import os
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader import preprocessors as pre
 
-from greenlab.course.nbgrader_preprocessor import HideHiddenTests, LearnerParts, SkipExperiments
+from nbgrader.converters import Autograde
+
+from greenlab.course.nbgrader_preprocessor import HideHiddenTests, LearnerParts, SeededExecute, SkipExperiments
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
 c.CourseDirectory.course_id = {course_id!r}
@@ -105,6 +118,11 @@ c.GenerateAssignment.preprocessors = [
 # Grading mode runs only the cells a grade needs (the lesson's other experiments are left out).
 c.Autograde.sanitize_preprocessors = [pre.ClearOutput, pre.DeduplicateIds, pre.OverwriteKernelspec, pre.OverwriteCells,
                                       SkipExperiments, pre.CheckCellMetadata]
+# The hidden tests get each submission's seed (from the course's grading secret, which stays in this
+# process: the learner's kernel never sees it) just before they run, and lose it after.
+c.Autograde.autograde_preprocessors = [SeededExecute if p is pre.Execute else p
+                                       for p in Autograde.class_traits()["autograde_preprocessors"].default()]
+c.SeededExecute.course_root = c.CourseDirectory.root
 # Feedback shows each hidden test's verdict, not its code.
 c.GenerateFeedback.preprocessors = [pre.GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
 # Lessons train real (small) models: a cell may take longer than nbgrader's 30 s default.
@@ -117,12 +135,6 @@ os.environ.setdefault("GREENLAB_DOWNLOAD", "0")
 os.environ.setdefault("GREENLAB_PROGRESS", "0")
 os.environ["GREENLAB_LEADERBOARD_DIR"] = os.path.join(c.CourseDirectory.root, ".grading", "leaderboard")
 os.environ["GREENLAB_RESULTS_DIR"] = os.path.join(c.CourseDirectory.root, ".grading", "results")
-# The hidden tests draw their cases from the course's grading secret (written by the export, never
-# released), so that grading a submission again draws the same cases.
-_secret = os.path.join(c.CourseDirectory.root, ".grading", "secret")
-if os.path.exists(_secret):
-    with open(_secret, encoding="utf-8") as _file:
-        os.environ.setdefault("GREENLAB_GRADING_SECRET", _file.read().strip())
 '''
 
 
@@ -160,13 +172,101 @@ def export(out: str | os.PathLike, only: list[str] | None = None,
         nb = nbgrader_notebook(_read_json(path), stem, quiz_points=quiz_points, seed=seed)
         target.write_text(dumps(nb), encoding="utf-8")
         written.append(target)
-    secret = out / ".grading" / "secret"
-    if not secret.exists():  # kept across exports: grading again draws the same cases
-        secret.parent.mkdir(parents=True, exist_ok=True)
-        secret.write_text(secrets.token_hex(16) + "\n", encoding="utf-8")
+    course_secret(out, create=True)  # kept across exports: grading again draws the same cases
     (out / "nbgrader_config.py").write_text(
         CONFIG_TEMPLATE.format(course_id=COURSE_ID), encoding="utf-8")
     return written
+
+
+# --- the grading secret --------------------------------------------------------------------------
+#
+# The learner's code runs at grade time in a kernel that nbgrader starts as the grading user, with
+# the course folder as its neighbourhood: whatever lies under the course, in the kernel's
+# environment or in the notebook on disk, that code can read before the hidden tests run. So the
+# secret lies outside the course, in a folder of the grading user's own (one file per course, named
+# by the course's key, which is public), readable by that user only; it is read by the grader's own
+# process, never by the kernel, and the tests get only the seeds derived from it.
+
+
+def secrets_folder() -> Path:
+    """The folder of grading secrets: ``$GREENLAB_GRADING_SECRETS``, else ``~/.greenlab/grading-secrets``."""
+    configured = os.environ.get(SECRETS_VARIABLE, "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".greenlab" / "grading-secrets"
+
+
+def course_key(course: str | os.PathLike, create: bool = False) -> str | None:
+    """The course's key (``.grading/course_key``, public: it names the secret's file, it is not
+    the secret), made when ``create``; None when it has none."""
+    path = Path(course) / ".grading" / "course_key"
+    if path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    if not create:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = f"{COURSE_ID}-{secrets.token_hex(8)}"
+    path.write_text(key + "\n", encoding="utf-8")
+    return key
+
+
+def secret_path(course: str | os.PathLike) -> Path | None:
+    """Where the grading secret of ``course`` lies (outside it), or None before its first export."""
+    key = course_key(course)
+    return None if key is None else secrets_folder() / f"{key}.secret"
+
+
+def course_secret(course: str | os.PathLike, create: bool = False) -> str:
+    """The grading secret of the nbgrader course in ``course``: read from :func:`secret_path`, made
+    there (readable by its owner only) when ``create``. An older export's ``.grading/secret``,
+    inside the course where the learner's code could read it, is moved out first (the same secret,
+    so the same cases). Raises ``FileNotFoundError`` when there is none and ``create`` is false."""
+    course = Path(course)
+    legacy = course / ".grading" / "secret"
+    key = course_key(course, create=create or legacy.is_file())
+    path = None if key is None else secrets_folder() / f"{key}.secret"
+    if path is not None and legacy.is_file() and not path.exists():
+        _write_private(path, legacy.read_text(encoding="utf-8").strip())
+    if path is not None and legacy.is_file() and path.exists():
+        legacy.unlink()
+    if path is None or not path.is_file():
+        if not create:
+            raise FileNotFoundError(f"no grading secret for the course in {course} (looked for "
+                                    f"{path or course / '.grading' / 'course_key'}): export the course first, "
+                                    f"or copy the secret file there from where the course was exported")
+        _write_private(path, secrets.token_hex(16))
+    secret = path.read_text(encoding="utf-8").strip()
+    if not secret:
+        raise ValueError(f"the grading secret in {path} is empty")
+    return secret
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(text + "\n")
+
+
+def hidden_test_seeds(nb: Any, secret: str, *, assignment: str, notebook: str, student: str) -> dict[int, int]:
+    """{cell index: seed} for every hidden test of ``nb`` (an nbformat notebook or a dict) that
+    takes a seed (holds :data:`SEED_LINE`), from :func:`greenlab.course.grading.submission_seed`
+    over the submission's solution cells."""
+    cells = nb["cells"]
+    solutions = [(c["metadata"]["nbgrader"].get("grade_id", ""), _source(c)) for c in cells
+                 if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    answers = answers_digest(solutions)
+    seeds = {}
+    for index, cell in enumerate(cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") == "code" and meta.get("grade") and SEED_PATTERN.search(_source(cell)):
+            seeds[index] = submission_seed(secret, assignment=assignment, notebook=notebook, student=student,
+                                           test=meta.get("grade_id", str(index)), answers=answers)
+    return seeds
+
+
+def with_seed(source: str, seed: int | None) -> str:
+    """A hidden test's source with its seed line set to ``seed`` (None: back to :data:`SEED_LINE`)."""
+    line = SEED_LINE.rstrip("\n") if seed is None else SEED_LINE.rstrip("\n").replace("None", str(int(seed)), 1)
+    return SEED_PATTERN.sub(line, source)
 
 
 def nbgrader_notebook(instructor_nb: dict[str, Any], stem: str, quiz_points: int = 0,
@@ -224,16 +324,20 @@ def _exercise_cells(cell: dict, text: str, stem: str, where: str, ids: set[str])
         del out[-1]["metadata"]["nbgrader"]
     if statement:  # its keywords prove nothing: marked by hand, by the rubric
         rows = "".join(f"| {what} | {p} | {text} |\n" for what, p, text in RUBRIC)
-        rubric = ("**How this statement is marked** (by hand; the instant check above only looks for its "
-                  "elements):\n\n| element | points | full marks when |\n| --- | --- | --- |\n" + rows)
+        rubric = ("**How this statement is marked** (by hand; the instant check above finds its elements and is "
+                  "feedback only):\n\n| element | points | full marks when |\n| --- | --- | --- |\n" + rows
+                  + "\nGrading runs the lesson again, at its smallest size, with new measurements: there the check "
+                  "compares the statement's figures with that run only as notes, and never fails it for them. "
+                  "Mark the figures against the run the learner wrote about (the outputs of the submitted "
+                  "notebook).\n")
         out.append({"cell_type": "markdown", "id": _unique(f"{stem[:2]}-{name}-rubric", ids),
                     "metadata": {}, "source": rubric})
         return out
     for checker, call, args in checker_call_args(text):
         test_id = _unique(f"{stem[:2]}-{checker}-test", ids)
         source = (f"# Graded at grade time by a fresh copy of the {checker} checker, on cases drawn then.\n"
-                  f"{call}\n{HIDDEN_BEGIN}\n{_LOADER}_grading.grade({checker!r}{', ' + args if args else ''})\n"
-                  f"{HIDDEN_END}")
+                  f"{call}\n{HIDDEN_BEGIN}\n{SEED_LINE}{_LOADER}"
+                  f"_grading.grade({checker!r}{', ' + args if args else ''}, seed=_seed)\n{HIDDEN_END}")
         out.append(_code(source, _meta(test_id, grade=True, locked=True, points=EXERCISE_POINTS), test_id))
     return out
 

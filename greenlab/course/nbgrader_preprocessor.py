@@ -13,12 +13,15 @@ from __future__ import annotations
 import ast
 import os
 
-from traitlets import List
+from traitlets import List, Unicode
 
 from greenlab.base.optional import require
+from greenlab.course import nbgrader as course_export
+from greenlab.course.grading import SECRET_VARIABLE
 
 _preprocessors = require("nbgrader.preprocessors", "the nbgrader export")
 ClearHiddenTests, NbGraderPreprocessor = _preprocessors.ClearHiddenTests, _preprocessors.NbGraderPreprocessor
+Execute = _preprocessors.Execute
 
 
 class LearnerParts(NbGraderPreprocessor):
@@ -137,3 +140,37 @@ def _defined(source: str) -> set[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
     return names
+
+
+class SeededExecute(Execute):
+    """nbgrader's ``Execute``, with each hidden test given its submission's seed for the run only.
+
+    In nbgrader's own process, before the kernel starts: reads the course's grading secret
+    (:func:`greenlab.course.nbgrader.course_secret`, outside the course), derives one seed per
+    hidden test from it and the submission (:func:`greenlab.course.grading.submission_seed`),
+    writes each into its test cell's seed line (in memory: the notebook on disk keeps
+    ``_seed = None``) and removes ``GREENLAB_GRADING_SECRET`` from the environment the kernel will
+    inherit (older configs set it there). After the run, the seed lines are set back, so the
+    autograded notebook holds no seed either. Grading the same submission again draws the same
+    cases; without a secret it refuses to grade rather than draw cases no regrade could repeat."""
+
+    course_root = Unicode("", help="The nbgrader course folder, whose grading secret seeds the hidden tests."
+                          ).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        os.environ.pop(SECRET_VARIABLE, None)
+        where = resources.get("nbgrader", {})
+        seeds = {}
+        if any(c.cell_type == "code" and course_export.SEED_PATTERN.search(c.source) for c in nb.cells):
+            seeds = course_export.hidden_test_seeds(
+                nb, course_export.course_secret(self.course_root or os.getcwd()),
+                assignment=str(where.get("assignment", "")), notebook=str(where.get("notebook", "")),
+                student=str(where.get("student", "")))
+        for index, seed in seeds.items():
+            nb.cells[index].source = course_export.with_seed(nb.cells[index].source, seed)
+        try:
+            nb, resources = super().preprocess(nb, resources)
+        finally:
+            for index in seeds:
+                nb.cells[index].source = course_export.with_seed(nb.cells[index].source, None)
+        return nb, resources

@@ -543,6 +543,10 @@ def check_gradients_match(model_a: Any, model_b: Any, atol: float = 1e-6, rtol: 
 
 _EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 _ROUNDINGS = 8  # a right answer computed in a dtype may differ from the float64 reference by a few roundings
+# The tolerance of a right answer computed with torch's default float32 from Python numbers and
+# handed back as a Python float (float(t), t.item()), which carries no dtype for dtype_rtol to see:
+# a trapezoid over [10.0, 12.0, ...] W gives 8.349999428 J for 8.35 J.
+FLOAT32_RTOL = _ROUNDINGS * _EPSILON["float32"]
 
 
 def dtype_rtol(value: Any) -> float:

@@ -27,9 +27,11 @@ from greenlab.techniques.lm.serving import prefill
 @graded(reference=("greenlab.techniques.lm.lora:LoRALinear",))
 def lora_linear(cls: Any) -> Check:
     """Check a learner's LoRA layer class, called as ``cls(base, rank, alpha)`` on a frozen
-    ``nn.Linear`` ``base``: parameters ``A`` (rank x in) and ``B`` (out x rank) with B zero at the
-    start, ``forward(x) = base(x) + (alpha / rank) * x A^T B^T``, gradients only for A and B
-    (the same as ``greenlab.techniques.lm.lora.LoRALinear``)."""
+    ``nn.Linear`` ``base``: parameters ``A`` (rank x in) and ``B`` (out x rank) that start the layer
+    as the frozen one (B zero, A random; or A zero, B random) with a gradient for one of them from
+    the first step (A and B both zero start as the frozen layer too, and never leave it),
+    ``forward(x) = base(x) + (alpha / rank) * x A^T B^T``, gradients only for A and B (the same as
+    ``greenlab.techniques.lm.lora.LoRALinear``)."""
     label = "lora_linear"
     verdict = _not_a_function(cls, label)
     if verdict is not None:
@@ -62,6 +64,10 @@ def lora_linear(cls: Any) -> Check:
     if not torch.allclose(out, base(x), atol=1e-6):
         problems.append("at the start the output differs from the frozen layer's. Hint: B starts at zero "
                         "(A random), so the adapted model starts exactly where the pretrained one was.")
+    elif not _learns_at_start(out, a, b):
+        problems.append("at the start neither A nor B gets a gradient, so the adapter never moves from zero "
+                        "(A and B both start at zero?). Hint: A starts random (e.g. torch.randn(rank, in) "
+                        "x 0.01), B at zero: the output starts as the frozen layer's and B learns from step one.")
     with torch.no_grad():
         a.copy_(torch.randn(rank, 6))
         b.copy_(torch.randn(5, rank))
@@ -92,6 +98,18 @@ def lora_linear(cls: Any) -> Check:
         return Check(label, FAILED, f"{len(problems)} problem(s).", problems)
     return Check(label, PASSED, f"starts as the frozen layer, trains only A and B ({rank * 11} values), "
                                 "and matches LoRA's output and gradients with A and B set.")
+
+
+def _learns_at_start(out, a, b) -> bool:
+    """True when a loss on the layer's first output gives A or B a non-zero gradient: a LoRA whose A
+    and B both start at zero also starts as the frozen layer, but both its gradients are zero
+    (each is the other times the output's gradient), so it stays there however long it trains."""
+    try:
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), [a, b],
+                                    allow_unused=True)
+    except RuntimeError:  # no graph to A and B: the gradient check below names it
+        return True
+    return any(g is not None and bool(g.abs().sum() > 0) for g in grads)
 
 
 def _decode(model, token, cache, offset=True, use_cache=True, causal=False):

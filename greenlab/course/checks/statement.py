@@ -15,14 +15,22 @@ the checker also requires its figures to be the run's (within the rounding they 
 its uncertainty the run's, its accuracy the run's and its recommendation to agree with the verdict
 (no saving claimed where the verdict is "no detectable difference"). A graded course marks the
 statement by hand with :data:`RUBRIC` (``greenlab.course.nbgrader``).
+
+At grade time (:func:`grade_time_rerun`: nbgrader autograding, or grading mode) the lesson has been
+run again, at its smallest size, with new measurements: its facts are not those of the run the
+learner wrote about, so a statement that disagrees with them is not failed for it. The check then
+passes on the five elements and lists each disagreement as a note for the person who marks the
+statement against the learner's own run.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, graded, is_placeholder
+from greenlab.session.devices import grading_mode
 
 _NUMBER = r"(?<![\w.])\d[\d,]*(?:\.\d+)?"
 FIGURE = re.compile(_NUMBER + r"\s*(?:[kM]?J|[kM]?Wh|(?:m|k)?g\s*CO2e?|t\s*CO2e?|tonnes?\s+CO2e?|"
@@ -160,10 +168,31 @@ def stakeholder_statement(text: Any, facts: dict | None = None) -> Check:
         have = sum(found.values())
         return Check(name, FAILED, f"{have} of {len(ELEMENTS)} elements found.", details)
     disagreements = check_against(text, facts) if facts else []
+    rerun = grade_time_rerun() if facts else None
+    elements = ("the statement has a figure with its unit, its provenance, its uncertainty, the accuracy it was "
+                "bought at and a decision with its condition")
+    if rerun is not None:  # these facts are the rerun's, not those of the run the statement was written about
+        notes = [f"differs from the grade-time run (a note for the marker, no fault by itself): {d}"
+                 for d in disagreements]
+        agree = ("its figures agree with the grade-time run" if not disagreements else
+                 "its figures are for the marker to check against the learner's own run")
+        return Check(name, PASSED, f"{elements}; {agree}: the lesson ran again at grade time ({rerun}), at its "
+                     "smallest size, with new measurements.", notes + [f"the statement as graded: {text}"])
     if disagreements:
         return Check(name, FAILED, "the statement does not describe the run it is about.", disagreements)
-    return Check(name, PASSED, "the statement has a figure with its unit, its provenance, its uncertainty, "
-                 "the accuracy it was bought at and a decision with its condition.")
+    return Check(name, PASSED, elements + ".")
+
+
+def grade_time_rerun(environ=None) -> str | None:
+    """Why this process is a grade-time rerun of a lesson (nbgrader autograding it, or grading mode,
+    ``GREENLAB_GRADING``), or None: then a statement's facts are not those of the run it describes."""
+    environ = os.environ if environ is None else environ
+    if environ.get("NBGRADER_EXECUTION") == "autograde":
+        return "nbgrader is autograding"
+    try:
+        return "grading mode (GREENLAB_GRADING)" if grading_mode(environ) else None
+    except ValueError:  # a value grading mode cannot read: the lesson's own setup says so
+        return None
 
 
 # --- helpers ----------------------------------------------------------------------------------
