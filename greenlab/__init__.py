@@ -67,6 +67,7 @@ _modules(lm="greenlab.techniques.lm", lm_compile="greenlab.techniques.lm.compili
          sharding_run="greenlab.techniques.lm.sharding_run")  # gl.sharding_run: DDP against FSDP, in 2 processes
 _names("greenlab.course.leaderboard", "Leaderboard LeaderboardError")
 _names("greenlab.course.headline", "headline")  # gl.headline: a lesson's verdict as a record for the results table
+_modules(lifecycle="greenlab.techniques.lifecycle")  # lesson 16: the whole bill of a model's life
 # lesson 14: scheduling, tuning, asynchronous training
 _modules(cluster="greenlab.techniques.cluster", hogwild="greenlab.techniques.hogwild", tuning="greenlab.techniques.tuning")
 

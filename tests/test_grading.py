@@ -113,6 +113,8 @@ HONEST = {
                                                            None if price is None else price * hours / eff),
     "energy_per_device_hour": lambda xs, ys: sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs),
     "idle_alert": lambda *a: gl.monitoring.alert_times(*a),
+    "lifecycle_bill": lambda *a: gl.lifecycle.lifecycle_bill(*a),
+    "crossover_tokens": lambda *a: gl.lifecycle.crossover_tokens(*a),
     "tensor_sparsity": lambda t: float((t == 0).sum()) / t.numel(),
     "most_uncertain": lambda probs, k: probs.max(dim=1).values.argsort()[:k].tolist(),
     "pareto_indices": lambda pts: [i for i, (a, j) in enumerate(pts)

@@ -34,6 +34,7 @@ from greenlab.course.checks.data_pipeline import early_stopping, most_uncertain,
 from greenlab.course.checks.federated import fedavg_aggregate, round_bytes  # lesson 15
 from greenlab.course.checks.knowledge import quiz_answer  # every lesson's knowledge check, graded
 from greenlab.course.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 12, 11
+from greenlab.course.checks.lifecycle import crossover_tokens, lifecycle_bill  # lesson 16
 from greenlab.course.checks.lm_serving import (
     int8_per_channel,
     kv_cache_bytes,
@@ -80,4 +81,5 @@ __all__ = [
     "schedule_jobs", "easy_backfill", "promote", "early_stopping", "prefetch_loader", "one_cycle",
     "stakeholder_statement",
     "fedavg_aggregate", "round_bytes", "young_interval", "daly_interval", "idle_alert",
+    "lifecycle_bill", "crossover_tokens",
 ]
