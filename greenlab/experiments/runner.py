@@ -75,6 +75,8 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
 
     validation.flag("show_progress", show_progress)
+    validation.flag("save", save)  # a truthy NaN or text would save the runs, as asked by no one
+    validation.flag("log", log)
     names = list(variants)
     configs = {n: (c if c.label else dataclasses.replace(c, label=n)) for n, c in variants.items()}
 
