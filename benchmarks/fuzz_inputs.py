@@ -5,6 +5,15 @@
     python benchmarks/fuzz_inputs.py --only 'lessons 12-15'   # the entry points added for lessons 12-15
     python benchmarks/fuzz_inputs.py --only every    # NaN, inf, -1, a wrong type, "", 10**12 on each
                                                      # parameter of everything gl.* exports
+    python benchmarks/fuzz_inputs.py --only check.   # every gl.check checker and helper
+    python benchmarks/fuzz_inputs.py --only course   # the course tools, as their command lines
+    python benchmarks/fuzz_inputs.py --only rapl     # (or nvml, apple, amd): the vendor energy sources
+
+The checkers are given wrong answers (functions that raise, return NaN, None, wrong shapes,
+objects that equal anything or break on use) and must fail the check with a message; passing
+one is a silent acceptance, raising for it a crash. The vendor sources read fake counters that
+give impossible readings, which must leave the window incomplete. The course tools run in a
+scratch folder and must exit non-zero naming the option; exit 0 on a bad value is silent.
 
 Every input is bad by construction: exactly one argument of an otherwise valid call is replaced
 by a value outside its accepted range (wrong type, NaN/inf, negative, too large, an unknown name,
@@ -380,6 +389,7 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
     eps += checker_entry_points(tmp)
     eps += vendor_entry_points(tmp)
     eps += face_entry_points(tmp)
+    eps += course_tool_entry_points(tmp)
     add("quiz.load", gl.quiz.__module__ and __import__("greenlab.course.quiz", fromlist=["load"]).load,
         {"lesson": "00"},
         {"lesson": name_not_in(lambda s: s in __import__("greenlab.course.quiz", fromlist=["lessons"]).lessons())})
@@ -818,9 +828,11 @@ def face_entry_points(tmp: Path) -> list[EntryPoint]:
                     "callbacks": st.one_of(st.integers(), st.lists(st.integers(), min_size=1, max_size=2))},
                    aliases={"variants": ["variant"], "model_fn": ["model"], "data": ["dataset"]}),
         EntryPoint("gl.format_bytes", gl.format_bytes, {"nbytes": 1000.0},
-                   {"nbytes": number(0), "unit": name_not_in(lambda s: False).filter(lambda v: v is not None),
-                    "figures": integer(1, 17)}),
-        EntryPoint("gl.plain_number", gl.plain_number, {"value": 1.5}, {"value": number(), "figures": integer(1, 17)}),
+                   {"nbytes": number(0), "unit": name_not_in(lambda s: s in ("B", "KiB", "MiB", "GiB")).filter(
+                       lambda v: v is not None), "figures": integer(1, 15)}),
+        # NaN and inf read as Python writes them, on purpose: messages show an impossible reading with it
+        EntryPoint("gl.plain_number", gl.plain_number, {"value": 1.5},
+                   {"value": st.one_of(_junk, st.none(), st.booleans()), "figures": integer(1, 15)}),
         EntryPoint("gl.headline", gl.headline,
                    {"lesson": "09", "technique": "a", "saves": "energy", "factor": verdict},
                    {"lesson": st.one_of(st.integers(), st.just(object()), st.sampled_from(["", "9x", "99", "  "])),
@@ -833,9 +845,163 @@ def face_entry_points(tmp: Path) -> list[EntryPoint]:
                     "title": st.one_of(st.integers(), st.just(object())), "display": name_not_in(
                         lambda s: s in ("auto", "widget", "text")),
                     "show_answers": flag(), "shuffle": flag().filter(lambda v: v is not None),
-                    "seed": integer(0, 2**63 - 1, optional=True)},
+                    "seed": integer(0, optional=True)},
                    aliases={"questions": ["quiz", "lesson", "question"]}),
     ]
+    return eps
+
+
+# --- the course tools (python -m greenlab.course ..., the nbgrader export, the leaderboard) --------
+
+def _cli_text(*extra):
+    """Text values of a command-line option that are wrong for a number: words, NaN, inf, empty."""
+    return st.one_of(st.sampled_from(["nan", "inf", "-inf", "", "abc", "1e400", "0x10", " ", *extra]),
+                     st.text(max_size=5).filter(lambda t: not t.strip().lstrip("-").isdigit()))
+
+
+def course_tool_entry_points(tmp: Path) -> list[EntryPoint]:
+    """Every course tool as its command line: build, check, new, run, results, grade and guide
+    (``python -m greenlab.course``), the nbgrader export and ``greenlab leaderboard show/verify``,
+    each option or argument in turn replaced by a bad value (a folder that is a file, is missing
+    or empty, a damaged notebook or JSON file, a number that is none or out of range). A call is
+    clear when the command exits non-zero naming the option (or, for a path, the path); exit 0
+    is a silent acceptance. Commands run in a scratch folder, so nothing lands in the repository."""
+    import io
+    import json
+
+    from greenlab.base import limits
+    from greenlab.cli.app import main as greenlab_main
+    from greenlab.course import build, class_grading, guide, nbgrader
+
+    scratch = tmp / "course_tools"
+    scratch.mkdir(exist_ok=True)
+    a_file = scratch / "a_file.txt"
+    a_file.write_text("not a folder\n")
+    empty = scratch / "empty"
+    empty.mkdir(exist_ok=True)
+    damaged = scratch / "damaged"
+    (damaged / "instructor").mkdir(parents=True, exist_ok=True)
+    (damaged / "instructor" / "00_broken.ipynb").write_text("{not json")
+    bad_notebook = scratch / "bad.ipynb"
+    bad_notebook.write_text("{not json")
+    not_a_notebook = scratch / "cells.txt"
+    not_a_notebook.write_text("print('hi')\n")
+    tiny = scratch / "tiny.ipynb"
+    tiny.write_text(json.dumps({"cells": [{"cell_type": "code", "execution_count": None, "id": "a", "metadata": {},
+                                           "outputs": [], "source": ["x = 1"]}],
+                                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    bad_json = scratch / "results.json"
+    bad_json.write_text("[1, 2")
+    course = scratch / "course"
+    (course / "submitted" / "alice" / "lesson00").mkdir(parents=True, exist_ok=True)
+    board_dir = scratch / "board"
+    board_dir.mkdir(exist_ok=True)
+    (board_dir / "leaderboard.json").write_text("{damaged")
+    paths = [str(p) for p in (a_file, empty, damaged, scratch / "missing", a_file / "under_a_file", bad_notebook,
+                              not_a_notebook, bad_json)] + ["", "\x00"]
+    # input paths: the fixed bad ones, and any name that is not there
+    missing = st.text(max_size=8).map(lambda t: str(scratch / "missing") + "-" + t)
+    folders = st.one_of(_pick(paths), missing)
+    files = st.one_of(_pick(paths), missing)
+    counter = {"n": 0}
+
+    def fresh():
+        counter["n"] += 1
+        return str(scratch / f"out{counter['n']}")
+
+    def command(main, words, positional=(), flags=()):
+        """A course tool as a function of its options: ``--name=value`` for each keyword (positional
+        ones in ``positional`` order); raises a ValueError with what it printed when it exits non-zero."""
+        def call(**kwargs):
+            argv = list(words)
+            for name in positional:
+                value = kwargs.get(name)
+                if value is not None:
+                    argv += value if isinstance(value, list) else [value]
+            for name, value in kwargs.items():
+                if name in positional:
+                    continue
+                if name in flags:
+                    argv += [name] if value else []
+                elif isinstance(value, list):
+                    argv += [name, *value]
+                else:
+                    argv.append(f"{name}={value() if callable(value) else value}")
+            out, err = io.StringIO(), io.StringIO()
+            cwd = os.getcwd()
+            os.chdir(scratch)
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    try:
+                        code = main(argv)
+                    except SystemExit as exc:
+                        code = exc.code
+            finally:
+                os.chdir(cwd)
+            if code not in (0, None):
+                said = (err.getvalue() + out.getvalue()).lower()
+                named = [k for k, v in kwargs.items() if isinstance(v, str) and v.strip() and v.lower() in said]
+                raise ValueError(f"exit {code}: {said.strip()[-300:]}" + (f" [names {', '.join(named)}]" if named
+                                                                          else ""))
+            return code
+        return call
+
+    def course_main(argv):
+        return build.main(argv)
+
+    eps = []
+
+    def add(name, call, base, bad, aliases=None):
+        eps.append(EntryPoint(name, call, base, bad, aliases or {}))
+
+    add("course build", command(course_main, ["build"]), {}, {"--lessons": folders},
+        aliases={"--lessons": ["lessons", "folder"]})
+    add("course check", command(course_main, ["check"]), {}, {"--lessons": folders},
+        aliases={"--lessons": ["lessons", "folder"]})
+    def new_in_fresh_folder(argv):
+        folder = Path(fresh())
+        folder.mkdir()
+        return course_main(["--lessons", str(folder), *argv])
+
+    add("course new", command(new_in_fresh_folder, ["new"],
+                              positional=("number", "slug", "title")),
+        {"number": "07", "slug": "a_lesson", "title": "A lesson"},
+        {"number": st.one_of(_cli_text("7", "007", "-1", "99x"), st.integers(min_value=100).map(str)),
+         "slug": st.one_of(st.sampled_from(["", "A Lesson", "a-lesson", "../up", "a/b", " ", "Über"]),
+                           st.text(max_size=6).filter(lambda t: not t.replace("_", "").isalnum())),
+         "title": st.sampled_from(["", " ", "\n"])})
+    add("course run", command(course_main, ["run"], positional=("notebooks",)),
+        {"notebooks": [str(tiny)]},
+        {"notebooks": st.one_of(files.map(lambda p: [p]), st.just([str(tiny), str(a_file)])),
+         "--max-silence-s": _cli_text("-1", "0", "-0.5", str(10 ** 12))},
+        aliases={"--max-silence-s": ["max_silence_s", "max-silence", "silence"], "notebooks": ["notebook"]})
+    add("course results", command(course_main, ["results"], positional=("notebooks",)),
+        {"notebooks": [str(tiny)], "--out": fresh},
+        {"notebooks": files.map(lambda p: [p]),
+         "--out": st.sampled_from([str(a_file), str(a_file / "under"), "", "\x00"]),
+         "--from-json": files},
+        aliases={"--from-json": ["from_json", "json"], "notebooks": ["notebook"]})
+    add("course grade", command(class_grading.main, [], positional=("course", "assignment")),
+        {"course": str(course), "assignment": "lesson00"},
+        {"course": folders, "assignment": st.sampled_from(["", "lesson99", "../x", " ", "lesson00/.."]),
+         "--jobs": st.one_of(_cli_text("0", "-1", "1.5"), st.integers(max_value=0).map(str),
+                             st.integers(min_value=limits.max_processes() + 1).map(str)),
+         "--student": st.sampled_from([["nobody"], [""], ["../alice"], ["alice", "alice"]])},
+        aliases={"course": ["course", "folder", "submitted"], "assignment": ["assignment", "submission"],
+                 "--student": ["student"], "--jobs": ["jobs"]})
+    add("course guide", command(guide.main, []), {"--out": fresh},
+        {"--out": st.sampled_from([str(a_file / "under"), str(empty), "", "\x00", str(scratch / "missing") + "/"])},
+        aliases={"--out": ["out", "guide"]})
+    add("course nbgrader export", command(nbgrader.main, []), {"--out": fresh, "--only": ["00"]},
+        {"--out": st.sampled_from([str(a_file), str(a_file / "under"), "", "\x00"]),
+         "--only": st.sampled_from([["99"], ["000"], ["abc"], [""], ["00", ""], ["-1"], ["3.0"]]),  # "0": lesson 00
+         "--lessons": folders,
+         "--quiz-points": st.one_of(_cli_text("-1", "1.5"), st.integers(max_value=-1).map(str),
+                                    st.integers(min_value=10 ** 6).map(str))},
+        aliases={"--only": ["only", "lesson"], "--lessons": ["lessons", "folder"],
+                 "--quiz-points": ["quiz_points", "quiz-points", "points"]})
+    add("greenlab leaderboard verify", command(greenlab_main, ["leaderboard", "verify"]), {"--dir": str(board_dir)},
+        {"--dir": st.one_of(folders, st.just(str(board_dir)))}, aliases={"--dir": ["dir", "folder", "leaderboard"]})
     return eps
 
 
@@ -893,7 +1059,8 @@ def _garbage_values():
 
     return [math.nan, math.inf, -math.inf, -1, 0, 1, 10 ** 400, 1e308, -1e-308, True, False, 1j, "3", "", b"1",
             object(), [], [math.nan], [None], (), {}, {"a": 1}, {1, 2}, range(3), torch.tensor(math.nan),
-            torch.zeros(0), torch.full((3, 3), math.nan), torch.full((7,), math.inf), torch.zeros(2, 2, dtype=torch.complex64),
+            torch.zeros(0), torch.full((3, 3), math.nan), torch.full((7,), math.inf),
+            torch.zeros(2, 2, dtype=torch.complex64),
             torch.empty(2, device="meta"), torch.zeros(1, 1, 1, 1), torch.ones(5, dtype=torch.bool),
             torch.tensor([2 ** 62]), np.array([math.nan]), np.zeros((2, 3)), np.array(["a"]), _EqualsAnything(),
             _BreaksOnUse(), torch.nn.Linear(2, 2), torch.optim.SGD, ValueError("an error returned"), NotImplemented,
@@ -1257,7 +1424,7 @@ def vendor_entry_points(tmp: Path) -> list[EntryPoint]:
 
     eps.append(EntryPoint("rapl.RaplSource max_energy_range_uj", rapl_range, {"max_text": max_range},
                           {"max_text": st.one_of(_pick(["", "abc", "nan", "-1", "0", "1", "999", "1e3"]),
-                                                 st.integers(max_value=1000), st.text(max_size=4))},
+                                                 st.integers(max_value=999), st.text(max_size=4))},
                           aliases={"max_text": ["max_energy_range_uj"]}))
 
     state = {}
@@ -1277,7 +1444,10 @@ def vendor_entry_points(tmp: Path) -> list[EntryPoint]:
     def set_reading(source, reading):
         state["now"] = reading
         if hasattr(source, "instant"):
-            source.poll()
+            try:  # as the window's poller does: a failed poll is recorded by the source, not raised
+                source.poll()
+            except Exception:
+                pass
 
     nvml_readings = st.one_of(_pick(numbers + ["5", None, b"1", 1j, True, object()]),
                               st.integers(max_value=999_999),  # backwards from the first reading
@@ -1474,12 +1644,17 @@ NOT_CALLED = {
     "last_interrupted": "no parameters",
     "is_quick": "no parameters",
     "default_sources": "no parameters to refuse",
+    **{name: ("a record the library returns (a window, a run, a comparison, the settings), built from inputs "
+              "checked where they enter; no lesson or learner builds one")
+       for name in ("Comparison", "ComponentEnergy", "Measurement", "RunResult", "Settings")},
 }
 AUTO_CALL_LIMIT_S = 10
 _DIR_NAMES = "a folder name ('nan', 'inf', '-1', 'not-a-value', '1000000000000'): "
 _LEGIT_DIR = {"greenlab data fetch": _DIR_NAMES + "fetch creates it (here refused for its missing dataset names)",
               "greenlab data status": _DIR_NAMES + "status says it is not there yet (tests/test_data_cli.py)",
               "greenlab data path": _DIR_NAMES + "path prints where a dataset will go (tests/test_data_cli.py)"}
+_NOT_FINITE = ("written as Python writes it ('nan', 'inf'), on purpose: messages show an impossible reading with "
+               "it, and a summary never fails on one")
 _BUDGET = ("budget returns one of the values it is given, of any kind (a list, a name, a size in any "
            "unit); the code that uses the value checks it")
 _MAGNITUDE = ("arithmetic on the caller's figure: 10**12 J is 278 MWh, the energy of one large training "
@@ -1505,6 +1680,15 @@ LEGITIMATE = {
     **{(cmd, "--dir", label): why for cmd, why in _LEGIT_DIR.items()
        for label in ("NaN", "inf", "negative", "wrong type", "huge")},
     ("greenlab leaderboard show", "--limit", "huge"): "more rows than the board holds: all of them, as asked",
+    ("gl.compare", "seed", "huge"): "a valid seed (torch.manual_seed takes up to 2**63 - 1)",
+    ("gl.quiz", "seed", "huge"): "a valid seed (the option order is drawn by Python's random, which takes any int)",
+    ("gl.quiz", "title", "empty"): "a quiz shown without a title, as asked",
+    ("gl.format_bytes", "nbytes", "huge"): "formatting a real size (931 GiB)",
+    **{("gl.plain_number", "value", label): why for label, why in (
+        ("NaN", _NOT_FINITE), ("inf", _NOT_FINITE), ("negative", "a difference, written out"),
+        ("huge", "writing a real magnitude out (1,000,000,000,000)"))},
+    **{("gl.headline", arg, "empty"): "the default: no note on how many runs reached a target, or on the factor"
+       for arg in ("reached", "note")},
 }
 
 

@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from greenlab.base import limits
+
 
 @dataclass
 class Graded:
@@ -47,9 +49,19 @@ def grade_class(course: str | os.PathLike, assignment: str, jobs: int = 2,
                 only: list[str] | None = None, timeout_s: float = 1800) -> list[Graded]:
     """Autograde every student of ``assignment`` (or ``only`` those), ``jobs`` processes at a time;
     one result per student, in the order of :func:`students`."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a whole number >= 1, got {jobs!r}")
-    names = students(course, assignment) if only is None else list(only)
+    limits.processes("jobs", jobs)  # each job is an autograde process
+    if not isinstance(course, (str, os.PathLike)) or not os.fspath(course).strip() or "\x00" in os.fspath(course) \
+            or not (Path(course) / "submitted").is_dir():
+        raise ValueError(f"course must be an nbgrader course folder holding submitted/, got {course!r}")
+    if not isinstance(assignment, str) or not assignment.strip() or assignment in (".", "..") \
+            or any(c in assignment for c in "/\\\x00*?["):
+        raise ValueError(f"assignment must be an assignment's folder name such as lesson03, got {assignment!r}")
+    submitted = students(course, assignment)
+    names = submitted if only is None else list(only)
+    missing = [n for n in names if n not in submitted]
+    if missing:
+        raise ValueError(f"student(s) with no submission of {assignment} under {Path(course) / 'submitted'}: "
+                         f"{', '.join(map(repr, missing))}")
     if not names:
         raise ValueError(f"no submissions of {assignment} under {Path(course) / 'submitted'}")
     with ThreadPoolExecutor(max_workers=jobs) as pool:

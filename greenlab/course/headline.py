@@ -41,6 +41,9 @@ def headline(lesson: str | None, technique: str, saves: str, factor, source=None
     for name, value in (("technique", technique), ("saves", saves), ("reached", reached), ("note", note)):
         if not isinstance(value, str):
             raise ValueError(f"{name} must be text, got {value!r}")
+    for name, value in (("technique", technique), ("saves", saves)):  # the table's two columns that say what
+        if not value.strip():
+            raise ValueError(f"{name} must say what the headline compares or saves, got {value!r}")
     if lesson is not None:
         from greenlab.course.quiz import lessons  # lazy: the course's lessons, by their quiz files
 

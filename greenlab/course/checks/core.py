@@ -247,9 +247,11 @@ def graded(checker: Callable[..., Check] | None = None, *, code: bool = True, re
             except CheckerArgumentError:
                 raise
             except Exception as exc:  # the answer broke the checker: a wrong answer, never a crash
+                cause = exc.__context__  # the learner's own exception, when reporting it is what failed
                 verdict = Check(checker.__name__, FAILED, "your answer could not be checked: using it raised an "
                                 "error (see below); return the kind of value the exercise asks for.",
-                                [exception_text(exc)])
+                                [exception_text(exc) + (f" (while reporting {exception_text(cause)})"
+                                                        if cause is not None else "")])
             if not isinstance(verdict, Check):
                 raise TypeError(f"{checker.__name__} returned {type(verdict).__name__}, not a Check")
         if called:
