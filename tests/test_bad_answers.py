@@ -178,6 +178,11 @@ def test_format_bytes_refuses_a_negative_size_and_bad_figures():
         gl.format_bytes(10, unit=["MiB"])
 
 
+def test_plain_number_writes_the_largest_float_instead_of_overflowing():
+    # an AMD power reading of 1.8e308 W crashed the message that was to call it impossible
+    assert gl.plain_number(1.7976931348623157e308) == "1.8e+308"
+
+
 def test_headline_refuses_a_lesson_that_is_not_one():
     with pytest.raises(ValueError, match="^lesson must be one of the course's lesson numbers"):
         gl.headline("", "a", "energy", None)

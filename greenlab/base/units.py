@@ -105,6 +105,8 @@ def plain_number(value: float, figures: int = 3) -> str:
     rounded = _round_figures(value, figures)
     if rounded == 0:
         return "0"
+    if not math.isfinite(rounded):  # the largest floats round up past the largest float
+        return f"{value:.{figures}g}"
     decimals = max(0, figures - 1 - math.floor(math.log10(abs(rounded))))
     text = f"{rounded:,.{decimals}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
