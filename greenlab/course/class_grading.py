@@ -51,8 +51,8 @@ def grade_class(course: str | os.PathLike, assignment: str, jobs: int = 2,
     one result per student, in the order of :func:`students`."""
     limits.processes("jobs", jobs)  # each job is an autograde process
     if not isinstance(course, (str, os.PathLike)) or not os.fspath(course).strip() or "\x00" in os.fspath(course) \
-            or not (Path(course) / "submitted").is_dir():
-        raise ValueError(f"course must be an nbgrader course folder holding submitted/, got {course!r}")
+            or not Path(course).is_dir():
+        raise ValueError(f"course must be an nbgrader course folder, got {course!r}")
     if not isinstance(assignment, str) or not assignment.strip() or assignment in (".", "..") \
             or any(c in assignment for c in "/\\\x00*?["):
         raise ValueError(f"assignment must be an assignment's folder name such as lesson03, got {assignment!r}")
