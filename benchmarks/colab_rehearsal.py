@@ -12,7 +12,7 @@ Matplotlib, psutil, tqdm, nvidia-ml-py); its package list is the snapshot of "Co
 repository address may not be published yet). (3) For each learner copy: greenlab removed (a fresh
 runtime), the copy alone in an empty folder, its install cell run as a cell, then the whole copy
 headless in quick mode (``python -m greenlab.course run``), then the stack compared with the
-snapshot: a changed version of a Colab package is reported (lesson 11's torchao is expected:
+snapshot: a changed version of a Colab package is reported (lesson 12's torchao is expected:
 ``EXPECTED_CHANGES``) and restored for the next lesson; what was added is listed with its size, then
 removed, so each lesson starts from Colab's stack alone.
 
@@ -43,7 +43,7 @@ PIP_NAMES = {"torch": "torch", "torchvision": "torchvision", "ipywidgets": "ipyw
 # the rest of the course's core that Colab preinstalls too, at whatever version pip picks here
 ALSO_PREINSTALLED = ["numpy", "matplotlib", "psutil", "tqdm", "nvidia-ml-py"]
 # Colab packages a lesson's install cell is expected to replace, and why
-EXPECTED_CHANGES: dict = {}  # none: lesson 11's int8 weights use Colab's torchao 0.10 as it is
+EXPECTED_CHANGES: dict = {}  # none: lesson 12's int8 weights use Colab's torchao 0.10 as it is
 
 
 def main(argv=None) -> int:

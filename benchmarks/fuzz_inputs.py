@@ -2,7 +2,7 @@
 
     python benchmarks/fuzz_inputs.py                 # CI size: 6 inputs per entry point
     python benchmarks/fuzz_inputs.py --examples 40   # the large run
-    python benchmarks/fuzz_inputs.py --only 'lessons 12-15'   # the entry points added for lessons 12-15
+    python benchmarks/fuzz_inputs.py --only 'lessons 11, 13-15'   # the entry points added for lessons 11, 13-15
     python benchmarks/fuzz_inputs.py --only every    # NaN, inf, -1, a wrong type, "", 10**12 on each
                                                      # parameter of everything gl.* exports
     python benchmarks/fuzz_inputs.py --only check.   # every gl.check checker and helper
@@ -591,7 +591,7 @@ def other_new_entry_points(tmp: Path) -> list[EntryPoint]:
 
 
 def lessons_12_to_15_entry_points(tmp: Path) -> list[EntryPoint]:
-    """Entry points of lessons 12-15: pre-emption, the cluster simulator, tuning, hogwild,
+    """Entry points of lessons 11, 13-15: pre-emption, the cluster simulator, tuning, hogwild,
     federated learning, storage layouts, monitoring, idle capacity, the network and edge figures,
     the sharding run, the class leaderboard's command and the Apple and AMD counter sources. Only
     arguments checked before any process starts are fuzzed (a bad one that slipped through would
@@ -1680,7 +1680,7 @@ LEGITIMATE = {
     ("gl.equivalents", "g_co2e", "huge"): "1,000 t CO2e, the footprint of a real fleet: arithmetic on the caller's figure",
     ("gl.format_mass", "grams", "huge"): "formatting a real magnitude (1,000 t)",
     ("gl.format_energy", "joules", "huge"): "formatting a real magnitude (278 MWh)",
-    ("gl.format_energy", "joules", "negative"): ("a difference of energies: lesson 08 prints the energy one "
+    ("gl.format_energy", "joules", "negative"): ("a difference of energies: lesson 07 prints the energy one "
                                                  "choice saved, which may be negative"),
     **{(cmd, "--dir", label): why for cmd, why in _LEGIT_DIR.items()
        for label in ("NaN", "inf", "negative", "wrong type", "huge")},
@@ -1881,7 +1881,7 @@ def fuzz_cli() -> tuple[dict, dict]:
     return record, skipped
 
 
-LESSONS_12_15 = "lessons 12-15"  # --only this: just the entry points added for lessons 12 to 15
+LESSONS_12_15 = "lessons 11, 13-15"  # --only this: just the entry points added for lessons 11 and 13 to 15
 
 
 def fuzz(examples: int, tmp: Path, only: str | None = None) -> dict:
@@ -1973,7 +1973,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=6, help="bad inputs per entry point (default 6)")
     parser.add_argument("--only", default=None, help="fuzz only entry points whose name contains this "
-                                                     f"('{LESSONS_12_15}': those added for lessons 12 to 15; '{EVERY}': "
+                                                     f"('{LESSONS_12_15}': those added for lessons 11 and 13 to 15; '{EVERY}': "
                                                      "the standard bad values on every parameter of every gl.* callable "
                                                      "and every option of every greenlab subcommand)")
     args = parser.parse_args(argv)

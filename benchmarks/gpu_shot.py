@@ -200,7 +200,7 @@ def main(argv=None) -> int:
         return _print_fallback(fallback_plan(bundle))
     if not args.rehearse:
         if not any(wheels.glob("*.whl")):
-            print(f"note: {CARRY[0]} holds no wheels: run benchmarks/gpu_wheels.py first (lessons 11 and 13 "
+            print(f"note: {CARRY[0]} holds no wheels: run benchmarks/gpu_wheels.py first (lessons 12 and 14 "
                   "then run without bitsandbytes, torchao, simpy and Optuna)")
         show("first call", first_call())
         print(f"Then, while the machine is still warm: copy the files it returns aside, and run\n"

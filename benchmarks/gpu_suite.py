@@ -13,7 +13,7 @@
 
 Carried wheels: ``benchmarks/gpu_wheels.py``, run where pip reaches the package index, fills the
 git-ignored ``.cache/gpu-wheels/`` with the CPython 3.12 manylinux wheels the GPU machine lacks:
-simpy and Optuna with their dependencies (lesson 13, ``sharing_a_cluster``), bitsandbytes 0.50.2
+simpy and Optuna with their dependencies (lesson 14, ``sharing_a_cluster``), bitsandbytes 0.50.2
 (CUDA 13 kernels included, torch >= 2.4) and torchao 0.17.0 (the release built against torch
 2.11), and checks them against the device's 64 MiB limit on what travels: 50.3 MiB of wheels
 and a 3.9 MiB tree, 54.2 MiB, so bitsandbytes and torchao fit beside simpy and Optuna (the

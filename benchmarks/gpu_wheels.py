@@ -4,8 +4,8 @@
     python benchmarks/gpu_wheels.py [--dest .cache/gpu-wheels] [--without bitsandbytes,torchao]
 
 The GPU machine (Python 3.12, torch 2.11 with CUDA 13, no network) has no simpy or Optuna, which
-lesson 13 and the ``sharing_a_cluster`` experiment use, and no bitsandbytes or torchao, which
-lesson 11 measures when present. This downloads, for CPython 3.12 on manylinux x86-64, binary
+lesson 14 and the ``sharing_a_cluster`` experiment use, and no bitsandbytes or torchao, which
+lesson 12 measures when present. This downloads, for CPython 3.12 on manylinux x86-64, binary
 wheels only:
 
 - simpy and Optuna with their dependencies, at the versions ``constraints.txt`` pins, less the
@@ -44,7 +44,7 @@ CARRY_LIMIT_MIB = 64.0  # the device machine's limit on the working tree that tr
 TARGET = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
           "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_24_x86_64",
           "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64"]
-REQUIRED = ("simpy", "optuna")  # lesson 13 and the sharing_a_cluster experiment
+REQUIRED = ("simpy", "optuna")  # lesson 14 and the sharing_a_cluster experiment
 OPTIONAL = {"bitsandbytes": None, "torchao": "0.17.0"}  # None: the constraints.txt pin; in leave-out order
 ON_THE_MACHINE = ("numpy", "tqdm", "packaging", "typing_extensions", "markupsafe")
 

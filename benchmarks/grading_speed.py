@@ -1,6 +1,6 @@
 """How long does nbgrader take to grade one submission of a lesson, in grading mode?
 
-    python benchmarks/grading_speed.py [--lessons 03 06 | --all] [--repeats 1] [--slowest 3]
+    python benchmarks/grading_speed.py [--lessons 02 05 | --all] [--repeats 1] [--slowest 3]
 
 Exports the lessons as an nbgrader course in a temporary folder (``greenlab.course.nbgrader``,
 whose config turns on grading mode, ``GREENLAB_GRADING=1``), generates the assignments, submits
@@ -34,7 +34,7 @@ from greenlab.course import nbgrader as export  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lessons", nargs="+", default=["03", "06"], metavar="NN")
+    parser.add_argument("--lessons", nargs="+", default=["02", "05"], metavar="NN")
     parser.add_argument("--all", action="store_true", help="every lesson")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--slowest", type=int, default=3, metavar="N", help="cells to name per lesson")

@@ -2,7 +2,7 @@
 way ``make lab`` serves it (a copy in a fresh folder, ``OMP_WAIT_POLICY=PASSIVE``), in a real
 Chromium driven by Playwright.
 
-    .venv/bin/python benchmarks/lab_run_all.py [--lessons 00,07,09,10,11] [--timeout-s 600]
+    .venv/bin/python benchmarks/lab_run_all.py [--lessons 00,06,09,10,12 | --lessons all] [--timeout-s 600]
 
 Per lesson: seconds from Run All to the last cell finished (the kernel already started, so kernel
 start-up is left out, as in the README's table), and whether any cell showed an error. Prints one
@@ -99,7 +99,7 @@ def run_all(page, base: str, token: str, name: str, timeout_s: float) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lessons", default="00,07,09,10,11", help="lesson numbers, comma-separated")
+    parser.add_argument("--lessons", default="00,06,09,10,12", help="lesson numbers, comma-separated, or all")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="per lesson")
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():
@@ -108,6 +108,8 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
 
     numbers = [n.strip() for n in args.lessons.split(",") if n.strip()]
+    if numbers == ["all"]:
+        numbers = [p.name[:2] for p in sorted((REPO / "lessons").glob("[0-9][0-9]_*.ipynb"))]
     lessons = [p for n in numbers for p in sorted((REPO / "lessons").glob(f"{n}_*.ipynb"))]
     if len(lessons) != len(numbers):
         parser.error(f"--lessons: not every number names a lesson in lessons/: {args.lessons}")

@@ -48,12 +48,12 @@ from greenlab.training.loop import Interrupted, last_interrupted  # noqa: E402
 
 # --- lesson topics: compression, profiling and monitoring, leaderboard ---
 from greenlab.techniques import active, compress, prefetch, profiling, stopping  # noqa: E402
-# lessons 00-03: roofline, fp16, accumulation
+# lessons 00-02: roofline, fp16, accumulation
 from greenlab.techniques import accumulation, numerics, roofline  # noqa: E402
-from greenlab.techniques import edge, federated  # noqa: E402  lesson 14: FedAvg against centralised, edge inference
-from greenlab.impact import network  # noqa: E402  lesson 14: the energy of bytes sent, from a cited kWh/GB figure
-from greenlab.techniques import monitoring, preemption, storage  # noqa: E402  lesson 12: operating training
-from greenlab.impact import idle  # noqa: E402  lesson 12: idle capacity and scale to zero
+from greenlab.techniques import edge, federated  # noqa: E402  lesson 15: FedAvg against centralised, edge inference
+from greenlab.impact import network  # noqa: E402  lesson 15: the energy of bytes sent, from a cited kWh/GB figure
+from greenlab.techniques import monitoring, preemption, storage  # noqa: E402  lesson 13: operating training
+from greenlab.impact import idle  # noqa: E402  lesson 13: idle capacity and scale to zero
 from greenlab.techniques import lm  # noqa: E402  gl.lm: a small language model in joules per token
 from greenlab.techniques.lm import (
     compiling as lm_compile,
@@ -67,7 +67,7 @@ from greenlab.training import optimizers  # noqa: E402  gl.optimizers: fp32 or 8
 from greenlab.techniques.lm import sharding_run  # noqa: E402
 from greenlab.course.leaderboard import Leaderboard, LeaderboardError  # noqa: E402
 from greenlab.course.headline import headline  # noqa: E402  gl.headline: a lesson's verdict as a record for the results table
-# lesson 13: scheduling, tuning, asynchronous training
+# lesson 14: scheduling, tuning, asynchronous training
 from greenlab.techniques import cluster, hogwild, tuning  # noqa: E402
 
 # --- widgets and quizzes ---

@@ -1,221 +1,247 @@
-"""Tests for the lesson-01 checker gl.check.scale_out_costs."""
+"""Lesson 01 checker: amp_step (an fp16 autocast + GradScaler training step)."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-import greenlab as gl
 from greenlab.course import checks
 from greenlab.course.checks import FAILED, NOT_ATTEMPTED
 
 
-def good(hours, n, eff, watts, price):
-    wall = hours / (n * eff)
-    kwh = watts * n * wall / 1000
-    return wall, kwh, None if price is None else price * n * wall
+def right(model, optimizer, scaler, x, y):
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()
 
 
-def test_right_answer_passes():
-    result = checks.scale_out_costs(good)
+def no_scaler(model, optimizer, scaler, x, y):
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def no_autocast(model, optimizer, scaler, x, y):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def no_update(model, optimizer, scaler, x, y):
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    return loss
+
+
+def plain_optimizer_step(model, optimizer, scaler, x, y):
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    optimizer.step()
+    scaler.update()
+    return loss
+
+
+def no_zero_grad(model, optimizer, scaler, x, y):
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def test_a_correct_step_passes():
+    result = checks.amp_step(right)
     assert result.passed, result.text()
 
 
 def test_placeholder_is_not_attempted():
-    assert checks.scale_out_costs(None).status == checks.NOT_ATTEMPTED
-    assert checks.scale_out_costs(lambda *a: None).status == checks.NOT_ATTEMPTED
+    assert checks.amp_step(None).status == NOT_ATTEMPTED
+    assert checks.amp_step(lambda *a: None).status == NOT_ATTEMPTED
 
 
-def test_ignoring_efficiency_fails_with_a_hint():
-    def no_eff(hours, n, eff, watts, price):
-        wall = hours / n
-        return wall, watts * n * wall / 1000, price * n * wall
-
-    result = checks.scale_out_costs(no_eff)
-    assert result.status == checks.FAILED
-    assert any("scaling_efficiency" in d for d in result.details)
+def test_missing_loss_scaling_fails_on_tiny_gradients():
+    result = checks.amp_step(no_scaler)
+    assert result.status == FAILED
+    assert any("tiny case" in d and "underflowed" in d for d in result.details), result.text()
+    assert not any(d.startswith("ordinary case") for d in result.details)
 
 
-def test_ideal_energy_fails_with_a_hint():
-    def ideal_energy(hours, n, eff, watts, price):
-        wall = hours / (n * eff)
-        return wall, watts * hours / 1000, price * n * wall
-
-    result = checks.scale_out_costs(ideal_energy)
-    assert result.status == checks.FAILED
-    assert any("device-hours" in d for d in result.details)
+def test_missing_autocast_fails():
+    result = checks.amp_step(no_autocast)
+    assert result.status == FAILED
+    assert all("float32" in d and "autocast" in d for d in result.details), result.text()
 
 
-def test_watt_hours_instead_of_kwh_fails():
-    def wh(hours, n, eff, watts, price):
-        wall = hours / (n * eff)
-        return wall, watts * n * wall, price * n * wall
-
-    result = checks.scale_out_costs(wh)
-    assert result.status == checks.FAILED
-    assert any("kWh" in d for d in result.details)
+def test_missing_update_keeps_the_scale_and_fails():
+    result = checks.amp_step(no_update)
+    assert result.status == FAILED
+    assert [d for d in result.details if d.startswith("overflow case")], result.text()
+    assert any("scaler.update()" in d for d in result.details)
 
 
-def test_cost_for_one_device_only_fails():
-    def one_device_cost(hours, n, eff, watts, price):
-        wall = hours / (n * eff)
-        return wall, watts * n * wall / 1000, price * wall
-
-    result = checks.scale_out_costs(one_device_cost)
-    assert result.status == checks.FAILED
-    assert any("every device" in d for d in result.details)
+def test_plain_optimizer_step_fails():
+    result = checks.amp_step(plain_optimizer_step)
+    assert result.status == FAILED
+    assert any(d.startswith("ordinary case") for d in result.details), result.text()
+    assert any(d.startswith("overflow case") for d in result.details), result.text()
 
 
-def test_missing_price_must_give_unknown_cost():
-    def zero_cost(hours, n, eff, watts, price):
-        wall, kwh, _ = good(hours, n, eff, watts, price)
-        return wall, kwh, (price or 0.0) * n * wall
-
-    def crashes(hours, n, eff, watts, price):
-        wall, kwh, _ = good(hours, n, eff, watts, 0.0)
-        return wall, kwh, price * n * wall
-
-    assert checks.scale_out_costs(zero_cost).status == checks.FAILED
-    failed = checks.scale_out_costs(crashes)
-    assert failed.status == checks.FAILED and "TypeError" in failed.message
+def test_forgetting_zero_grad_fails_on_the_second_step():
+    result = checks.amp_step(no_zero_grad)
+    assert result.status == FAILED
+    assert any("zero_grad" in d for d in result.details), result.text()
 
 
-def test_learner_exception_is_reported_not_raised():
-    def boom(*args):
-        raise ZeroDivisionError("oops")
+def test_an_exception_is_reported_not_raised():
+    def broken(model, optimizer, scaler, x, y):
+        raise RuntimeError("boom")
 
-    result = checks.scale_out_costs(boom)
-    assert result.status == checks.FAILED
-    assert any("ZeroDivisionError" in d for d in result.details)
-
-
-# --- ring_all_reduce: simulated in one process ---
-
-def _ring_right(tensors):
-    """Ring all-reduce written with explicit send buffers (not the library's loop)."""
-    n = len(tensors)
-    bufs = [list(t.clone().chunk(n)) if n > 1 else [t.clone()] for t in tensors]
-    sent = [0] * n
-    for s in range(n - 1):  # reduce-scatter
-        msgs = [bufs[r][(r - s) % n].clone() for r in range(n)]
-        for r in range(n):
-            bufs[(r + 1) % n][(r - s) % n] += msgs[r]
-            sent[r] += msgs[r].numel() * 4
-    for s in range(n - 1):  # all-gather
-        msgs = [bufs[r][(r + 1 - s) % n].clone() for r in range(n)]
-        for r in range(n):
-            bufs[(r + 1) % n][(r + 1 - s) % n] = msgs[r]
-            sent[r] += msgs[r].numel() * 4
-    return [torch.cat(b) for b in bufs], sent
+    result = checks.amp_step(broken)
+    assert result.status == FAILED
+    assert any("RuntimeError: boom" in d for d in result.details)
+    assert checks.amp_step(42).status == FAILED
 
 
-def _naive(tensors):
-    total = torch.stack(tensors).sum(0)
-    n = len(tensors)
-    return [total.clone() for _ in tensors], [(n - 1) * t.numel() * 4 for t in tensors]
+# --- fp16_flush_fractions ---
+
+def _flush_right(grads, scale):
+    v = grads.double() * scale
+    nz = v != 0
+    if not nz.any():
+        return 0.0, 0.0
+    h = v.to(torch.float16)
+    smallest_normal = 2.0 ** -14
+    return ((h == 0) & nz).sum().item() / nz.sum().item(), \
+        ((h != 0) & (h.abs() < smallest_normal)).sum().item() / nz.sum().item()
 
 
-def _elements(tensors):
-    out, sent = _ring_right(tensors)
-    return out, [b / 4 for b in sent]
+def _flush_normal_threshold(grads, scale):
+    v = grads * scale
+    nz = v != 0
+    n = max(1, int(nz.sum()))
+    return float(((v.abs() < torch.finfo(torch.float16).tiny) & nz).sum()) / n, 0.0
 
 
-def _reduce_scatter_only(tensors):
-    n = len(tensors)
-    bufs = [list(t.clone().chunk(n)) for t in tensors]
-    for s in range(n - 1):
-        msgs = [bufs[r][(r - s) % n].clone() for r in range(n)]
-        for r in range(n):
-            bufs[(r + 1) % n][(r - s) % n] += msgs[r]
-    return [torch.cat(b) for b in bufs], [(n - 1) / n * t.numel() * 4 * 2 for t in tensors]
+def _flush_counts_zeros(grads, scale):
+    v = grads * scale
+    return float((v.half() == 0).sum()) / v.numel(), _flush_right(grads, scale)[1]
 
 
-def _mean(tensors):
-    out, sent = _ring_right(tensors)
-    return [o / len(tensors) for o in out], sent
+def _flush_ignores_scale(grads, scale):
+    return _flush_right(grads, 1.0)
 
 
-def test_ring_all_reduce_passes_a_correct_answer_and_the_librarys_own():
-    assert checks.ring_all_reduce(_ring_right).passed, checks.ring_all_reduce(_ring_right).text()
-    assert checks.ring_all_reduce.__wrapped__(gl.scaling.ring_all_reduce).passed
+def _flush_bf16(grads, scale):
+    v = grads * scale
+    nz = v != 0
+    n = max(1, int(nz.sum()))
+    return float(((v.bfloat16() == 0) & nz).sum()) / n, 0.0
+
+
+def test_fp16_flush_fractions_passes_a_correct_answer():
+    result = checks.fp16_flush_fractions(_flush_right)
+    assert result.passed, result.text()
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (_naive, "whole tensor to every other rank"),
-    (_elements, "elements, not bytes"),
-    (_reduce_scatter_only, "all-gather must pass them round"),
-    (_mean, "that is the mean"),
+    (_flush_normal_threshold, "subnormals down to 6e-8"),
+    (_flush_counts_zeros, "non-zero gradients only"),
+    (_flush_ignores_scale, "multiply the gradients by scale"),
+    (_flush_bf16, "that is bfloat16"),
 ])
-def test_ring_all_reduce_names_each_mistake(wrong, hint):
-    result = checks.ring_all_reduce(wrong)
+def test_fp16_flush_fractions_names_each_mistake(wrong, hint):
+    result = checks.fp16_flush_fractions(wrong)
     assert result.status == FAILED
     assert any(hint in d for d in result.details), result.text()
 
 
-def test_ring_all_reduce_placeholder_is_not_attempted():
-    assert checks.ring_all_reduce(None).status == NOT_ATTEMPTED
-    assert checks.ring_all_reduce(lambda ts: None).status == NOT_ATTEMPTED
+# --- loss_scaler: checked step by step against torch.amp.GradScaler ---
+
+class _Scaler:
+    def __init__(self, init_scale, growth_factor, backoff_factor, growth_interval,
+                 skip=True, unscale=True, backoff=True, reset=True, grow=True):
+        self.scale, self.good = init_scale, 0
+        self.growth, self.backoff, self.interval = growth_factor, backoff_factor, growth_interval
+        self.flags = dict(skip=skip, unscale=unscale, backoff=backoff, reset=reset, grow=grow)
+
+    def scale_loss(self, loss):
+        return loss * self.scale
+
+    def step(self, optimizer):
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if self.flags["unscale"]:
+            for g in grads:
+                g.div_(self.scale)
+        finite = all(bool(torch.isfinite(g).all()) for g in grads)
+        if finite or not self.flags["skip"]:
+            optimizer.step()
+        if not finite:
+            if self.flags["backoff"]:
+                self.scale *= self.backoff
+            if self.flags["reset"]:
+                self.good = 0
+            return False
+        self.good += 1
+        if self.flags["grow"] and self.good >= self.interval:
+            self.scale *= self.growth
+            self.good = 0
+        return True
 
 
-def test_library_ring_sends_the_formulas_bytes():
-    tensors = [torch.ones(24) * r for r in range(4)]
-    summed, sent = gl.scaling.ring_all_reduce(tensors)
-    assert all(torch.equal(s, torch.full((24,), 6.0)) for s in summed)
-    assert sent == [gl.sharding.ring_allreduce_bytes(96, 4)] * 4 == [144.0] * 4
+def test_loss_scaler_passes_a_correct_scaler():
+    result = checks.loss_scaler(_Scaler)
+    assert result.passed, result.text()
 
 
-# --- energy_per_device_hour: k of energy ~ k x device-hours ---
-
-def _k_right(device_hours, energy):
-    num = sum(x * y for x, y in zip(device_hours, energy))
-    return num / sum(x ** 2 for x in device_hours)
-
-
-def _k_intercept(device_hours, energy):
-    if len(device_hours) < 2:
-        return energy[0] / device_hours[0]
-    import statistics
-    return statistics.linear_regression(device_hours, energy).slope
-
-
-@pytest.mark.parametrize("wrong, hint", [
-    (lambda x, y: sum(b / a for a, b in zip(x, y)) / len(x), "mean of the per-run ratios"),
-    (lambda x, y: sum(y) / sum(x), "total energy / total device-hours"),
-    (lambda x, y: sum(a * b for a, b in zip(x, y)) / sum(b * b for b in y), "axes are swapped"),
-    (_k_intercept, "has an intercept"),
+@pytest.mark.parametrize("flag, hint", [
+    ("skip", "skip optimizer.step()"),
+    ("unscale", "divide every gradient by the scale"),
+    ("backoff", "multiply it by backoff_factor"),
+    ("reset", "start the count again after an overflow"),
+    ("grow", "multiply it by growth_factor"),
 ])
-def test_energy_per_device_hour_names_each_mistake(wrong, hint):
-    result = checks.energy_per_device_hour(wrong)
+def test_loss_scaler_names_each_mistake(flag, hint):
+    result = checks.loss_scaler(lambda **kw: _Scaler(**kw, **{flag: False}))
     assert result.status == FAILED
-    assert any(hint in d for d in result.details), result.text()
+    assert hint in result.message, result.text()
 
 
-def test_energy_per_device_hour_passes_a_correct_answer_and_matches_the_library():
-    assert checks.energy_per_device_hour(_k_right).passed
-    assert checks.energy_per_device_hour.__wrapped__(gl.scaling.fit_energy_per_device_hour).passed
-    assert gl.scaling.fit_energy_per_device_hour([1.0, 2.0, 4.0], [3.0, 5.0, 13.0]) == pytest.approx(65 / 21)
+def test_loss_scaler_placeholders_are_not_attempted():
+    assert checks.loss_scaler(None).status == NOT_ATTEMPTED
+    assert checks.loss_scaler(lambda **kw: None).status == NOT_ATTEMPTED
+
+    class Untouched:  # the lesson's template, as a learner first finds it
+        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+            self.scale = None
+
+        def scale_loss(self, loss):
+            return None
+
+        def step(self, optimizer):
+            return None
+
+    assert checks.loss_scaler(Untouched).status == NOT_ATTEMPTED
 
 
-# --- watts_per_device: k of one job, W per device -------------------------------------------------
+def test_loss_scaler_must_say_whether_it_stepped():
+    class Silent(_Scaler):  # right weights and scale, but step() returns nothing
+        def step(self, optimizer):
+            super().step(optimizer)
 
-@pytest.mark.parametrize("wrong, hint", [
-    (lambda e, n, h: h * 1000.0 / (n * e), "hours and energy are swapped"),
-    (lambda e, n, h: e * 1000.0 / h, "divide by the number of devices"),
-    (lambda e, n, h: e / (n * h), "that is kW"),
-    (lambda e, n, h: n * h / (e * 1000.0), "energy and device-hours are swapped"),
-])
-def test_watts_per_device_names_each_mistake(wrong, hint):
-    result = checks.watts_per_device(wrong)
-    assert result.status == FAILED
-    assert any(hint in d for d in result.details), result.text()
-
-
-def test_watts_per_device_passes_a_correct_answer_and_matches_the_library():
-    def mine(energy_kwh, n_devices, wall_hours):
-        device_hours = n_devices * wall_hours
-        return energy_kwh * 1000 / device_hours
-
-    assert checks.watts_per_device(mine).passed
-    assert checks.watts_per_device.__wrapped__(gl.scaling.watts_per_device).passed
-    assert gl.scaling.watts_per_device(4.0, 8, 2.0) == pytest.approx(250.0)
-    assert checks.watts_per_device(None).status == NOT_ATTEMPTED
-    with pytest.raises(ValueError, match="n_devices"):
-        gl.scaling.watts_per_device(1.0, 0, 1.0)
+    result = checks.loss_scaler(Silent)
+    assert result.status == FAILED and "must return True when the optimizer stepped" in result.message

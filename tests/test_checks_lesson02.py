@@ -1,247 +1,154 @@
-"""Lesson 02 checker: amp_step (an fp16 autocast + GradScaler training step)."""
+"""Lesson 02 checker: accumulate_gradients (gradient accumulation equals one big batch)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from greenlab.course import checks
-from greenlab.course.checks import FAILED, NOT_ATTEMPTED
+from greenlab.course.checks import FAILED, NOT_ATTEMPTED, PASSED
 
 
-def right(model, optimizer, scaler, x, y):
-    optimizer.zero_grad()
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
+def right(model, x, y, micro_batch_size):
+    n = len(x)
+    for xb, yb in zip(x.split(micro_batch_size), y.split(micro_batch_size)):
+        loss = F.cross_entropy(model(xb), yb, reduction="sum") / n
+        loss.backward()
+    return model
 
 
-def no_scaler(model, optimizer, scaler, x, y):
-    optimizer.zero_grad()
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    optimizer.step()
-    return loss
+def mean_over_k(model, x, y, micro_batch_size):
+    chunks = list(zip(x.split(micro_batch_size), y.split(micro_batch_size)))
+    for xb, yb in chunks:
+        (F.cross_entropy(model(xb), yb) / len(chunks)).backward()
+    return model
 
 
-def no_autocast(model, optimizer, scaler, x, y):
-    optimizer.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss
+def test_a_correct_loop_passes():
+    result = checks.accumulate_gradients(right)
+    assert result.status == PASSED, result.text()
 
 
-def no_update(model, optimizer, scaler, x, y):
-    optimizer.zero_grad()
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    return loss
+def test_returning_something_other_than_the_model_still_checks_the_model():
+    result = checks.accumulate_gradients(lambda m, x, y, b: (right(m, x, y, b), True)[1])
+    assert result.status == PASSED, result.text()
 
 
-def plain_optimizer_step(model, optimizer, scaler, x, y):
-    optimizer.zero_grad()
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    optimizer.step()
-    scaler.update()
-    return loss
+def test_placeholders_are_not_attempted():
+    assert checks.accumulate_gradients(None).status == NOT_ATTEMPTED
+    assert checks.accumulate_gradients(lambda m, x, y, b: None).status == NOT_ATTEMPTED
 
 
-def no_zero_grad(model, optimizer, scaler, x, y):
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss
-
-
-def test_a_correct_step_passes():
-    result = checks.amp_step(right)
-    assert result.passed, result.text()
-
-
-def test_placeholder_is_not_attempted():
-    assert checks.amp_step(None).status == NOT_ATTEMPTED
-    assert checks.amp_step(lambda *a: None).status == NOT_ATTEMPTED
-
-
-def test_missing_loss_scaling_fails_on_tiny_gradients():
-    result = checks.amp_step(no_scaler)
+def test_no_backward_at_all_fails_without_raising():
+    result = checks.accumulate_gradients(lambda m, x, y, b: m)
     assert result.status == FAILED
-    assert any("tiny case" in d and "underflowed" in d for d in result.details), result.text()
-    assert not any(d.startswith("ordinary case") for d in result.details)
+    assert all("no gradients" in d for d in result.details)
 
 
-def test_missing_autocast_fails():
-    result = checks.amp_step(no_autocast)
+def test_dividing_by_micro_batch_count_fails_only_on_a_short_last_batch():
+    result = checks.accumulate_gradients(mean_over_k)
     assert result.status == FAILED
-    assert all("float32" in d and "autocast" in d for d in result.details), result.text()
+    # (12, 4), (9, 2)? 9 = 2+2+2+2+1 is short; (10, 4), (10, 3) short; (12, 4) and (7, 7) are even
+    assert result.message == "3 of 5 test inputs give a wrong result."
+    assert all("smaller" in d for d in result.details)
 
 
-def test_missing_update_keeps_the_scale_and_fails():
-    result = checks.amp_step(no_update)
+def test_unscaled_losses_and_zeroed_gradients_get_their_hints():
+    def unscaled(model, x, y, b):
+        for xb, yb in zip(x.split(b), y.split(b)):
+            F.cross_entropy(model(xb), yb).backward()
+        return model
+
+    def zeroing(model, x, y, b):
+        for xb, yb in zip(x.split(b), y.split(b)):
+            model.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+        return model
+
+    assert any("scaled down" in d for d in checks.accumulate_gradients(unscaled).details)
+    assert any("do not zero" in d for d in checks.accumulate_gradients(zeroing).details)
+
+
+def test_an_exception_in_the_learner_code_is_reported():
+    def broken(model, x, y, b):
+        raise RuntimeError("shapes do not match")
+
+    result = checks.accumulate_gradients(broken)
     assert result.status == FAILED
-    assert [d for d in result.details if d.startswith("overflow case")], result.text()
-    assert any("scaler.update()" in d for d in result.details)
+    assert "RuntimeError: shapes do not match" in result.details[0]
 
 
-def test_plain_optimizer_step_fails():
-    result = checks.amp_step(plain_optimizer_step)
-    assert result.status == FAILED
-    assert any(d.startswith("ordinary case") for d in result.details), result.text()
-    assert any(d.startswith("overflow case") for d in result.details), result.text()
+def test_checker_leaves_the_global_random_state_alone():
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    checks.accumulate_gradients(right)
+    assert torch.equal(torch.rand(3), expected)
 
 
-def test_forgetting_zero_grad_fails_on_the_second_step():
-    result = checks.amp_step(no_zero_grad)
-    assert result.status == FAILED
-    assert any("zero_grad" in d for d in result.details), result.text()
+# --- batchnorm_fix: GroupNorm in place of BatchNorm, checked by gradient equality ---
+
+def _swap_right(model, num_groups):
+    """Swaps through named_modules() and the parent's attribute (not the library's recursion)."""
+    targets = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for name, bn in targets:
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, torch.nn.GroupNorm(num_groups, bn.num_features))
+    return model
 
 
-def test_an_exception_is_reported_not_raised():
-    def broken(model, optimizer, scaler, x, y):
-        raise RuntimeError("boom")
-
-    result = checks.amp_step(broken)
-    assert result.status == FAILED
-    assert any("RuntimeError: boom" in d for d in result.details)
-    assert checks.amp_step(42).status == FAILED
+def _swap_top_level_only(model, num_groups):
+    for name, child in list(model.named_children()):
+        if isinstance(child, torch.nn.BatchNorm2d):
+            setattr(model, name, torch.nn.GroupNorm(num_groups, child.num_features))
+    return model
 
 
-# --- fp16_flush_fractions ---
-
-def _flush_right(grads, scale):
-    v = grads.double() * scale
-    nz = v != 0
-    if not nz.any():
-        return 0.0, 0.0
-    h = v.to(torch.float16)
-    smallest_normal = 2.0 ** -14
-    return ((h == 0) & nz).sum().item() / nz.sum().item(), \
-        ((h != 0) & (h.abs() < smallest_normal)).sum().item() / nz.sum().item()
+def _swap_to_identity(model, num_groups):
+    for name, bn in [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]:
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, torch.nn.Identity())
+    return model
 
 
-def _flush_normal_threshold(grads, scale):
-    v = grads * scale
-    nz = v != 0
-    n = max(1, int(nz.sum()))
-    return float(((v.abs() < torch.finfo(torch.float16).tiny) & nz).sum()) / n, 0.0
+def _swap_wrong_groups(model, num_groups):
+    for name, bn in [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]:
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, torch.nn.GroupNorm(1, bn.num_features))
+    return model
 
 
-def _flush_counts_zeros(grads, scale):
-    v = grads * scale
-    return float((v.half() == 0).sum()) / v.numel(), _flush_right(grads, scale)[1]
-
-
-def _flush_ignores_scale(grads, scale):
-    return _flush_right(grads, 1.0)
-
-
-def _flush_bf16(grads, scale):
-    v = grads * scale
-    nz = v != 0
-    n = max(1, int(nz.sum()))
-    return float(((v.bfloat16() == 0) & nz).sum()) / n, 0.0
-
-
-def test_fp16_flush_fractions_passes_a_correct_answer():
-    result = checks.fp16_flush_fractions(_flush_right)
-    assert result.passed, result.text()
+def test_batchnorm_fix_passes_a_correct_swap_and_the_librarys():
+    assert checks.batchnorm_fix(_swap_right).passed, checks.batchnorm_fix(_swap_right).text()
+    import greenlab as gl
+    from greenlab.techniques import accumulation
+    assert checks.batchnorm_fix.__wrapped__(accumulation.groupnorm_instead_of_batchnorm).passed
+    assert checks.accumulate_gradients.__wrapped__(accumulation.accumulate_gradients).passed
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (_flush_normal_threshold, "subnormals down to 6e-8"),
-    (_flush_counts_zeros, "non-zero gradients only"),
-    (_flush_ignores_scale, "multiply the gradients by scale"),
-    (_flush_bf16, "that is bfloat16"),
+    (_swap_top_level_only, "replace the nested ones too"),
+    (_swap_to_identity, "no longer normalises"),
+    (_swap_wrong_groups, "expected GroupNorm(2, 4)"),
 ])
-def test_fp16_flush_fractions_names_each_mistake(wrong, hint):
-    result = checks.fp16_flush_fractions(wrong)
+def test_batchnorm_fix_names_each_mistake(wrong, hint):
+    result = checks.batchnorm_fix(wrong)
     assert result.status == FAILED
-    assert any(hint in d for d in result.details), result.text()
+    assert hint in result.text(), result.text()
 
 
-# --- loss_scaler: checked step by step against torch.amp.GradScaler ---
+def test_batchnorm_fix_placeholder_and_why_batchnorm_needs_it():
+    assert checks.batchnorm_fix(lambda m, g: None).status == NOT_ATTEMPTED
+    # with BatchNorm left in, micro-batches do not give the big batch's gradient: the check can fail
+    from greenlab.course.checks.accumulation import _bn_model
 
-class _Scaler:
-    def __init__(self, init_scale, growth_factor, backoff_factor, growth_interval,
-                 skip=True, unscale=True, backoff=True, reset=True, grow=True):
-        self.scale, self.good = init_scale, 0
-        self.growth, self.backoff, self.interval = growth_factor, backoff_factor, growth_interval
-        self.flags = dict(skip=skip, unscale=unscale, backoff=backoff, reset=reset, grow=grow)
-
-    def scale_loss(self, loss):
-        return loss * self.scale
-
-    def step(self, optimizer):
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        if self.flags["unscale"]:
-            for g in grads:
-                g.div_(self.scale)
-        finite = all(bool(torch.isfinite(g).all()) for g in grads)
-        if finite or not self.flags["skip"]:
-            optimizer.step()
-        if not finite:
-            if self.flags["backoff"]:
-                self.scale *= self.backoff
-            if self.flags["reset"]:
-                self.good = 0
-            return False
-        self.good += 1
-        if self.flags["grow"] and self.good >= self.interval:
-            self.scale *= self.growth
-            self.good = 0
-        return True
-
-
-def test_loss_scaler_passes_a_correct_scaler():
-    result = checks.loss_scaler(_Scaler)
-    assert result.passed, result.text()
-
-
-@pytest.mark.parametrize("flag, hint", [
-    ("skip", "skip optimizer.step()"),
-    ("unscale", "divide every gradient by the scale"),
-    ("backoff", "multiply it by backoff_factor"),
-    ("reset", "start the count again after an overflow"),
-    ("grow", "multiply it by growth_factor"),
-])
-def test_loss_scaler_names_each_mistake(flag, hint):
-    result = checks.loss_scaler(lambda **kw: _Scaler(**kw, **{flag: False}))
-    assert result.status == FAILED
-    assert hint in result.message, result.text()
-
-
-def test_loss_scaler_placeholders_are_not_attempted():
-    assert checks.loss_scaler(None).status == NOT_ATTEMPTED
-    assert checks.loss_scaler(lambda **kw: None).status == NOT_ATTEMPTED
-
-    class Untouched:  # the lesson's template, as a learner first finds it
-        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
-            self.scale = None
-
-        def scale_loss(self, loss):
-            return None
-
-        def step(self, optimizer):
-            return None
-
-    assert checks.loss_scaler(Untouched).status == NOT_ATTEMPTED
-
-
-def test_loss_scaler_must_say_whether_it_stepped():
-    class Silent(_Scaler):  # right weights and scale, but step() returns nothing
-        def step(self, optimizer):
-            super().step(optimizer)
-
-    result = checks.loss_scaler(Silent)
-    assert result.status == FAILED and "must return True when the optimizer stepped" in result.message
+    result = checks.batchnorm_fix(lambda m, g: m)
+    assert result.status == FAILED and "still in the model" in result.message
+    whole, pieces = _bn_model(), _bn_model()
+    x, y = torch.randn(8, 3, 8, 8), torch.randint(0, 3, (8,))
+    torch.nn.functional.cross_entropy(whole(x), y).backward()
+    for xb, yb in zip(x.split(3), y.split(3)):
+        (torch.nn.functional.cross_entropy(pieces(xb), yb, reduction="sum") / 8).backward()
+    assert not checks.check_gradients_match(whole, pieces).passed

@@ -1,149 +1,194 @@
-"""Lesson 04 checker: scaled_lr_with_warmup (linear scaling rule + Goyal et al. warm-up)."""
+"""Lesson 04 checkers: right answers pass, typical mistakes fail with a hint, stubs are not attempted."""
 
-import pytest
-
-import greenlab as gl
+import torch
+import torch.nn as nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from greenlab.course import checks
-from greenlab.course.checks import FAILED, NOT_ATTEMPTED
 
 
-def right(step, base_lr, base_batch, batch, warmup_steps):
-    target = base_lr * batch / base_batch
-    if step >= warmup_steps:
-        return target
-    return base_lr + (target - base_lr) * step / warmup_steps
+def right_flops(c_in, c_out, k, h, w):
+    return 2 * c_in * c_out * k * k * h * w, 2 * c_in * k * k * h * w + 2 * c_in * c_out * h * w
 
 
-def test_a_correct_answer_passes():
-    result = checks.scaled_lr_with_warmup(right)
+def right_pareto(points):
+    front = []
+    for i, (a, j) in enumerate(points):
+        dominated = any(a2 >= a and j2 <= j and (a2 > a or j2 < j) for a2, j2 in points)
+        if not dominated:
+            front.append(i)
+    return front
+
+
+def test_formula_matches_pytorch_flop_counter():
+    # the checker's expected values must agree with what greenlab.training.models.flops counts
+    c_in, c_out, k, h, w = 6, 10, 3, 9, 7
+    x = torch.zeros(1, c_in, h, w)
+    standard = nn.Conv2d(c_in, c_out, k, padding=k // 2, bias=False)
+    separable = nn.Sequential(nn.Conv2d(c_in, c_in, k, padding=k // 2, groups=c_in, bias=False),
+                              nn.Conv2d(c_in, c_out, 1, bias=False))
+    counted = []
+    for layer in (standard, separable):
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            layer(x)
+        counted.append(counter.get_total_flops())
+    assert tuple(counted) == right_flops(c_in, c_out, k, h, w)
+
+
+def test_separable_conv_flops_passes_right_answer():
+    result = checks.separable_conv_flops(right_flops)
     assert result.passed, result.text()
-    assert result.message == "all 7 test inputs give the expected result."
 
 
-def test_expected_values_are_the_rule_written_out():
-    # the checker computes its expectations with the library; pin them to hand-worked numbers
-    assert right(50, 0.1, 256, 1024, 100) == pytest.approx(0.25)
-    assert right(25, 0.01, 100, 300, 100) == pytest.approx(0.015)
-    assert checks.scaled_lr_with_warmup(lambda *a: right(*a) * 1.001).status == FAILED
+def test_separable_conv_flops_macs_get_hint():
+    result = checks.separable_conv_flops(lambda *a: tuple(v / 2 for v in right_flops(*a)))
+    assert result.status == checks.FAILED
+    assert any("multiply-add" in d for d in result.details)
 
 
-def test_placeholder_is_not_attempted():
-    assert checks.scaled_lr_with_warmup(None).status == NOT_ATTEMPTED
-    assert checks.scaled_lr_with_warmup(lambda *a: None).status == NOT_ATTEMPTED
+def test_separable_conv_flops_depthwise_on_output_channels_gets_hint():
+    def wrong(ci, co, k, h, w):
+        return 2 * ci * co * k * k * h * w, 2 * co * k * k * h * w + 2 * ci * co * h * w
+    result = checks.separable_conv_flops(wrong)
+    assert result.status == checks.FAILED
+    assert any("INPUT channel" in d for d in result.details)
 
 
-def test_no_warmup_is_a_failure_with_a_hint():
-    result = checks.scaled_lr_with_warmup(lambda s, lr, bb, b, w: lr * b / bb)
-    assert result.status == FAILED
-    assert any("start at base_lr" in d for d in result.details)
+def test_separable_conv_flops_missing_pointwise_gets_hint():
+    result = checks.separable_conv_flops(
+        lambda ci, co, k, h, w: (right_flops(ci, co, k, h, w)[0], 2 * ci * k * k * h * w))
+    assert result.status == checks.FAILED
+    assert any("both parts" in d for d in result.details)
 
 
-def test_warmup_from_zero_gets_its_own_hint():
-    def from_zero(step, base_lr, base_batch, batch, warmup_steps):
-        target = base_lr * batch / base_batch
-        return target if step >= warmup_steps else target * step / warmup_steps
-
-    result = checks.scaled_lr_with_warmup(from_zero)
-    assert result.status == FAILED
-    assert any("not from zero" in d for d in result.details)
+def test_separable_conv_flops_stub_and_non_function():
+    assert checks.separable_conv_flops(lambda *a: None).status == checks.NOT_ATTEMPTED
+    assert checks.separable_conv_flops(None).status == checks.NOT_ATTEMPTED
+    assert checks.separable_conv_flops(42).status == checks.FAILED
 
 
-def test_inverted_ratio_and_missing_scaling_get_hints():
-    inverted = checks.scaled_lr_with_warmup(lambda s, lr, bb, b, w: lr * bb / b)
-    assert any("upside down" in d for d in inverted.details)
-    unscaled = checks.scaled_lr_with_warmup(lambda s, lr, bb, b, w: lr)
-    assert any("linear scaling rule" in d for d in unscaled.details)
-
-
-def test_division_by_zero_warmup_is_reported_not_raised():
-    def no_guard(step, base_lr, base_batch, batch, warmup_steps):
-        target = base_lr * batch / base_batch
-        return base_lr + (target - base_lr) * min(step / warmup_steps, 1.0)
-
-    result = checks.scaled_lr_with_warmup(no_guard)
-    assert result.status == FAILED
+def test_separable_conv_flops_crash_is_reported_not_raised():
+    result = checks.separable_conv_flops(lambda *a: 1 / 0)
+    assert result.status == checks.FAILED
     assert any("ZeroDivisionError" in d for d in result.details)
 
 
-# --- noise_scale_from_norms: B_simple from two batch sizes' gradient norms ---
-
-def _noise_right(small_sq_norm, big_sq_norm, small_batch, big_batch):
-    # solve [[1, 1/b_s], [1, 1/b_b]] @ [g2, trace] = [small, big]
-    det = 1 / big_batch - 1 / small_batch
-    g2 = (small_sq_norm / big_batch - big_sq_norm / small_batch) / det
-    trace = (big_sq_norm - small_sq_norm) / det
-    return g2, trace, trace / g2
+def test_pareto_indices_passes_right_answer_in_any_order():
+    assert checks.pareto_indices(right_pareto).passed
+    assert checks.pareto_indices(lambda pts: list(reversed(right_pareto(pts)))).passed
+    assert checks.pareto_indices(lambda pts: torch.tensor(right_pareto(pts))).passed
 
 
-def _noise_inverted(s, b, bs, bb):
-    g2, trace, _ = _noise_right(s, b, bs, bb)
-    return g2, trace, g2 / trace
+def test_pareto_indices_only_best_gets_hint():
+    result = checks.pareto_indices(lambda pts: [max(range(len(pts)), key=lambda i: pts[i][0])])
+    assert result.status == checks.FAILED
+    assert any("every trade-off" in d for d in result.details)
 
 
-def _noise_big_as_true(s, b, bs, bb):
-    _, trace, _ = _noise_right(s, b, bs, bb)
-    return b, trace, trace / b
+def test_pareto_indices_keeping_everything_fails():
+    result = checks.pareto_indices(lambda pts: list(range(len(pts))))
+    assert result.status == checks.FAILED
+    assert any("dominated" in d for d in result.details)
 
 
-def _noise_raw_difference(s, b, bs, bb):
-    g2, _, _ = _noise_right(s, b, bs, bb)
-    return g2, s - b, (s - b) / g2
+def test_pareto_indices_wrong_direction_fails():
+    def more_joules_better(points):
+        return right_pareto([(a, -j) for a, j in points])
+    assert checks.pareto_indices(more_joules_better).status == checks.FAILED
 
 
-def _noise_swapped(s, b, bs, bb):
-    g2 = (bb * s - bs * b) / (bb - bs)
-    _, trace, _ = _noise_right(s, b, bs, bb)
-    return g2, trace, trace / g2
+def test_pareto_indices_duplicates_must_both_stay():
+    def drops_duplicates(points):
+        front = right_pareto(points)
+        return [i for i in front if points[i] not in points[:i]]
+    result = checks.pareto_indices(drops_duplicates)
+    assert result.status == checks.FAILED
 
 
-def test_noise_scale_passes_a_correct_answer_and_matches_the_library():
-    result = checks.noise_scale_from_norms(_noise_right)
-    assert result.passed, result.text()
-    assert gl.batching.simple_noise_scale(2.0, 1.1, 10, 100) == pytest.approx((1.0, 10.0, 10.0))
+def test_pareto_indices_stub_not_attempted():
+    assert checks.pareto_indices(lambda pts: None).status == checks.NOT_ATTEMPTED
+    assert checks.pareto_indices(None).status == checks.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (_noise_inverted, "upside down"),
-    (_noise_big_as_true, "still holds noise"),
-    (_noise_raw_difference, "divide by that"),
-    (_noise_swapped, "norms are swapped"),
+# --- implementation exercises: one correct answer not the library's, planted mistakes ---------
+
+import copy  # noqa: E402
+
+import pytest  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def details(result):
+    return " ".join(result.details)
+
+
+def evolve_by_hand(space, fitness_of, budget, population, sample_size, rng, retire="oldest",
+                   extra_call=False, pick=max):
+    members, history = [], []
+    for _ in range(min(population, budget)):
+        arch = space.sample(rng)
+        history.append((arch, fitness_of(arch)))
+        members.append(history[-1])
+    if extra_call:
+        fitness_of(members[0][0])
+    while len(history) < budget:
+        sample = rng.sample(members, sample_size)
+        parent = pick(sample, key=lambda m: m[1])
+        child = space.mutate(parent[0], rng)
+        history.append((child, fitness_of(child)))
+        members.append(history[-1])
+        if retire == "oldest":
+            del members[0]
+        else:  # the non-regularised variant: the worst member dies
+            members.remove(min(members, key=lambda m: m[1]))
+    return history
+
+
+def test_regularized_evolution_passes_a_correct_implementation():
+    assert checks.regularized_evolution(evolve_by_hand).passed
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"retire": "worst"}, "OLDEST"),
+    ({"extra_call": True}, "counts toward the budget"),
+    ({"pick": min}, "fittest"),
 ])
-def test_noise_scale_names_each_mistake(wrong, hint):
-    result = checks.noise_scale_from_norms(wrong)
-    assert result.status == FAILED
-    assert any(hint in d for d in result.details), result.text()
+def test_regularized_evolution_mistakes_get_their_own_hint(kwargs, hint):
+    result = checks.regularized_evolution(lambda *a: evolve_by_hand(*a, **kwargs))
+    assert result.status == checks.FAILED
+    assert hint in details(result)
 
 
-# --- batch_then_lr_schedule: grow the batch, then decay the rate (Smith et al., 2018) ---
-
-def _schedule_right(epoch, base_batch, base_lr, milestones, factor, max_batch):
-    reached = len([m for m in milestones if m <= epoch])
-    grows = 0
-    while grows < reached and round(base_batch * factor ** (grows + 1)) <= max_batch:
-        grows += 1
-    return round(base_batch * factor ** grows), base_lr / factor ** (reached - grows)
+def test_regularized_evolution_stub_is_not_attempted():
+    assert checks.regularized_evolution(lambda *a: None).status == checks.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (lambda e, b, lr, ms, f, mx: (b * f ** sum(m <= e for m in ms), lr), "exceeds max_batch"),
-    (lambda e, b, lr, ms, f, mx: (_schedule_right(e, b, lr, ms, f, mx)[0], lr), "learning rate takes over"),
-    (lambda e, b, lr, ms, f, mx: (_schedule_right(e, b, lr, ms, f, mx)[0],
-                                  lr * _schedule_right(e, b, lr, ms, f, mx)[0] / b), "do not scale it up"),
-    (lambda e, b, lr, ms, f, mx: _schedule_right(e, b, lr, [m + 1 for m in ms], f, mx), "counts from the epoch"),
+def grad_norm_by_hand(model, x, y, which="layers", how="per layer", copy_model=True):
+    net = copy.deepcopy(model) if copy_model else model
+    net.train()
+    F.cross_entropy(net(x), y).backward()
+    if which == "layers":
+        grads = [m.weight.grad for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    else:
+        grads = [p.grad for p in net.parameters()]
+    if how == "per layer":
+        return sum(float(g.norm()) for g in grads)
+    if how == "squared":
+        return sum(float((g * g).sum()) for g in grads)
+    return float(torch.cat([g.flatten() for g in grads]).norm())
+
+
+def test_grad_norm_proxy_passes_a_correct_implementation():
+    assert checks.grad_norm_proxy(grad_norm_by_hand).passed
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"which": "all"}, "no biases"),
+    ({"how": "global"}, "single norm"),
+    ({"how": "squared"}, "squared"),
+    ({"copy_model": False}, "deepcopy"),
 ])
-def test_batch_schedule_names_each_mistake(wrong, hint):
-    result = checks.batch_then_lr_schedule(wrong)
-    assert result.status == FAILED
-    assert any(hint in d for d in result.details), result.text()
-
-
-def test_batch_schedule_passes_a_correct_answer_and_trains_with_it():
-    result = checks.batch_then_lr_schedule(_schedule_right)
-    assert result.passed, result.text()
-    cfg = gl.batching.schedule_config(
-        gl.TrainConfig(batch_size=32, lr=0.1, epochs=4),
-        lambda e: _schedule_right(e, 32, 0.1, [1, 2, 3], 2, 64), n_train=128)
-    assert [cfg.batch_size_at(e) for e in range(4)] == [32, 64, 64, 64]
-    # epoch 0: 4 steps at 32; epoch 1: 2 steps at 64; then the rate halves at each milestone
-    assert [cfg.lr_schedule(s) for s in (0, 3, 4, 5, 6, 8)] == [1.0, 1.0, 1.0, 1.0, 0.5, 0.25]
+def test_grad_norm_proxy_mistakes_get_their_own_hint(kwargs, hint):
+    result = checks.grad_norm_proxy(lambda m, x, y: grad_norm_by_hand(m, x, y, **kwargs))
+    assert result.status == checks.FAILED
+    assert hint in details(result)

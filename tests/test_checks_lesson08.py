@@ -1,186 +1,221 @@
-"""Tests for the lesson-08 checker gl.check.most_uncertain."""
+"""Tests for the lesson-08 checker gl.check.scale_out_costs."""
 
+import pytest
 import torch
 
+import greenlab as gl
 from greenlab.course import checks
+from greenlab.course.checks import FAILED, NOT_ATTEMPTED
 
 
-def least_confident(probs, k):
-    return probs.max(dim=1).values.argsort()[:k]
+def good(hours, n, eff, watts, price):
+    wall = hours / (n * eff)
+    kwh = watts * n * wall / 1000
+    return wall, kwh, None if price is None else price * n * wall
 
 
-def highest_entropy(probs, k):
-    entropy = -(probs * probs.clamp_min(1e-12).log()).sum(dim=1)
-    return [int(i) for i in entropy.argsort(descending=True)[:k]]
+def test_right_answer_passes():
+    result = checks.scale_out_costs(good)
+    assert result.passed, result.text()
 
 
-def test_right_answers_pass_in_any_form():
-    assert checks.most_uncertain(least_confident).passed
-    assert checks.most_uncertain(highest_entropy).passed  # the cases agree for both measures
-    assert checks.most_uncertain(lambda p, k: tuple(reversed(least_confident(p, k).tolist()))).passed
+def test_placeholder_is_not_attempted():
+    assert checks.scale_out_costs(None).status == checks.NOT_ATTEMPTED
+    assert checks.scale_out_costs(lambda *a: None).status == checks.NOT_ATTEMPTED
 
 
-def test_most_confident_fails_with_hint():
-    result = checks.most_uncertain(lambda p, k: p.max(dim=1).values.argsort(descending=True)[:k])
+def test_ignoring_efficiency_fails_with_a_hint():
+    def no_eff(hours, n, eff, watts, price):
+        wall = hours / n
+        return wall, watts * n * wall / 1000, price * n * wall
+
+    result = checks.scale_out_costs(no_eff)
     assert result.status == checks.FAILED
-    assert any("most sure" in d for d in result.details)
+    assert any("scaling_efficiency" in d for d in result.details)
 
 
-def test_wrong_count_fails():
-    result = checks.most_uncertain(lambda p, k: least_confident(p, k + 1))
+def test_ideal_energy_fails_with_a_hint():
+    def ideal_energy(hours, n, eff, watts, price):
+        wall = hours / (n * eff)
+        return wall, watts * hours / 1000, price * n * wall
+
+    result = checks.scale_out_costs(ideal_energy)
     assert result.status == checks.FAILED
+    assert any("device-hours" in d for d in result.details)
 
 
-def test_placeholders_are_not_attempted():
-    assert checks.most_uncertain(None).status == checks.NOT_ATTEMPTED
-    assert checks.most_uncertain(lambda p, k: None).status == checks.NOT_ATTEMPTED
+def test_watt_hours_instead_of_kwh_fails():
+    def wh(hours, n, eff, watts, price):
+        wall = hours / (n * eff)
+        return wall, watts * n * wall, price * n * wall
+
+    result = checks.scale_out_costs(wh)
+    assert result.status == checks.FAILED
+    assert any("kWh" in d for d in result.details)
+
+
+def test_cost_for_one_device_only_fails():
+    def one_device_cost(hours, n, eff, watts, price):
+        wall = hours / (n * eff)
+        return wall, watts * n * wall / 1000, price * wall
+
+    result = checks.scale_out_costs(one_device_cost)
+    assert result.status == checks.FAILED
+    assert any("every device" in d for d in result.details)
+
+
+def test_missing_price_must_give_unknown_cost():
+    def zero_cost(hours, n, eff, watts, price):
+        wall, kwh, _ = good(hours, n, eff, watts, price)
+        return wall, kwh, (price or 0.0) * n * wall
+
+    def crashes(hours, n, eff, watts, price):
+        wall, kwh, _ = good(hours, n, eff, watts, 0.0)
+        return wall, kwh, price * n * wall
+
+    assert checks.scale_out_costs(zero_cost).status == checks.FAILED
+    failed = checks.scale_out_costs(crashes)
+    assert failed.status == checks.FAILED and "TypeError" in failed.message
 
 
 def test_learner_exception_is_reported_not_raised():
-    def broken(p, k):
-        raise RuntimeError("oops")
+    def boom(*args):
+        raise ZeroDivisionError("oops")
 
-    result = checks.most_uncertain(broken)
+    result = checks.scale_out_costs(boom)
     assert result.status == checks.FAILED
-    assert any("oops" in d for d in result.details)
+    assert any("ZeroDivisionError" in d for d in result.details)
 
 
-# --- early stopping with patience and min_delta -------------------------------------------------
+# --- ring_all_reduce: simulated in one process ---
 
-def counting_stop(accs, patience, min_delta):
-    """A correct rule written as a scan for the last improvement."""
-    if not accs:
-        return False
-    best_i, best = 0, accs[0]
-    for i, a in enumerate(accs[1:], start=1):
-        if a - best > min_delta:
-            best_i, best = i, a
-    return len(accs) - 1 - best_i >= patience
-
-
-def hint_of(result):
-    return " ".join(result.details)
-
-
-def test_early_stopping_accepts_a_correct_rule_written_differently():
-    result = checks.early_stopping(counting_stop)
-    assert result.passed, result.text()
+def _ring_right(tensors):
+    """Ring all-reduce written with explicit send buffers (not the library's loop)."""
+    n = len(tensors)
+    bufs = [list(t.clone().chunk(n)) if n > 1 else [t.clone()] for t in tensors]
+    sent = [0] * n
+    for s in range(n - 1):  # reduce-scatter
+        msgs = [bufs[r][(r - s) % n].clone() for r in range(n)]
+        for r in range(n):
+            bufs[(r + 1) % n][(r - s) % n] += msgs[r]
+            sent[r] += msgs[r].numel() * 4
+    for s in range(n - 1):  # all-gather
+        msgs = [bufs[r][(r + 1 - s) % n].clone() for r in range(n)]
+        for r in range(n):
+            bufs[(r + 1) % n][(r + 1 - s) % n] = msgs[r]
+            sent[r] += msgs[r].numel() * 4
+    return [torch.cat(b) for b in bufs], sent
 
 
-def test_early_stopping_without_min_delta_fails_with_its_hint():
-    result = checks.early_stopping(lambda accs, p, d: counting_stop(accs, p, 0.0))
-    assert result.status == checks.FAILED and "more than min_delta" in hint_of(result)
+def _naive(tensors):
+    total = torch.stack(tensors).sum(0)
+    n = len(tensors)
+    return [total.clone() for _ in tensors], [(n - 1) * t.numel() * 4 for t in tensors]
 
 
-def test_early_stopping_against_the_previous_evaluation_fails_with_its_hint():
-    def previous(accs, patience, min_delta):
-        since = 0
-        for before, now in zip(accs, accs[1:]):
-            since = 0 if now - before > min_delta else since + 1
-        return since >= patience
-
-    result = checks.early_stopping(previous)
-    assert result.status == checks.FAILED and "best so far, not with the one before" in hint_of(result)
+def _elements(tensors):
+    out, sent = _ring_right(tensors)
+    return out, [b / 4 for b in sent]
 
 
-def test_early_stopping_one_evaluation_late_fails_with_its_hint():
-    result = checks.early_stopping(lambda accs, p, d: counting_stop(accs, p + 1, d))
-    assert result.status == checks.FAILED and "not one later" in hint_of(result)
+def _reduce_scatter_only(tensors):
+    n = len(tensors)
+    bufs = [list(t.clone().chunk(n)) for t in tensors]
+    for s in range(n - 1):
+        msgs = [bufs[r][(r - s) % n].clone() for r in range(n)]
+        for r in range(n):
+            bufs[(r + 1) % n][(r - s) % n] += msgs[r]
+    return [torch.cat(b) for b in bufs], [(n - 1) / n * t.numel() * 4 * 2 for t in tensors]
 
 
-def test_early_stopping_stub_is_not_attempted():
-    assert checks.early_stopping(None).status == checks.NOT_ATTEMPTED
-    assert checks.early_stopping(lambda a, p, d: None).status == checks.NOT_ATTEMPTED
+def _mean(tensors):
+    out, sent = _ring_right(tensors)
+    return [o / len(tensors) for o in out], sent
 
 
-# --- the double-buffered loader -----------------------------------------------------------------
-
-def generator_prefetch(batches, depth):
-    """A correct loader written with a condition variable and a deque instead of a Queue."""
-    import collections
-    import threading
-
-    buffer, cond, state = collections.deque(), threading.Condition(), {"done": False, "error": None}
-
-    def fill():
-        try:
-            for item in batches:
-                with cond:
-                    cond.wait_for(lambda: len(buffer) < depth)
-                    buffer.append(item)
-                    cond.notify_all()
-        except Exception as exc:
-            state["error"] = exc
-        with cond:
-            state["done"] = True
-            cond.notify_all()
-
-    threading.Thread(target=fill, daemon=True).start()
-    while True:
-        with cond:
-            cond.wait_for(lambda: buffer or state["done"])
-            if buffer:
-                item = buffer.popleft()
-                cond.notify_all()
-            elif state["error"] is not None:
-                raise state["error"]
-            else:
-                return
-        yield item
+def test_ring_all_reduce_passes_a_correct_answer_and_the_librarys_own():
+    assert checks.ring_all_reduce(_ring_right).passed, checks.ring_all_reduce(_ring_right).text()
+    assert checks.ring_all_reduce.__wrapped__(gl.scaling.ring_all_reduce).passed
 
 
-def test_prefetch_accepts_a_correct_loader_written_differently():
-    result = checks.prefetch_loader(generator_prefetch)
-    assert result.passed, result.text()
+@pytest.mark.parametrize("wrong, hint", [
+    (_naive, "whole tensor to every other rank"),
+    (_elements, "elements, not bytes"),
+    (_reduce_scatter_only, "all-gather must pass them round"),
+    (_mean, "that is the mean"),
+])
+def test_ring_all_reduce_names_each_mistake(wrong, hint):
+    result = checks.ring_all_reduce(wrong)
+    assert result.status == FAILED
+    assert any(hint in d for d in result.details), result.text()
 
 
-def test_plain_pass_through_fails_with_its_hint():
-    result = checks.prefetch_loader(lambda batches, depth: iter(batches))
-    assert result.status == checks.FAILED and "background thread" in hint_of(result)
+def test_ring_all_reduce_placeholder_is_not_attempted():
+    assert checks.ring_all_reduce(None).status == NOT_ATTEMPTED
+    assert checks.ring_all_reduce(lambda ts: None).status == NOT_ATTEMPTED
 
 
-def test_loading_everything_ahead_fails_with_its_hint():
-    def greedy(batches, depth):
-        import queue
-        import threading
-
-        q = queue.Queue()  # unbounded
-
-        def fill():
-            for item in batches:
-                q.put(item)
-            q.put(StopIteration)
-
-        threading.Thread(target=fill, daemon=True).start()
-        while (item := q.get()) is not StopIteration:
-            yield item
-
-    result = checks.prefetch_loader(greedy)
-    assert result.status == checks.FAILED and "bound the queue" in hint_of(result)
+def test_library_ring_sends_the_formulas_bytes():
+    tensors = [torch.ones(24) * r for r in range(4)]
+    summed, sent = gl.scaling.ring_all_reduce(tensors)
+    assert all(torch.equal(s, torch.full((24,), 6.0)) for s in summed)
+    assert sent == [gl.sharding.ring_allreduce_bytes(96, 4)] * 4 == [144.0] * 4
 
 
-def test_swallowing_the_loader_error_fails_with_its_hint():
-    def silent(batches, depth):
-        def safe():
-            try:
-                yield from batches
-            except RuntimeError:
-                return
-        return generator_prefetch(safe(), depth)
+# --- energy_per_device_hour: k of energy ~ k x device-hours ---
 
-    result = checks.prefetch_loader(silent)
-    assert result.status == checks.FAILED and "truncated epoch" in hint_of(result)
+def _k_right(device_hours, energy):
+    num = sum(x * y for x, y in zip(device_hours, energy))
+    return num / sum(x ** 2 for x in device_hours)
 
 
-def test_dropping_the_last_batch_fails_with_its_hint():
-    def short(batches, depth):
-        items = list(generator_prefetch(batches, depth))
-        return iter(items[:-1])
-
-    result = checks.prefetch_loader(short)
-    assert result.status == checks.FAILED and "last batch is missing" in hint_of(result)
+def _k_intercept(device_hours, energy):
+    if len(device_hours) < 2:
+        return energy[0] / device_hours[0]
+    import statistics
+    return statistics.linear_regression(device_hours, energy).slope
 
 
-def test_prefetch_stub_is_not_attempted():
-    assert checks.prefetch_loader(None).status == checks.NOT_ATTEMPTED
-    assert checks.prefetch_loader(lambda b, d: None).status == checks.NOT_ATTEMPTED
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda x, y: sum(b / a for a, b in zip(x, y)) / len(x), "mean of the per-run ratios"),
+    (lambda x, y: sum(y) / sum(x), "total energy / total device-hours"),
+    (lambda x, y: sum(a * b for a, b in zip(x, y)) / sum(b * b for b in y), "axes are swapped"),
+    (_k_intercept, "has an intercept"),
+])
+def test_energy_per_device_hour_names_each_mistake(wrong, hint):
+    result = checks.energy_per_device_hour(wrong)
+    assert result.status == FAILED
+    assert any(hint in d for d in result.details), result.text()
+
+
+def test_energy_per_device_hour_passes_a_correct_answer_and_matches_the_library():
+    assert checks.energy_per_device_hour(_k_right).passed
+    assert checks.energy_per_device_hour.__wrapped__(gl.scaling.fit_energy_per_device_hour).passed
+    assert gl.scaling.fit_energy_per_device_hour([1.0, 2.0, 4.0], [3.0, 5.0, 13.0]) == pytest.approx(65 / 21)
+
+
+# --- watts_per_device: k of one job, W per device -------------------------------------------------
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda e, n, h: h * 1000.0 / (n * e), "hours and energy are swapped"),
+    (lambda e, n, h: e * 1000.0 / h, "divide by the number of devices"),
+    (lambda e, n, h: e / (n * h), "that is kW"),
+    (lambda e, n, h: n * h / (e * 1000.0), "energy and device-hours are swapped"),
+])
+def test_watts_per_device_names_each_mistake(wrong, hint):
+    result = checks.watts_per_device(wrong)
+    assert result.status == FAILED
+    assert any(hint in d for d in result.details), result.text()
+
+
+def test_watts_per_device_passes_a_correct_answer_and_matches_the_library():
+    def mine(energy_kwh, n_devices, wall_hours):
+        device_hours = n_devices * wall_hours
+        return energy_kwh * 1000 / device_hours
+
+    assert checks.watts_per_device(mine).passed
+    assert checks.watts_per_device.__wrapped__(gl.scaling.watts_per_device).passed
+    assert gl.scaling.watts_per_device(4.0, 8, 2.0) == pytest.approx(250.0)
+    assert checks.watts_per_device(None).status == NOT_ATTEMPTED
+    with pytest.raises(ValueError, match="n_devices"):
+        gl.scaling.watts_per_device(1.0, 0, 1.0)

@@ -1,4 +1,4 @@
-"""Lesson 10 and 15 checkers (attention, checkpointing; ZeRO-1, activation memory): a correct implementation that is not the library's passes, typical mistakes
+"""Lesson 10 and 11 checkers (attention, checkpointing; ZeRO-1, activation memory): a correct implementation that is not the library's passes, typical mistakes
 fail each with its own hint, and a stub is "not attempted"."""
 
 import math

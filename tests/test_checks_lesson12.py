@@ -1,167 +1,210 @@
-"""Tests for the lesson-12 checkers: Young's and Daly's checkpoint intervals, the idle alert rule."""
+"""Lesson 12 checkers: a correct implementation that is not the library's passes, typical mistakes
+fail each with its own hint, and a stub is "not attempted"."""
 
-import math
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
 from greenlab.course import checks
 
 
-def details(result):
-    return " ".join(result.details)
+def _hints(result):
+    assert result.status == checks.FAILED, result.text()
+    return " ".join([result.message] + result.details)
 
 
-# --- Young (1974) ------------------------------------------------------------------------------
+# --- LoRA ---------------------------------------------------------------------------------------
 
-def test_young_accepts_a_correct_interval_written_differently():
-    result = checks.young_interval(lambda d, m: (2.0 * d * m) ** 0.5)
+
+def make_lora(b_init="zeros", freeze=True, scale=lambda alpha, rank: alpha / rank, a_shape=None):
+    class OwnLoRA(nn.Module):
+        def __init__(self, base, rank, alpha):
+            super().__init__()
+            self.base = base
+            if freeze:
+                base.requires_grad_(False)
+            self.a = nn.Parameter(torch.randn(*(a_shape or (rank, base.in_features))) * 0.1)
+            self.b = nn.Parameter(torch.zeros(base.out_features, rank) if b_init == "zeros"
+                                  else torch.randn(base.out_features, rank))
+            self.s = scale(alpha, rank)
+
+        def forward(self, x):
+            down = x @ self.a if a_shape else x @ self.a.T  # a_shape: A stored as (in, rank)
+            return self.base(x) + self.s * down @ self.b.T
+    return OwnLoRA
+
+
+def test_lora_linear_own_implementation_passes():
+    result = checks.lora_linear(make_lora())
     assert result.passed, result.text()
 
 
-def test_young_without_the_factor_two_fails_with_its_hint():
-    result = checks.young_interval(lambda d, m: math.sqrt(d * m))
-    assert result.status == checks.FAILED and "factor 2" in details(result)
+@pytest.mark.parametrize("wrong, words", [
+    (make_lora(b_init="random"), "B starts at zero"),
+    (make_lora(freeze=False), "freeze its weight and bias"),
+    (make_lora(scale=lambda alpha, rank: 1.0), "multiply B A x by alpha / rank"),
+    (make_lora(scale=lambda alpha, rank: alpha), "not alpha"),
+    (make_lora(a_shape=(6, 2)), "A is (rank, in_features)"),
+])
+def test_lora_linear_mistakes_get_their_hint(wrong, words):
+    assert words in _hints(checks.lora_linear(wrong))
 
 
-def test_young_dividing_fails_with_its_hint():
-    result = checks.young_interval(lambda d, m: math.sqrt(2 * d / m))
-    assert result.status == checks.FAILED and "do not divide" in details(result)
+def test_lora_linear_stub_not_attempted():
+    class Stub(nn.Module):
+        def __init__(self, base, rank, alpha):
+            super().__init__()
+
+        def forward(self, x):
+            return None
+    assert checks.lora_linear(Stub).status == checks.NOT_ATTEMPTED
+    assert checks.lora_linear(None).status == checks.NOT_ATTEMPTED
 
 
-def test_young_without_the_root_fails_with_its_hint():
-    result = checks.young_interval(lambda d, m: 2 * d * m)
-    assert result.status == checks.FAILED and "square root" in details(result)
+def test_add_lora_uses_the_given_layer_class():
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import lora
+
+    model = lora.add_lora(lm.TinyGPT(d_model=16, n_layers=1, n_heads=2, max_seq_len=8), rank=2, layer=make_lora())
+    assert sum(type(m).__name__ == "OwnLoRA" for m in model.modules()) == 4
 
 
-def test_young_placeholder_is_not_attempted():
-    assert checks.young_interval(None).status == checks.NOT_ATTEMPTED
-    assert checks.young_interval(lambda d, m: None).status == checks.NOT_ATTEMPTED
+# --- KV-cache decoding --------------------------------------------------------------------------
 
 
-# --- Daly (2006) -------------------------------------------------------------------------------
+def make_decode(offset=True, use_cache=True, causal=False, append=True):
+    def step(model, token, cache):
+        start = cache[0][0].shape[2] if offset else 0
+        x = model.tok(token) + model.pos.weight[start:start + 1]
+        new = []
+        for (k_old, v_old), block in zip(cache, model.blocks):
+            b, t, d = x.shape
+            h = block.n_heads
+            q, k, v = block.qkv(block.ln1(x)).split(d, dim=-1)
+            q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
+            if use_cache:
+                k, v = torch.cat([k_old, k], 2), torch.cat([v_old, v], 2)
+            new.append((k, v) if append else (k_old, v_old))
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            x = x + block.proj(att.transpose(1, 2).reshape(b, t, d))
+            x = x + block.mlp(block.ln2(x))
+        return model.head(model.ln(x)), new
+    return step
 
-def daly_by_expansion(d, m):
-    """Daly's estimate written with the ratio r = d / M."""
-    if d / m >= 2:
-        return m
-    r = d / m
-    base = math.sqrt(2 * r) * m
-    return base + base * math.sqrt(r / 2) / 3 + base * r / 18 - d
 
-
-def test_daly_accepts_a_correct_interval_written_differently():
-    result = checks.daly_interval(daly_by_expansion)
+def test_kv_decode_step_own_implementation_passes():
+    result = checks.kv_decode_step(make_decode())
     assert result.passed, result.text()
 
 
-def test_daly_as_young_fails_with_its_hint():
-    result = checks.daly_interval(lambda d, m: math.sqrt(2 * d * m))
-    assert result.status == checks.FAILED and "Young's first-order" in details(result)
+@pytest.mark.parametrize("wrong, words", [
+    (make_decode(offset=False), "position embedding is at the cache's length"),
+    (make_decode(use_cache=False), "attend to the cached keys and values too"),
+    (make_decode(causal=True), "without is_causal"),
+    (make_decode(append=False), "append this position's keys and values"),
+])
+def test_kv_decode_step_mistakes_get_their_hint(wrong, words):
+    assert words in _hints(checks.kv_decode_step(wrong))
 
 
-def test_daly_without_minus_d_fails_with_its_hint():
-    result = checks.daly_interval(lambda d, m: daly_by_expansion(d, m) + (d if d < 2 * m else 0))
-    assert result.status == checks.FAILED and "subtract the checkpoint cost" in details(result)
+def test_kv_decode_step_stub_not_attempted():
+    assert checks.kv_decode_step(lambda model, token, cache: None).status == checks.NOT_ATTEMPTED
 
 
-def test_daly_without_the_large_d_case_fails_with_its_hint():
-    def uncapped(d, m):
-        x = d / (2 * m)
-        return math.sqrt(2 * d * m) * (1 + math.sqrt(x) / 3 + x / 9) - d
+def test_generate_with_a_learner_step_gives_the_same_tokens():
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import serving as lm_serve
 
-    result = checks.daly_interval(uncapped)
-    assert result.status == checks.FAILED and "tau = M" in details(result)
-
-
-def test_daly_with_wrong_coefficients_fails_with_its_hint():
-    def no_thirds(d, m):
-        if d >= 2 * m:
-            return m
-        x = d / (2 * m)
-        return math.sqrt(2 * d * m) * (1 + math.sqrt(x) + x) - d
-
-    result = checks.daly_interval(no_thirds)
-    assert result.status == checks.FAILED and "not sqrt(d/2M) and d/2M" in details(result)
+    torch.manual_seed(0)
+    model = lm.TinyGPT(d_model=16, n_layers=2, n_heads=2, max_seq_len=32)
+    prompts = torch.randint(0, 256, (2, 4))
+    ours = lm_serve.generate(model, prompts, 8, kv_cache=True, step=make_decode())
+    assert torch.equal(ours, lm_serve.generate(model, prompts, 8, kv_cache=False))
 
 
-def test_daly_learner_exception_is_reported():
-    def broken(d, m):
-        raise ZeroDivisionError("boom")
-
-    result = checks.daly_interval(broken)
-    assert result.status == checks.FAILED and "boom" in details(result)
+# --- int8 per output channel --------------------------------------------------------------------
 
 
-# --- the idle / data-stall alert ----------------------------------------------------------------
-
-def alert_by_index(times, values, below, for_s):
-    """A correct rule that remembers where each stretch starts by index."""
-    fired, start, i = [], None, 0
-    while i < len(times):
-        if values[i] < below:
-            start = i if start is None else start
-            if times[i] - times[start] >= for_s and (not fired or fired[-1] < times[start]):
-                fired.append(times[i])
-        else:
-            start = None
-        i += 1
-    return fired
+def own_int8(w):
+    scale = torch.clamp(w.abs().max(dim=1).values / 127, min=1e-8)
+    return torch.clamp(torch.round(w / scale.unsqueeze(1)), -128, 127).to(torch.int8), scale
 
 
-def test_alert_accepts_a_correct_rule_written_differently():
-    result = checks.idle_alert(alert_by_index)
+def _int8(scale_of, rounding=torch.round, clamp=True):
+    def quantize(w):
+        scale = torch.clamp(scale_of(w), min=torch.finfo(torch.float32).eps)
+        values = rounding(w / (scale[:, None] if scale.dim() == 1 and scale.numel() == w.shape[0] else scale))
+        return (values.clamp(-128, 127) if clamp else values).to(torch.int8), scale
+    return quantize
+
+
+def test_int8_per_channel_own_implementation_passes():
+    result = checks.int8_per_channel(own_int8)
     assert result.passed, result.text()
 
 
-def test_alert_accepts_a_tuple_answer():
-    result = checks.idle_alert(lambda *a: tuple(alert_by_index(*a)))
-    assert result.passed, result.text()
+@pytest.mark.parametrize("wrong, words", [
+    (_int8(lambda w: w.abs().max() / 127.5), "one scale for the whole tensor"),
+    (_int8(lambda w: w.abs().amax(dim=0) / 127.5), "output channels are the rows"),
+    (_int8(lambda w: w.abs().amax(dim=1) / 127.5, rounding=torch.trunc), "round to the nearest"),
+    (_int8(lambda w: w.abs().amax(dim=1) / 127.5, clamp=False), "clamp to [-128, 127]"),
+    (_int8(lambda w: w.abs().amax(dim=1) / 255), "max |w| / 127.5"),
+    (lambda w: (torch.zeros_like(w, dtype=torch.int8), w.abs().amax(dim=1) / 127.5), "above zero"),
+])
+def test_int8_per_channel_mistakes_get_their_hint(wrong, words):
+    assert words in _hints(checks.int8_per_channel(wrong))
 
 
-def test_alert_firing_at_every_sample_fails_with_its_hint():
-    def every(times, values, below, for_s):
-        out, since = [], None
-        for t, v in zip(times, values):
-            since = (t if since is None else since) if v < below else None
-            if since is not None and t - since >= for_s:
-                out.append(t)
-        return out
-
-    result = checks.idle_alert(every)
-    assert result.status == checks.FAILED and "once per stretch" in details(result)
+def test_int8_per_channel_stub_not_attempted():
+    assert checks.int8_per_channel(lambda w: None).status == checks.NOT_ATTEMPTED
 
 
-def test_alert_at_or_below_fails_with_its_hint():
-    result = checks.idle_alert(lambda t, v, b, f: alert_by_index(t, [x - 1e-6 if x == b else x for x in v], b, f))
-    assert result.status == checks.FAILED and "values < below" in details(result)
+def test_int8_linear_matches_the_dequantized_weight_and_bytes():
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import serving as lm_serve
+
+    torch.manual_seed(0)
+    model = lm.TinyGPT(d_model=16, n_layers=1, n_heads=2, max_seq_len=8)
+    x = torch.randint(0, 256, (2, 8))
+    before = lm_serve.weight_bytes(model)
+    with torch.no_grad():
+        full = model(x)
+    lm_serve.quantize_linears_int8(model, quantize=own_int8)
+    linears = [m for m in model.blocks.modules() if isinstance(m, lm_serve.Int8Linear)]
+    assert len(linears) == 4
+    weights = sum(m.q.numel() for m in linears)
+    rows = sum(m.q.shape[0] for m in linears)
+    assert before - lm_serve.weight_bytes(model) == 3 * weights - 4 * rows
+    with torch.no_grad():
+        assert (model(x) - full).abs().max() < 0.05
 
 
-def test_alert_that_never_resets_fails_with_its_hint():
-    def cumulative(times, values, below, for_s):
-        out, total, last = [], 0.0, None
-        for t, v in zip(times, values):
-            if v < below:
-                total += 0.0 if last is None else t - last
-                last = t
-                if not out and total >= for_s:
-                    out.append(t)
-        return out
-
-    result = checks.idle_alert(cumulative)
-    assert result.status == checks.FAILED and "continuous" in details(result)
+# --- KV-cache bytes -----------------------------------------------------------------------------
 
 
-def test_alert_counting_samples_fails_with_its_hint():
-    def by_count(times, values, below, for_s):
-        out, run = [], 0
-        for t, v in zip(times, values):
-            run = run + 1 if v < below else 0
-            if run == int(for_s) + 1:
-                out.append(t)
-        return out
-
-    result = checks.idle_alert(by_count)
-    assert result.status == checks.FAILED and "in seconds" in details(result)
+@pytest.mark.parametrize("wrong, words", [
+    (lambda L, kv, hd, b, ctx, by: L * kv * hd * b * ctx * by, "a factor 2"),
+    (lambda L, kv, hd, b, ctx, by: 2 * kv * hd * b * ctx * by, "multiply by n_layers"),
+    (lambda L, kv, hd, b, ctx, by: 16 * L * kv * hd * b * ctx * by, "bytes, not bits"),
+    (lambda L, kv, hd, b, ctx, by: 2 * L * kv * hd * ctx * by, "multiply by batch_size"),
+])
+def test_kv_cache_bytes_mistakes_get_their_hint(wrong, words):
+    assert words in _hints(checks.kv_cache_bytes(wrong))
 
 
-def test_alert_placeholder_is_not_attempted():
-    assert checks.idle_alert(None).status == checks.NOT_ATTEMPTED
-    assert checks.idle_alert(lambda *a: None).status == checks.NOT_ATTEMPTED
+def test_kv_cache_bytes_right_and_stub():
+    def own(n_layers, n_kv_heads, head_dim, batch_size, context, bytes_per_value):
+        per_position = n_kv_heads * head_dim * bytes_per_value * 2
+        return n_layers * batch_size * context * per_position
+    assert checks.kv_cache_bytes(own).passed
+    assert checks.kv_cache_bytes(lambda *a: None).status == checks.NOT_ATTEMPTED
+
+
+def test_kv_cache_bytes_formula_matches_a_real_cache():
+    from greenlab.techniques import lm
+    from greenlab.techniques.lm import serving as lm_serve
+
+    model = lm.TinyGPT(d_model=16, n_layers=2, n_heads=2, max_seq_len=32)
+    _, cache = lm_serve.prefill(model, torch.randint(0, 256, (3, 10)))
+    assert lm_serve.cache_bytes(cache) == 2 * 2 * 2 * 8 * 3 * 10 * 4 == lm_serve.kv_cache_bytes(model, 3, 10)

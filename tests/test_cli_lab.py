@@ -26,6 +26,18 @@ def test_learner_copy_copies_missing_lessons_and_never_overwrites(tmp_path, monk
     assert (mine / "02_b.ipynb").read_text() == "shipped 02"
 
 
+def test_learner_copy_keeps_a_lesson_the_learner_holds_under_its_old_number(tmp_path, monkeypatch):
+    shipped, mine = tmp_path / "lessons", tmp_path / "my-lessons"
+    shipped.mkdir(), mine.mkdir()
+    (shipped / "01_mixed_precision.ipynb").write_text("shipped 01")
+    (shipped / "08_scaling_out.ipynb").write_text("shipped 08")
+    (mine / "02_mixed_precision.ipynb").write_text("my answers, numbered before the renumbering")
+    monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(shipped))
+    config.learner_copy()
+    assert sorted(p.name for p in mine.iterdir()) == ["02_mixed_precision.ipynb", "08_scaling_out.ipynb"]
+    assert (mine / "02_mixed_precision.ipynb").read_text() == "my answers, numbered before the renumbering"
+
+
 def test_learner_copy_refuses_the_shipped_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("GREENLAB_LESSONS_DIR", str(tmp_path))
     try:

@@ -130,10 +130,10 @@ def test_outputs_kept_only_in_checked_cells_and_counts_cleared():
 
 
 def test_normalised_metadata_is_minimal_and_valid_nbformat_45():
-    nb = fmt.normalise(_saved_by_jupyter([_md("hi"), _code("x = 1")]), "02_mixed_precision")
+    nb = fmt.normalise(_saved_by_jupyter([_md("hi"), _code("x = 1")]), "01_mixed_precision")
     assert nb["metadata"] == fmt.NOTEBOOK_METADATA
     assert (nb["nbformat"], nb["nbformat_minor"]) == (4, 5)
-    assert [c["id"] for c in nb["cells"]] == ["02_mixed_precision-000", "02_mixed_precision-001"]
+    assert [c["id"] for c in nb["cells"]] == ["01_mixed_precision-000", "01_mixed_precision-001"]
     nbformat.validate(nbformat.reads(fmt.dumps(nb), as_version=4))
 
 
@@ -173,7 +173,7 @@ def test_solution_block_in_a_checked_cell_is_rejected():
 
 
 def test_authoring_helpers_build_a_notebook_and_write_it(tmp_path):
-    path = tmp_path / "07_compression.ipynb"
+    path = tmp_path / "06_compression.ipynb"
     nb = fmt.notebook(
         [fmt.md("""
             # Title
@@ -184,7 +184,7 @@ def test_authoring_helpers_build_a_notebook_and_write_it(tmp_path):
     )
     assert _sources(nb) == ["# Title\n\nText.", "# NBVAL_CHECK_OUTPUT\nx = 1", "y = 2"]
     assert nb["cells"][2]["metadata"] == {"tags": ["instructor-only"]}
-    assert nb["cells"][0]["id"] == "07_compression-000"
+    assert nb["cells"][0]["id"] == "06_compression-000"
     assert path.read_text(encoding="utf-8") == fmt.dumps(nb)
     assert fmt.write(nb, path) is False  # unchanged: not rewritten
 

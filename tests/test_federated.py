@@ -1,4 +1,4 @@
-"""Lesson 14's library: label-skewed client splits, FedAvg, bytes counted from tensors, the
+"""Lesson 15's library: label-skewed client splits, FedAvg, bytes counted from tensors, the
 rounds loop against centralised training, the cited network figure and edge arithmetic."""
 
 import math

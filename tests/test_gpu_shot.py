@@ -73,12 +73,12 @@ def test_the_fallback_fits_its_budget_in_plan_order_and_says_what_it_left_out():
 def test_when_every_experiment_finished_the_fallback_reruns_the_lessons_that_did_not_pass():
     statuses = {n: "ok" for n in EXPERIMENTS}
     statuses["ddp_scaling"] = "not selected (--only)"
-    lessons = {"03_gradient_accumulation": "passed", "13_sharing_a_cluster": "not run: out of time",
-               "10_language_model": "killed by the watchdog after 54 s", "07_compression": "failed: cell 3"}
+    lessons = {"02_gradient_accumulation": "passed", "14_sharing_a_cluster": "not run: out of time",
+               "10_language_model": "killed by the watchdog after 54 s", "06_compression": "failed: cell 3"}
     plan = gpu_shot.fallback_plan(_bundle(statuses, lessons, pytest_outcome="killed by the watchdog"))
-    assert plan["only"] == [] and plan["lessons"] == ["10", "13", "07"] and plan["pytest"] is True
+    assert plan["only"] == [] and plan["lessons"] == ["10", "14", "06"] and plan["pytest"] is True
     args = _suite_args(gpu_shot.fallback_call(plan))
-    assert args[args.index("--only") + 1] == "none" and args[args.index("--lessons") + 1] == "10,13,07"
+    assert args[args.index("--only") + 1] == "none" and args[args.index("--lessons") + 1] == "10,14,06"
     assert "--skip-pytest" not in args
     done = gpu_shot.fallback_plan(_bundle({n: "ok" for n in EXPERIMENTS}, {"03_x": "passed"}))
     assert gpu_shot.fallback_call(done) is None

@@ -289,7 +289,7 @@ def test_lessons_start_in_priority_order_and_a_long_one_gives_way_when_it_does_n
     from benchmarks.gpu.settings import LESSON_PRIORITY, LESSON_SHARES_S
 
     # the measured long lessons have shares of their own, above the 60 s default
-    assert LESSON_SHARES_S["10"] >= 234 and all(LESSON_SHARES_S[n] >= 130 for n in ("09", "11", "13"))
+    assert LESSON_SHARES_S["10"] >= 234 and all(LESSON_SHARES_S[n] >= 130 for n in ("09", "12", "14"))
     lessons = [Path(f"lessons/instructor/{n:02d}_x.ipynb") for n in range(16)]
     order = [p.stem[:2] for p in lesson_order(lessons)]
     assert order[:len(LESSON_PRIORITY)] == list(LESSON_PRIORITY)
@@ -350,8 +350,8 @@ def test_select_lessons_and_the_gpu_test_files():
     numbers = [p.stem[:2] for p in every]
     assert numbers[:12] == [f"{i:02d}" for i in range(12)] and numbers == sorted(set(numbers)), numbers
     assert gs.select_lessons("", dry_run=False) == every
-    assert [p.stem for p in gs.select_lessons("", dry_run=True)] == ["03_gradient_accumulation"]
-    assert [p.stem[:2] for p in gs.select_lessons("06,00", dry_run=False)] == ["06", "00"]  # as asked
+    assert [p.stem for p in gs.select_lessons("", dry_run=True)] == ["02_gradient_accumulation"]
+    assert [p.stem[:2] for p in gs.select_lessons("05,00", dry_run=False)] == ["05", "00"]  # as asked
     assert gs.select_lessons("none", dry_run=False) == []
     with pytest.raises(SystemExit, match="no lesson"):
         gs.select_lessons("42", dry_run=False)
@@ -566,12 +566,12 @@ def test_configurations_are_measured_interleaved(tmp_path):
 
 
 @pytest.mark.parametrize("module, runner, labels", [
-    ("lesson08_data_pipeline", "exp_data_pipeline",
+    ("lesson07_data_pipeline", "exp_data_pipeline",
      ["device loader", "DataLoader workers=0", "DataLoader workers=0 pinned", "DataLoader workers=1 pinned"]),
-    ("lesson11_language_model_serving", "exp_language_model_serving",
+    ("lesson12_language_model_serving", "exp_language_model_serving",
      ["KV cache, batch 1", "no KV cache, batch 1", "KV cache, batch 4"]),
-    ("lesson07_compression", "exp_compression", ["dense", "unstructured 50%", "channels 50%"]),
-    ("lesson05_architecture_search", "exp_architecture_search",
+    ("lesson06_compression", "exp_compression", ["dense", "unstructured 50%", "channels 50%"]),
+    ("lesson04_architecture_search", "exp_architecture_search",
      ["cnn depth=2, width=4", "cnn depth=2, width=8, separable=True"]),
 ])
 def test_loaders_and_serving_configurations_are_measured_interleaved(tmp_path, monkeypatch, module, runner, labels):
@@ -620,7 +620,7 @@ def _fake_run(ctx, joules=120.0, seconds=4.0, to_target=(2.0, 70.0)):
 
 
 def test_gl_train_rows_record_energy_above_idle(tmp_path, monkeypatch):
-    from benchmarks.gpu.experiments.lesson04_batch_sweep import exp_batch_sweep
+    from benchmarks.gpu.experiments.lesson03_batch_sweep import exp_batch_sweep
     from greenlab.training import loop
 
     ctx = _idle_ctx(tmp_path, idle_w=5.0)
@@ -636,7 +636,7 @@ def test_gl_train_rows_record_energy_above_idle(tmp_path, monkeypatch):
 
 
 def _ddp_row(tmp_path, monkeypatch, train_energy_short=False):
-    from benchmarks.gpu.experiments.lesson01_ddp_scaling import exp_ddp_scaling
+    from benchmarks.gpu.experiments.lesson08_ddp_scaling import exp_ddp_scaling
     from greenlab.techniques import ddp
 
     ctx = _idle_ctx(tmp_path, idle_w=5.0)
@@ -832,15 +832,15 @@ def test_the_rehearsal_names_every_failed_experiment_and_lesson_and_nothing_else
 
     rows = [{"label": "carbon", "status": "ok"}, {"label": "ddp_scaling", "status": "not selected (--only)"},
             {"label": "capstone", "status": "killed by the watchdog after 184 s"},
-            {"label": "lesson 03_gradient_accumulation", "status": "passed"},
-            {"label": "lesson 11_adapting_and_serving",
+            {"label": "lesson 01_gradient_accumulation", "status": "passed"},
+            {"label": "lesson 13_adapting_and_serving",
              "status": "failed: cell 22 (code cell 14) failed: AssertionError"},
             {"label": "total", "seconds": 149.0}]  # a row without a status is no experiment
     bundle = tmp_path / gs.BUNDLE
     bundle.write_text(json.dumps({"records": [{"experiment": gs.SUMMARY, "results": rows}]}), encoding="utf-8")
     assert gpu_rehearsal.failures(bundle) == [
         "capstone: killed by the watchdog after 184 s",
-        "lesson 11_adapting_and_serving: failed: cell 22 (code cell 14) failed: AssertionError"]
+        "lesson 13_adapting_and_serving: failed: cell 22 (code cell 14) failed: AssertionError"]
     assert gpu_rehearsal.failures(tmp_path / "missing.json")[0].startswith("no bundle at")
     bundle.write_text(json.dumps({"records": []}), encoding="utf-8")
     assert gpu_rehearsal.failures(bundle) == ["the bundle has no summary record"]

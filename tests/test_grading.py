@@ -173,42 +173,42 @@ def test_the_library_is_refused_at_grade_time_too():
 def test_text_answers_are_compared_loosely():
     assert normal_text("  128. ") == normal_text("128") == "128"
     assert normal_text("Use  BF16!") == "use bf16"
-    question = load("03").questions[0]
+    question = load("02").questions[0]
     right = next(o.text for o in question.options if o.correct)
     assert question.options[option_index(question, right.upper() + " .")].correct
 
 
 def test_the_quiz_is_graded_in_the_order_it_was_shown():
-    quiz = load("03")
+    quiz = load("02")
     shown = shuffled(quiz, seed=11)
     answers = [q.correct_indices[0] if q.kind == "single" else list(q.correct_indices) for q in shown.questions]
     letters = ["abcdefgh"[a] if isinstance(a, int) else ["abcdefgh"[i] for i in a] for a in answers]
-    assert all(gl.check.quiz_answer("03", answers, n, order_seed=11).passed for n in range(1, len(answers) + 1))
-    assert all(gl.check.quiz_answer("03", letters, n, order_seed=11).passed for n in range(1, len(answers) + 1))
+    assert all(gl.check.quiz_answer("02", answers, n, order_seed=11).passed for n in range(1, len(answers) + 1))
+    assert all(gl.check.quiz_answer("02", letters, n, order_seed=11).passed for n in range(1, len(answers) + 1))
     moved = [n for n, (a, q) in enumerate(zip(answers, quiz.questions), 1)
              if isinstance(a, int) and not q.options[a].correct]
     assert moved, "the shuffle moved no correct option: pick another seed"
-    assert not gl.check.quiz_answer("03", answers, moved[0]).passed  # unshuffled grading got this wrong
+    assert not gl.check.quiz_answer("02", answers, moved[0]).passed  # unshuffled grading got this wrong
 
 
 def test_grade_quiz_checks_a_salted_hash_of_the_shown_choice():
-    shown = shuffled(load("03"), seed=5)
+    shown = shuffled(load("02"), seed=5)
     q = shown.questions[0]
     right = [o.text for o in q.options if o.correct]
     digest = grading.option_digest("salt", right)
     assert grading.option_digest("other", right) != digest
     letter = "abcdefgh"[q.correct_indices[0]]
-    grading.grade_quiz("03", [letter], 1, seed=5, salt="salt", digest=digest)
+    grading.grade_quiz("02", [letter], 1, seed=5, salt="salt", digest=digest)
     wrong = "abcdefgh"[next(j for j in range(len(q.options)) if j not in q.correct_indices)]
-    assert not grading.quiz_verdict("03", [wrong], 1, seed=5, salt="salt", digest=digest)[0]
+    assert not grading.quiz_verdict("02", [wrong], 1, seed=5, salt="salt", digest=digest)[0]
     with pytest.raises(AssertionError, match="not right"):
-        grading.grade_quiz("03", [wrong], 1, seed=5, salt="salt", digest=digest)
+        grading.grade_quiz("02", [wrong], 1, seed=5, salt="salt", digest=digest)
     with pytest.raises(AssertionError, match="not answered"):
-        grading.grade_quiz("03", [None], 1, seed=5, salt="salt", digest=digest)
+        grading.grade_quiz("02", [None], 1, seed=5, salt="salt", digest=digest)
 
 
 def test_an_answer_that_names_no_option_is_wrong_not_an_error():
-    right, text = grading.quiz_verdict("03", ["no such option"], 1, seed=5, salt="s", digest="d")
+    right, text = grading.quiz_verdict("02", ["no such option"], 1, seed=5, salt="s", digest="d")
     assert not right and "not one of the options" in text
     numeric = next(i for i, q in enumerate(load("00").questions, 1) if q.kind == "numeric")
     answers = [None] * numeric

@@ -48,9 +48,9 @@ def test_launch_problems_finds_a_copy_without_its_cells(tmp_path):
 
 
 def test_lessons_with_an_extra_install_it_and_the_others_the_core():
-    assert hosted.install_spec("11_adapting_and_serving") == f"greenlab-course[lowbit] @ git+{URL}"
-    assert hosted.install_spec("13_sharing_a_cluster") == f"greenlab-course[scheduling] @ git+{URL}"
-    assert hosted.install_spec("02_mixed_precision") == f"greenlab-course @ git+{URL}"
+    assert hosted.install_spec("12_adapting_and_serving") == f"greenlab-course[lowbit] @ git+{URL}"
+    assert hosted.install_spec("14_sharing_a_cluster") == f"greenlab-course[scheduling] @ git+{URL}"
+    assert hosted.install_spec("01_mixed_precision") == f"greenlab-course @ git+{URL}"
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for lesson, names in hosted.LESSON_EXTRAS.items():
         assert set(names) <= set(extras)
@@ -115,7 +115,7 @@ def test_where_this_greenlab_is_installed_the_cell_does_nothing(tmp_path):
 
 
 def test_pypis_other_greenlab_is_replaced_with_one_line_of_output(tmp_path):
-    done = _run_cell(tmp_path, "11_adapting_and_serving", "# PyPI's unrelated project: no setup()\n")
+    done = _run_cell(tmp_path, "12_adapting_and_serving", "# PyPI's unrelated project: no setup()\n")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 2 and lines[1] == (f"CALLS [['uninstall', '--yes', 'greenlab'], "
@@ -138,12 +138,12 @@ def test_a_missing_greenlab_is_installed_from_what_greenlab_install_names(tmp_pa
 
 
 def test_a_lesson_whose_extras_are_missing_installs_them_without_touching_greenlab(tmp_path):
-    """A JupyterHub where lesson 00's cell installed the core: lesson 11's cell adds its extra."""
-    done = _run_cell(tmp_path, "11_adapting_and_serving", None, hidden=("torchao",))
+    """A JupyterHub where lesson 00's cell installed the core: lesson 12's cell adds its extra."""
+    done = _run_cell(tmp_path, "12_adapting_and_serving", None, hidden=("torchao",))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == f"CALLS [['install', 'greenlab-course[lowbit] @ git+{URL}']]"
-    assert hosted.extra_modules("11_adapting_and_serving") == ["bitsandbytes", "torchao"]
-    assert hosted.extra_modules("13_sharing_a_cluster") == ["optuna", "simpy"]
+    assert hosted.extra_modules("12_adapting_and_serving") == ["bitsandbytes", "torchao"]
+    assert hosted.extra_modules("14_sharing_a_cluster") == ["optuna", "simpy"]
     assert hosted.extra_modules("00_measuring_energy") == []
 
 

@@ -1,5 +1,5 @@
-"""Every module of ``greenlab.techniques`` names, in its docstring, the lesson(s) it serves: "lesson 07", or
-"lessons 10 (10_language_model) and 11 (11_adapting_and_serving)". Each number must be a lesson in lessons/,
+"""Every module of ``greenlab.techniques`` names, in its docstring, the lesson(s) it serves: "lesson 06", or
+"lessons 10 (10_language_model) and 12 (12_adapting_and_serving)". Each number must be a lesson in lessons/,
 and a file stem given beside it must be that lesson's, so a reader of the code finds the lesson, and a
 renumbered or renamed lesson shows up here."""
 
@@ -28,7 +28,7 @@ def problems(doc: str, lessons: dict = LESSONS) -> list:
     """Why ``doc`` does not lead to its lessons (empty when it does)."""
     found = cited(doc)
     if not found:
-        return ["names no lesson (write e.g. 'lesson 04 (04_batch_sizing)')"]
+        return ["names no lesson (write e.g. 'lesson 03 (03_batch_sizing)')"]
     out = []
     for number, stem in found:
         if number not in lessons:
@@ -50,11 +50,11 @@ def test_every_techniques_module_names_the_lessons_it_serves(path):
 
 
 def test_the_check_refuses_a_missing_an_unknown_and_a_misnamed_lesson():
-    lessons = {"04": "04_batch_sizing", "10": "10_language_model"}
-    assert problems("Batch sizes (lesson 04).", lessons) == []
-    assert problems("Lessons 04 (04_batch_sizing) and 10 (10_language_model): both.", lessons) == []
+    lessons = {"03": "03_batch_sizing", "10": "10_language_model"}
+    assert problems("Batch sizes (lesson 03).", lessons) == []
+    assert problems("Lessons 03 (03_batch_sizing) and 10 (10_language_model): both.", lessons) == []
     assert problems("Batch sizes, for the course.", lessons)[0].startswith("names no lesson")
-    assert problems("Lessons 04 and 99.", lessons) == ["names lesson 99, which lessons/ does not have"]
+    assert problems("Lessons 03 and 99.", lessons) == ["names lesson 99, which lessons/ does not have"]
     assert problems("Lesson 10 (10_tiny_gpt).", lessons) == [
         "names lesson 10 as 10_tiny_gpt, but it is 10_language_model"]
     assert len(LESSONS) >= 16 and MODULES  # the real folders were found

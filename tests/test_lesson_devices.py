@@ -69,7 +69,7 @@ def test_the_simulated_device_refuses_mixing_like_cuda():
     assert type(x.cpu() - torch.ones(3)) is torch.Tensor
 
 
-def test_lesson03_one_step_gradients_works_when_training_moves_the_model():
+def test_lesson02_one_step_gradients_works_when_training_moves_the_model():
     def fake_train(model, dataset, config, **kw):
         move_elsewhere(model)  # as gl.train does on a GPU machine
         with torch.no_grad():
@@ -79,7 +79,7 @@ def test_lesson03_one_step_gradients_works_when_training_moves_the_model():
 
     fake_gl = types.SimpleNamespace(train=fake_train, energy=gl.energy)
     namespace = {"gl": fake_gl, "dataclasses": dataclasses, "torch": torch, "warnings": warnings}
-    exec(lesson_function("03_gradient_accumulation.ipynb", "one_step_gradients"), namespace)
+    exec(lesson_function("02_gradient_accumulation.ipynb", "one_step_gradients"), namespace)
     model = torch.nn.Linear(3, 2)
     grads = namespace["one_step_gradients"](model, None, gl.TrainConfig(batch_size=4))
     assert all(type(g) is torch.Tensor for g in grads)
@@ -93,7 +93,7 @@ def test_find_max_batch_refuses_a_model_on_another_device_clearly():
 
 
 def test_find_max_batch_on_a_cpu_model_without_a_budget_says_what_to_do():
-    # lesson 04 on a CUDA machine once passed a CPU model and no budget
+    # lesson 03 on a CUDA machine once passed a CPU model and no budget
     with pytest.raises(ValueError, match="memory_budget_bytes"):
         gl.batching.find_max_batch(torch.nn.Linear(4, 3), (4,), memory_budget_bytes=None)
 

@@ -1,4 +1,4 @@
-"""Lessons 05-08 each record one headline (greenlab.course.headline) from a paired verdict computed in
+"""Lessons 04-07 each record one headline (greenlab.course.headline) from a paired verdict computed in
 the same cell, so the results table's factor is the lesson's own measurement, never a typed figure."""
 
 import ast
@@ -9,7 +9,7 @@ import pytest
 
 INSTRUCTOR = Path(__file__).resolve().parent.parent / "lessons" / "instructor"
 
-HEADLINED = ("05", "06", "07", "08")
+HEADLINED = ("04", "05", "06", "07")
 
 
 def _instructor_copy(number):

@@ -74,7 +74,7 @@ def test_every_quiz_data_file_belongs_to_a_lesson():
 @pytest.mark.parametrize("path", INSTRUCTOR, ids=lambda p: p.stem)
 def test_checked_outputs_write_plain_numbers(path):
     # a figure with a unit is read by people: '1e+03 h' is a number they must decode (the limits of
-    # number formats, as in lesson 02, are what exponents are for)
+    # number formats, as in lesson 01, are what exponents are for)
     for copy in (path, LESSONS / path.name):
         for cell in json.loads(copy.read_text())["cells"]:
             if cell["cell_type"] != "code" or "NBVAL_CHECK_OUTPUT" not in "".join(cell["source"]):

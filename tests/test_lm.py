@@ -234,7 +234,7 @@ def test_zero_checker_passes_the_solution_and_names_the_usual_mistakes():
     assert not checks.zero_bytes_per_rank(None).attempted
 
 
-# --- lesson 11: LoRA, serving -------------------------------------------------------------------
+# --- lesson 12: LoRA, serving -------------------------------------------------------------------
 
 def test_lora_starts_at_the_model_trains_only_adapters_and_counts_them(corpus):
     from greenlab.techniques.lm import lora

@@ -2,7 +2,7 @@
 experiment, tiny sizes, on the CPU) and one instructor lesson run headless through the suite,
 with psutil, tqdm, pytest, torchvision, IPython, ipywidgets, bitsandbytes and torchao impossible
 to import, as on a GPU machine that has only torch, numpy, nvidia-ml-py and matplotlib; and
-every instructor lesson run headless the same way (lessons 05 and 11 saying what they could not
+every instructor lesson run headless the same way (lessons 04 and 12 saying what they could not
 measure without torchvision, bitsandbytes and torchao)."""
 
 import json
@@ -92,9 +92,9 @@ def test_missing_packages_are_reported_and_pytest_is_not_run(dry_run):
 
 
 def test_a_lesson_ran_headless_through_the_suite(dry_run):
-    row = dry_run.summary["lesson 03_gradient_accumulation"]
+    row = dry_run.summary["lesson 01_gradient_accumulation"]
     assert row["status"] == "passed", row
-    assert "passed 03_gradient_accumulation" in (dry_run.out / gs.LOG).read_text(encoding="utf-8")
+    assert "passed 02_gradient_accumulation" in (dry_run.out / gs.LOG).read_text(encoding="utf-8")
 
 
 def test_serving_marks_int8_not_measured_without_torchao(dry_run):
@@ -130,7 +130,7 @@ def test_every_lesson_runs_headless_without_the_optional_packages(tmp_path, note
 
 
 def test_lesson_11_runs_without_bitsandbytes_and_torchao_and_says_what_it_did_not_measure(tmp_path):
-    out = _run_lesson_hidden(tmp_path, "11_adapting_and_serving.ipynb")
+    out = _run_lesson_hidden(tmp_path, "12_adapting_and_serving.ipynb")
     assert "bitsandbytes is not installed: 8-bit optimizer states not measured (missing)" in out
     for name in ("full", "lora"):  # no 8-bit figure is filled in
         assert re.search(name + r" +AdamW state: fp32 [0-9.]+ MB \(counted\), 8-bit not measured, "
@@ -198,11 +198,11 @@ def test_the_summary_table_is_printed_last(dry_run):
     tail = "\n".join(out[start:])
     for name in gs.experiment_names():
         assert name in tail
-    assert "lesson 03_gradient_accumulation" in tail and "pytest -m gpu: not run" in tail
+    assert "lesson 01_gradient_accumulation" in tail and "pytest -m gpu: not run" in tail
 
 
 def test_lesson_05_runs_without_torchvision_and_says_so(tmp_path):
-    out = _run_lesson_hidden(tmp_path, "05_architecture_search.ipynb")
+    out = _run_lesson_hidden(tmp_path, "04_architecture_search.ipynb")
     assert "not measured: torchvision is not installed" in out
     assert "mobilenet_v3_small has fewer" not in out  # nothing filled in
 

@@ -32,11 +32,11 @@ nbgrader = pytest.importorskip("nbgrader", reason="nbgrader is in the test extra
 ROOT = Path(__file__).resolve().parents[1]
 # Lesson -> (exercise function, a typical wrong body for it)
 PLANTED = {
-    "03": ("accumulate_gradients",
+    "02": ("accumulate_gradients",
            "for xb, yb in zip(x.split(micro_batch_size), y.split(micro_batch_size)):\n"
            "        F.cross_entropy(model(xb), yb).backward()\n"
            "    return model"),
-    "06": ("co2e_grams", "return kwh * g_per_kwh"),
+    "05": ("co2e_grams", "return kwh * g_per_kwh"),
 }
 GRADED = sorted(PLANTED)
 
@@ -87,17 +87,17 @@ def _submission(release: dict, source: dict, planted: tuple[str, str] | None = N
 
 # Lesson -> student -> {exercise function: the body of its solution cell's solution block}
 _OWN_STYLE = {
-    "03": {"accumulate_gradients": "n = x.shape[0]\n"
+    "02": {"accumulate_gradients": "n = x.shape[0]\n"
                                    "    for start in range(0, n, micro_batch_size):\n"
                                    "        xb, yb = x[start:start + micro_batch_size], y[start:start + micro_batch_size]\n"
                                    "        (F.cross_entropy(model(xb), yb) * (len(xb) / n)).backward()\n"
                                    "    return model"},
-    "06": {"co2e_grams": "return pue * (g_per_kwh * kwh)"},
+    "05": {"co2e_grams": "return pue * (g_per_kwh * kwh)"},
 }
 # Lesson -> student -> [(exercise function, its solution block's new body (None: the released stub),
 # code appended to its solution cell)]; each listed exercise must lose its points, and only those.
 SHORTCUTS = {
-    "03": {
+    "02": {
         "shortcuts": [("accumulate_gradients", "return None",  # rebinding the checker in the solution cell
                        "\ngl.check.accumulate_gradients = lambda *a, **k: gl.check.Check('x', 'passed', 'ok')\n"),
                       ("use_groupnorm", None,  # delegating to the library
@@ -106,7 +106,7 @@ SHORTCUTS = {
         "wrapper": [("use_groupnorm",  # a thin wrapper around the library's own implementation
                      "return gl.accumulation.groupnorm_instead_of_batchnorm(model, num_groups)", "")],
     },
-    "06": {
+    "05": {
         "shortcuts": [("co2e_grams", "return None",  # rebinding the checker module's own helper
                        "\nimport greenlab.course.checks.carbon as _carbon\n"
                        "_carbon.check_function = lambda fn, cases, **k: gl.check.Check('co2e_grams', 'passed', 'ok')\n"),
@@ -238,7 +238,7 @@ def test_instructor_solutions_score_full_marks(course, lesson, student):
     assert max_score > 0
     assert score == max_score, {k: v for k, v in per_cell.items() if v is not None and v < 1}
     # the stakeholder statement is the instructor's to mark, by its rubric
-    assert _left_to_hand(course, lesson, student) == ([f"{lesson}-stakeholder_statement"] if lesson == "06" else [])
+    assert _left_to_hand(course, lesson, student) == ([f"{lesson}-stakeholder_statement"] if lesson == "05" else [])
 
 
 @pytest.mark.parametrize("lesson", GRADED)
@@ -292,18 +292,18 @@ def test_a_shortcut_or_a_broken_cell_loses_exactly_that_exercises_points(course,
 def test_quiz_answer_check_grades_by_option_text_whatever_the_display_order():
     from greenlab.course.quiz import load
 
-    questions = load("03").questions
+    questions = load("02").questions
     right = [nbgrader_export._correct_answer(q) for q in questions]
-    assert gl.check.quiz_answer("03", right, 1).passed
+    assert gl.check.quiz_answer("02", right, 1).passed
     wrong = list(right)
     first = questions[0]
     wrong[0] = next(o.text for o in first.options if not o.correct)
-    verdict = gl.check.quiz_answer("03", wrong, 1)
+    verdict = gl.check.quiz_answer("02", wrong, 1)
     assert verdict.status == "failed"
     assert next(o.feedback for o in first.options if o.text == wrong[0]) in verdict.details
-    assert gl.check.quiz_answer("03", [None] * len(questions), 1).status == "not attempted"
+    assert gl.check.quiz_answer("02", [None] * len(questions), 1).status == "not attempted"
     with pytest.raises(ValueError, match="question must be"):
-        gl.check.quiz_answer("03", right, 0)
+        gl.check.quiz_answer("02", right, 0)
 
 
 def test_export_refuses_an_unknown_lesson_from_python_and_the_shell(tmp_path, capsys):
@@ -311,8 +311,8 @@ def test_export_refuses_an_unknown_lesson_from_python_and_the_shell(tmp_path, ca
         nbgrader_export.export(tmp_path, only=["42"])
     assert nbgrader_export.main(["--out", str(tmp_path), "--only", "42"]) == 2
     assert "no lesson numbered 42" in capsys.readouterr().err
-    assert nbgrader_export.main(["--out", str(tmp_path / "c"), "--only", "03"]) == 0
-    assert (tmp_path / "c" / "source" / "lesson03").is_dir() and (tmp_path / "c" / "nbgrader_config.py").is_file()
+    assert nbgrader_export.main(["--out", str(tmp_path / "c"), "--only", "02"]) == 0
+    assert (tmp_path / "c" / "source" / "lesson02").is_dir() and (tmp_path / "c" / "nbgrader_config.py").is_file()
 
 
 def test_checker_calls_are_found_in_order():
@@ -332,7 +332,7 @@ def test_an_exercise_cell_is_cut_before_its_checker_and_its_names_get_a_default(
 
 
 def test_graded_tests_are_hidden_tests_that_load_a_fresh_checker(tmp_path):
-    (path,) = nbgrader_export.export(tmp_path, only=["14"], quiz_points=1, seed=3)
+    (path,) = nbgrader_export.export(tmp_path, only=["15"], quiz_points=1, seed=3)
     nb = nbgrader_export.load(path)
     tests = ["".join(c["source"]) for c in nb["cells"]
              if c["metadata"].get("nbgrader", {}).get("grade") and not c["metadata"]["nbgrader"].get("solution")]
@@ -343,10 +343,10 @@ def test_graded_tests_are_hidden_tests_that_load_a_fresh_checker(tmp_path):
     from greenlab.course.quiz import load
 
     quiz_tests = "\n".join(t for t in tests if "grade_quiz" in t)
-    for q in load("14").questions:
+    for q in load("15").questions:
         for option in q.options:
             assert len(option.text) < 6 or option.text not in quiz_tests  # (a short one may sit in a digest)
-    assert any('gl.quiz("14", seed=3)' in "".join(c["source"]) for c in nb["cells"])
+    assert any('gl.quiz("15", seed=3)' in "".join(c["source"]) for c in nb["cells"])
     # the statement is marked by hand, by the rubric that follows it
     statement = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "14-stakeholder_statement")
     assert statement["metadata"]["nbgrader"]["grade"] and statement["metadata"]["nbgrader"]["solution"]
@@ -354,15 +354,15 @@ def test_graded_tests_are_hidden_tests_that_load_a_fresh_checker(tmp_path):
 
 
 def test_the_quiz_is_left_ungraded_by_default(tmp_path):
-    (path,) = nbgrader_export.export(tmp_path, only=["14"])
+    (path,) = nbgrader_export.export(tmp_path, only=["15"])
     graded = nbgrader_export.points(nbgrader_export.load(path))
     assert graded and not any("quiz" in k for k in graded)
     with pytest.raises(ValueError, match="quiz_points"):
-        nbgrader_export.export(tmp_path, only=["14"], quiz_points=-1)
+        nbgrader_export.export(tmp_path, only=["15"], quiz_points=-1)
 
 
 def test_the_config_names_the_course_and_no_absolute_path(tmp_path):
-    nbgrader_export.export(tmp_path / "a", only=["03"])
+    nbgrader_export.export(tmp_path / "a", only=["02"])
     config = (tmp_path / "a" / "nbgrader_config.py").read_text(encoding="utf-8")
     assert "course_id = 'greenlab'" in config and str(tmp_path) not in config
     assert "GREENLAB_GRADING" in config and "GREENLAB_LEADERBOARD_DIR" in config

@@ -1,4 +1,4 @@
-"""Lesson 12's library: checkpoint intervals, spot arithmetic, a real pre-empted run, idle and
+"""Lesson 13's library: checkpoint intervals, spot arithmetic, a real pre-empted run, idle and
 scale-to-zero arithmetic, the alert rule, and the two storage layouts."""
 
 import math

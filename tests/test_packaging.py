@@ -169,7 +169,7 @@ def test_a_wheel_runs_doctor_and_converts_carbon_outside_the_checkout(wheel_venv
 
 
 # the two shortest lessons in quick mode (README's table), run from the wheel
-WHEEL_LESSONS = ("03_gradient_accumulation", "06_carbon")
+WHEEL_LESSONS = ("02_gradient_accumulation", "05_carbon")
 
 
 def test_a_wheel_copies_its_lessons_runs_two_and_caches_data_in_the_users_cache(wheel_venv, tmp_path):

@@ -56,7 +56,7 @@ def test_fuzz_every_bad_input_is_refused_naming_its_argument(tmp_path, monkeypat
     assert sum(totals.values()) >= 1300
     for module in ("lm.", "lm_serve.", "lm_compile.", "lora.", "optimizers.", "datacache.", "magics",
                    "hardware.", "energy.IdlePower",  # every module added since the fuzzer was written
-                   # and lessons 12-15's
+                   # and lessons 11, 13-15's
                    "preemption.", "cluster.", "tuning.", "hogwild.", "federated.", "storage.", "monitoring.",
                    "idle.", "network.", "edge.", "sharding_run.", "greenlab leaderboard show", "apple.", "amd.",
                    # the checkers, the vendor sources, the course tools and the rest of gl.*

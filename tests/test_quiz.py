@@ -197,8 +197,8 @@ def _feedback_texts() -> set[str]:
 
 
 def test_lesson_quiz_loads_by_number_or_name_and_rejects_others():
-    assert load("02").lesson == load("02_mixed_precision").lesson == "02_mixed_precision"
-    assert load("02").title.startswith("Lesson 02")
+    assert load("01").lesson == load("01_mixed_precision").lesson == "01_mixed_precision"
+    assert load("01").title.startswith("Lesson 01")
     for bad in ("2", "99", "mixed", ""):
         with pytest.raises(ValueError, match="lesson must be one of 00"):
             load(bad)

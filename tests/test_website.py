@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("GREENLAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
-ONLY = ["00", "03", "06"]
+ONLY = ["00", "02", "05"]
 
 
 @pytest.fixture(scope="module")

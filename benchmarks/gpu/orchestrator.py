@@ -687,12 +687,12 @@ def shortest_window_s(floor_s: float, counter_period_ms) -> tuple:
 
 def select_lessons(spec: str, dry_run: bool) -> list:
     """Lessons for ``--lessons``: "all", "none", instructor lesson numbers "00,03" or notebook
-    paths; the dry run's default is lesson 03 alone (a short one), the GPU run's every lesson."""
+    paths; the dry run's default is lesson 02 alone (a short one), the GPU run's every lesson."""
     from greenlab.course.notebook_format import instructor_notebooks
 
     found = instructor_notebooks(REPO_ROOT / "lessons")
     if spec in (None, ""):
-        spec = "03" if dry_run else "all"
+        spec = "02" if dry_run else "all"
     if spec == "none":
         return []
     if spec == "all":
@@ -834,7 +834,7 @@ def _parse_args(argv):
     p.add_argument("--only", default="", help=f"comma-separated experiments, or none: {', '.join(EXPERIMENTS)}")
     p.add_argument("--skip-pytest", action="store_true", help="do not run the gpu-marked tests")
     p.add_argument("--lessons", default="", help="instructor lessons to run headless: all, none or "
-                   "numbers such as 00,03 (default: all; the dry run: 03)")
+                   "numbers such as 00,03 (default: all; the dry run: 02)")
     p.add_argument("--lesson-jobs", type=int, default=None,
                    help=f"lessons run at the same time (default {LESSON_JOBS} on the GPU, 1 in the dry run)")
     p.add_argument("--dry-run", action="store_true",

@@ -34,40 +34,40 @@ DEFAULT_BUDGET_S = 540.0
 # experiment -> (the lesson that reads it with gl.reference.show, seconds of a 540 s plan)
 EXPERIMENTS = {
     "measurement_core": ("00", 42),  # 10 loaded and 10 idle counter-vs-power windows of 1 s
-    "ddp_scaling": ("01", 27),
-    "mixed_precision": ("02", 38),
-    "mixed_precision-resnet": ("02", 18),  # 14 s of its share went to lessons 12 and 13
-    "gradient_accumulation": ("03", 26),
-    "batch_sweep": ("04", 30),
-    "architecture_search": ("05", 16),
-    "carbon": ("06", 14),
-    "compression": ("07", 18),
-    "data_pipeline": ("08", 26),  # 2 s went to lesson 15
-    "capstone": ("09", 46),  # the ladder, one repeat at least (see below; 2 s went to lesson 15)
+    "ddp_scaling": ("08", 27),
+    "mixed_precision": ("01", 38),
+    "mixed_precision-resnet": ("01", 18),  # 14 s of its share went to lessons 13 and 14
+    "gradient_accumulation": ("02", 26),
+    "batch_sweep": ("03", 30),
+    "architecture_search": ("04", 16),
+    "carbon": ("05", 14),
+    "compression": ("06", 18),
+    "data_pipeline": ("07", 26),  # 2 s went to lesson 11
+    "capstone": ("09", 46),  # the ladder, one repeat at least (see below; 2 s went to lesson 11)
     "language_model": ("10", 38),
     "language_model-compile": ("10", 35),  # own worker and share (a cold compile takes 20-40 s),
     # its rows recorded in language_model's record (MERGED_INTO)
     "language_model-recipes": ("10", 24),  # lesson 10's naive-to-green ladder, recorded in language_model
-    "language_model_serving": ("11", 20),
-    "operations": ("12", 10),  # idle power and checkpoint writes: a few short windows
-    "sharing_a_cluster": ("13", 9),  # start-up, a 3 s idle-power window and a simulation
-    "beyond_the_data_centre": ("14", 12),
-    "fitting_in_memory": ("15", 8),  # five one-step rows of bytes, no energy window (the floor)
+    "language_model_serving": ("12", 20),
+    "operations": ("13", 10),  # idle power and checkpoint writes: a few short windows
+    "sharing_a_cluster": ("14", 9),  # start-up, a 3 s idle-power window and a simulation
+    "beyond_the_data_centre": ("15", 12),
+    "fitting_in_memory": ("11", 8),  # five one-step rows of bytes, no energy window (the floor)
 }
 MIN_SHARE_S = 8.0  # an experiment given less is skipped ("out of time"): every share in the plan is at least this
 LESSONS_SECONDS = 54    # the lesson phase's reserve; lessons run after the experiments with whatever is left
 # (time an experiment did not use included), LESSON_JOBS at a time, in LESSON_PRIORITY order
 # A lesson's own watchdog share where 60 s (Sizes.lesson_cap_s) is too little: seconds measured in
 # a CPU rehearsal of the dry run (quick mode, 2 cores): lesson 10 took 234 s (its torch.compile
-# cell 137 s), lessons 09, 11 and 13 between 80 and 130 s (130 s given to each). GPU times are not
+# cell 137 s), lessons 09, 12 and 14 between 80 and 130 s (130 s given to each). GPU times are not
 # measured yet; the summary records each lesson's seconds for the next plan.
-LESSON_SHARES_S = {"10": 240.0, "09": 130.0, "11": 130.0, "13": 130.0}
-# Start order: the lessons with CUDA-only code paths (02's autocast and GradScaler on CUDA, 01's
-# and 04's device branches), then the long ones the GPU changes most (torch.compile in 10,
-# bitsandbytes and torchao int8 in 11), then the rest by number. When a slot frees, the next
+LESSON_SHARES_S = {"10": 240.0, "09": 130.0, "12": 130.0, "14": 130.0}
+# Start order: the lessons with CUDA-only code paths (01's autocast and GradScaler on CUDA, 08's
+# and 03's device branches), then the long ones the GPU changes most (torch.compile in 10,
+# bitsandbytes and torchao int8 in 12), then the rest by number. When a slot frees, the next
 # lesson whose share fits in what is left of the phase starts (a long one that does not fit
 # gives way to shorter ones); when none fits, the next one runs with what is left.
-LESSON_PRIORITY = ("02", "01", "04", "10", "11", "09", "13")
+LESSON_PRIORITY = ("01", "08", "03", "10", "12", "09", "14")
 LESSON_JOBS = 5         # lessons at a time on the GPU machine (16 cores), each with 16 // 5 = 3 CPU threads
 # Where the two ladders' time comes from (the plan was full at 540 s). The capstone's ladder is
 # nine gl.train runs of full-mode recipes: the naive row alone is 2 passes of 60,000 images in

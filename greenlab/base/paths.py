@@ -116,7 +116,8 @@ def lessons_dir() -> Path:
 def learner_copy(dest=None, report=None) -> Path:
     """The learner's own copy of the lessons (default ``my-lessons/`` beside ``lessons/`` in a
     checkout, else in the working folder): lessons not yet there are copied in, nothing already
-    there is overwritten; FileNotFoundError, saying where it looked, when there is no lesson to
+    there is overwritten (a lesson held under an earlier number, ``02_mixed_precision.ipynb`` for
+    ``01_mixed_precision.ipynb``, counts as there); FileNotFoundError, saying where it looked, when there is no lesson to
     copy. Returns the folder. ``make lab`` and ``greenlab lab`` open it, so autosave never touches ``lessons/``.
     Each copy carries the local kernel's metadata (``kernel_metadata()``), so opening it does
     not mark it modified; ``report(path)`` is called for each lesson copied."""
@@ -136,13 +137,22 @@ def learner_copy(dest=None, report=None) -> Path:
                                 "package ships them")
     dest.mkdir(parents=True, exist_ok=True)
     stamp = kernel_metadata()
+    # a lesson is already there when the learner's folder holds it under any number: a copy made
+    # before the course was renumbered keeps its name and the learner's work (README, "Lesson numbers")
+    mine = {_slug(p.name) for p in dest.glob("*.ipynb")}
     for notebook in shipped:
-        if not (dest / notebook.name).exists():
+        if not (dest / notebook.name).exists() and _slug(notebook.name) not in mine:
             shutil.copy2(notebook, dest / notebook.name)
             stamp_kernel_metadata(dest / notebook.name, stamp)
             if report is not None:
                 report(dest / notebook.name)
     return dest
+
+
+def _slug(name: str) -> str:
+    """A lesson file's name without its number: ``01_mixed_precision.ipynb`` -> ``mixed_precision.ipynb``."""
+    number, _, rest = name.partition("_")
+    return rest if number.isdigit() and rest else name
 
 
 def kernel_metadata() -> dict | None:

@@ -3,7 +3,7 @@
     python -m greenlab.course build            # normalise instructor copies, write learner copies
     python -m greenlab.course check            # exit 1 with a summary when anything is out of sync
     python -m greenlab.course new 03 gradient_accumulation "Gradient accumulation"
-    python -m greenlab.course run lessons/instructor/03_gradient_accumulation.ipynb   # headless
+    python -m greenlab.course run lessons/instructor/02_gradient_accumulation.ipynb   # headless
     python -m greenlab.course.nbgrader --out COURSE_DIR   # an nbgrader course from the instructor copies
 
 The format and its markers are ``greenlab.course.notebook_format``'s; ``check`` also holds every lesson to the

@@ -1,6 +1,6 @@
 """Grade a class: nbgrader's autograde for every student of an assignment, in parallel processes.
 
-    python -m greenlab.course grade COURSE_DIR lesson03 [--jobs N] [--student NAME ...]
+    python -m greenlab.course grade COURSE_DIR lesson02 [--jobs N] [--student NAME ...]
 
 ``COURSE_DIR`` is an nbgrader course written by ``python -m greenlab.course.nbgrader`` (its config
 turns grading mode on: the lessons run at their smallest size and write to no class leaderboard).
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m greenlab.course grade",
                                      description="Autograde every student of an assignment in parallel processes.")
     parser.add_argument("course", help="the nbgrader course folder (written by python -m greenlab.course.nbgrader)")
-    parser.add_argument("assignment", help="the assignment, e.g. lesson03")
+    parser.add_argument("assignment", help="the assignment, e.g. lesson02")
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                         help="autograde processes at a time (default: half the CPUs)")
     parser.add_argument("--student", nargs="+", default=None, help="only these students")

@@ -377,48 +377,48 @@ FIGURES = (
            "A log-log plot: a line rising with arithmetic intensity (memory-bound) meets a flat roof "
            "(compute-bound) at the ridge point; a vector add sits low on the slope, a large matmul near the roof.",
            draw_roofline),
-    Figure("ring_allreduce", "01", r"all-reduce",
+    Figure("ring_allreduce", "08", r"all-reduce",
            "ring all-reduce in two phases, each of n-1 steps.",
            "Four workers in a ring pass chunks to their neighbour: first partial sums (reduce-scatter), "
            "then finished chunks (all-gather); each send carries one n-th of the gradient.",
            draw_ring_allreduce),
-    Figure("mixed_precision", "02", r"Change 1\W+autocast",
+    Figure("mixed_precision", "01", r"Change 1\W+autocast",
            "how a mixed-precision step moves data between precisions.",
            "Boxes and arrows: fp32 master weights are cast to bf16 or fp16 for the forward matmuls, the loss "
            "is kept in fp32 and scaled for fp16, gradients come back in low precision, are unscaled and checked, "
            "and the optimizer updates the fp32 master weights.",
            draw_mixed_precision),
-    Figure("gradient_accumulation", "03", r"Change 1\W+accumulate",
+    Figure("gradient_accumulation", "02", r"Change 1\W+accumulate",
            "one batch of 64 against four accumulated micro-batches of 16.",
            "Two timelines: one long forward-and-backward on 64 samples then a step, against four short passes "
            "on 16 samples each adding a quarter of their gradient into .grad, then one step.",
            draw_gradient_accumulation),
-    Figure("pruning", "07", r"structured pruning: remove whole channels",
+    Figure("pruning", "06", r"structured pruning: remove whole channels",
            "unstructured against channel pruning of one weight matrix.",
            "Three 8-by-8 grids: a dense matrix; the same matrix with half its entries zero in a scattered "
            "pattern; and one with half its rows removed, which leaves a smaller dense matrix.",
            draw_pruning),
-    Figure("pipeline_bubble", "15", r"pipeline",
+    Figure("pipeline_bubble", "11", r"pipeline",
            "pipeline parallelism over four stages and four micro-batches.",
            "A timeline of four stages: forward blocks move down the stages one step apart, backward blocks "
            "come back up; hatched grey cells at the start and end are the bubble, where a stage waits.",
            draw_pipeline_bubble),
-    Figure("kv_cache", "11", r"Change \d\W+generation with and without a KV cache",
+    Figure("kv_cache", "12", r"Change \d\W+generation with and without a KV cache",
            "attention's keys and values recomputed at every step, against read from a cache.",
            "Two triangles of cells, one row per generated token: without a cache every cell of every row is "
            "computed again; with a cache only the last cell of each row is new and the rest are read.",
            draw_kv_cache),
-    Figure("lora", "11", r"Change \d\W+full fine-tuning against LoRA",
+    Figure("lora", "12", r"Change \d\W+full fine-tuning against LoRA",
            "LoRA adds a trained low-rank path beside a frozen weight.",
            "The input x goes through the frozen weight W and, in parallel, through a small matrix A down to r "
            "values and B back up; the two results are added to give the output h.",
            draw_lora),
-    Figure("backfilling", "13", r"Change \d\W+backfilling",
+    Figure("backfilling", "14", r"Change \d\W+backfilling",
            "EASY backfilling on four GPUs.",
            "A Gantt chart of four GPUs: job A holds two GPUs, the four-GPU job C has a reserved start when A "
            "ends, and the small job D runs early on the idle GPUs because it ends before C's reservation.",
            draw_backfilling),
-    Figure("zero_stages", "15", r"Change \d\W+shard the training state",
+    Figure("zero_stages", "11", r"Change \d\W+shard the training state",
            "what each GPU holds under DDP and ZeRO's three stages.",
            "Four rows (DDP, ZeRO-1, ZeRO-2, ZeRO-3) of four GPUs each holding weights, gradients and "
            "optimizer state: DDP replicates all three; each ZeRO stage keeps only a quarter of one more kind.",

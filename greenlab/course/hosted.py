@@ -32,8 +32,8 @@ DISTRIBUTION = "greenlab-course"
 BRANCH = "main"
 LESSONS_FOLDER = "lessons"  # where the learner copies are, relative to the repository's root
 # the extras a lesson uses beyond the lean core (pyproject.toml's optional-dependencies)
-LESSON_EXTRAS = {"11": ("lowbit",),  # 8-bit optimizer states (bitsandbytes), int8 weights (torchao)
-                 "13": ("scheduling",)}  # the cluster simulation (simpy), early-stopped tuning (optuna)
+LESSON_EXTRAS = {"12": ("lowbit",),  # 8-bit optimizer states (bitsandbytes), int8 weights (torchao)
+                 "14": ("scheduling",)}  # the cluster simulation (simpy), early-stopped tuning (optuna)
 # Google Colab's runtime the install cell is written for: its Python and the versions of the packages
 # it preinstalls that the course uses (pyproject.toml's ranges admit each, so installing changes none)
 COLAB_RUNTIME = {"Python": "3.13", "torch": "2.11", "torchvision": "0.26", "ipywidgets": "7.7.1",

@@ -139,7 +139,7 @@ def export(out: str | os.PathLike, only: list[str] | None = None,
            folder: str | os.PathLike | None = None, quiz_points: int = 0,
            seed: int | None = None) -> list[Path]:
     """Write the nbgrader course for the instructor copies (``only``: lesson numbers such as
-    ``["03"]``) into ``out``; returns the notebooks written. The config is written last.
+    ``["02"]``) into ``out``; returns the notebooks written. The config is written last.
     ``quiz_points`` per knowledge-check question (0: the quiz is left ungraded, its key being
     public); ``seed`` fixes the quiz order and the salt of its hashed key (default: drawn now)."""
     if isinstance(quiz_points, bool) or not isinstance(quiz_points, int) or not 0 <= quiz_points <= MAX_QUIZ_POINTS:

@@ -25,7 +25,7 @@ shows the quiz with ipywidgets in a notebook front end and prints it as text oth
 
 The lessons' knowledge checks live as data in ``greenlab/quizzes/NN_slug.json``
 (``{"title": ..., "questions": [...]}``), so a lesson's code cell reads
-``gl.quiz("02")`` and never shows the answer key. A lesson quiz shuffles its
+``gl.quiz("01")`` and never shows the answer key. A lesson quiz shuffles its
 options: the order is drawn from a seed made once per Python process (one kernel
 session) and the question's text, so it stays the same when a cell is re-run and
 differs between sessions; the correct option's position is spread evenly over
@@ -189,7 +189,7 @@ def lessons() -> list[str]:
 
 
 def load(lesson: str) -> Quiz:
-    """The knowledge check of ``lesson`` (``"02"`` or ``"02_mixed_precision"``), unshuffled,
+    """The knowledge check of ``lesson`` (``"01"`` or ``"01_mixed_precision"``), unshuffled,
     from ``greenlab/quizzes/NN_slug.json``; ValueError names the lessons that have one."""
     names = lessons()
     key = str(lesson).strip()

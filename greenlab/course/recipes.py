@@ -74,7 +74,7 @@ CPU_DATA = {"name": "fashion-mnist", "n_train": 8192, "n_test": 2048}
 CAPSTONE_CPU_TARGET_ACCURACY = 0.80
 # The green recipe's network on a CPU: a one-hidden-layer MLP (784-64-10). On a CPU a step's cost
 # follows its arithmetic; this network reaches the CPU sizes' targets with a fraction of the tutorial
-# CNN's work per image (the smallest network that reaches the target: lesson 05's question).
+# CNN's work per image (the smallest network that reaches the target: lesson 04's question).
 SMALL_MLP = {"hidden": (64,)}
 # The tutorial's settings, and the passes that carry them to the target on the lesson's data (the
 # naive recipe scores once per pass and must reach the target in every repeat, so it gets the passes
@@ -207,7 +207,7 @@ def green_recipe(device: str | None = None, n_train: int | None = None, n_test: 
     ``device``: "cuda"/"cpu" (None: CUDA when available). ``size``: as for :func:`naive_recipe`.
     ``bf16``: None takes it in full mode wherever ``gl.hardware.precision_support`` says the device
     runs bf16 natively, and leaves it out of the CPU and quick sizes, whose 64-wide matrices are too
-    small for it to pay (casting to bf16 and back costs more than the products save; lesson 02
+    small for it to pay (casting to bf16 and back costs more than the products save; lesson 01
     measures where it pays); True is refused where bf16 is emulated; False leaves it out.
     """
     import torch

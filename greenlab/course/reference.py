@@ -240,7 +240,7 @@ def show(experiment: str, folder: str | os.PathLike | None = None) -> None:
 
 def lesson_experiments(lessons_folder: str | os.PathLike | None = None) -> dict[str, list[str]]:
     """The experiment names each instructor lesson reads, from its code cells'
-    ``gl.reference.show("...")`` / ``load`` / ``table`` calls: ``{"02_mixed_precision": [...]}``.
+    ``gl.reference.show("...")`` / ``load`` / ``table`` calls: ``{"01_mixed_precision": [...]}``.
 
     ``benchmarks/gpu_suite.py`` must record every one of them (a test checks that it does).
     """

@@ -60,7 +60,7 @@ def build_site(out: str | os.PathLike, lessons: str | os.PathLike | None = None,
                echo: bool = True) -> list[Path]:
     """Write ``index.html`` and one page per learner copy into ``out``; returns the pages written.
     ``lessons``: the lessons folder (default ``greenlab.base.paths.lessons_dir()``); ``only``: lesson
-    numbers ("00", "03") to render, all when None. ``execute``: run each copy first (see the module
+    numbers ("00", "02") to render, all when None. ``execute``: run each copy first (see the module
     text; ``quick`` picks CI's quick mode), one progress line per lesson when ``echo``."""
     nbconvert = require("nbconvert", "the course website")  # lazy: nbconvert comes with JupyterLab (lab)
     folder = Path(lessons) if lessons is not None else lessons_dir()

@@ -2,7 +2,7 @@
 
 The first thing measured in a fresh process pays one-off costs (imports, kernel selection,
 allocator growth, a notebook kernel's first-call work); measured first and alone, it looks
-costlier than it is (lesson 06 once read a 25 k-parameter MLP at 160 % of the energy of one 23
+costlier than it is (lesson 05 once read a 25 k-parameter MLP at 160 % of the energy of one 23
 times larger). Every helper that measures two or more arms one after another goes through here:
 
     results = measure_arms({"small": run_small, "large": run_large}, repeats=3)

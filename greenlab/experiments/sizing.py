@@ -1,4 +1,4 @@
-"""Work sized so that its energy window is long enough to read (lessons 00, 03, 04, 08).
+"""Work sized so that its energy window is long enough to read (lessons 00, 02, 03, 07).
 
 A window shorter than ``SHORT_WINDOW_PERIODS`` update periods of its slowest energy source is
 "not measurable at this size" (``ShortWindowWarning``, ``Measurement.short``), and verdicts built

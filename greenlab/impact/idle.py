@@ -1,4 +1,4 @@
-"""Idle capacity and autoscaling, as arithmetic on a stated idle power (lesson 12).
+"""Idle capacity and autoscaling, as arithmetic on a stated idle power (lesson 13).
 
 - ``idle_cost``: what an instance that sits idle for ``hours`` costs in kWh, money and CO2e;
 - ``scale_to_zero``: an always-on instance against one that is switched off between jobs and

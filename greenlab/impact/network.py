@@ -1,5 +1,5 @@
 """The energy of moving data through the internet, from a cited kWh-per-gigabyte figure
-(lesson 14: federated rounds, and an input sent to a data centre).
+(lesson 15: federated rounds, and an input sent to a data centre).
 
     figure = network.energy_per_byte()          # the cited figure, with source, year and scope
     network.transfer_joules(3_136_000)         # joules to send 3.1 MB with it (an estimate)

@@ -1,4 +1,4 @@
-"""Gradient accumulation (lesson 03): the gradient of a big batch from micro-batches, and the
+"""Gradient accumulation (lesson 02): the gradient of a big batch from micro-batches, and the
 BatchNorm fix that keeps the two equal.
 
 - ``accumulate_gradients(model, x, y, micro_batch_size)``: leaves in ``.grad`` the gradient of the

@@ -1,4 +1,4 @@
-"""Active learning's selection rule (lesson 08): label next the samples the model is least sure of."""
+"""Active learning's selection rule (lesson 07): label next the samples the model is least sure of."""
 
 from __future__ import annotations
 

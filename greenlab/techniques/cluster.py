@@ -1,4 +1,4 @@
-"""Lesson 13: scheduling jobs on a shared GPU cluster, simulated with SimPy.
+"""Lesson 14: scheduling jobs on a shared GPU cluster, simulated with SimPy.
 
 A cluster of ``n_gpus`` GPUs, all powered the whole time, receives a trace of jobs (arrival,
 GPUs wanted, true duration, the user's walltime estimate). A *policy* decides, each time a job

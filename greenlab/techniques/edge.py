@@ -1,4 +1,4 @@
-"""Edge inference against sending the input to a data centre (lesson 14).
+"""Edge inference against sending the input to a data centre (lesson 15).
 
 On the device, a prediction costs the measured joules of the model there (``gl.compress``'s
 interleaved rounds). Sent away, it costs the network's share (input bytes x a cited joules per

@@ -1,4 +1,4 @@
-"""Federated averaging against centralised training, measured (lesson 14).
+"""Federated averaging against centralised training, measured (lesson 15).
 
 - ``dirichlet_split``: label-skewed client datasets: for each class, its images are shared
   among the clients in proportions drawn from a Dirichlet(alpha) distribution (Hsu, Qi and Brown

@@ -1,4 +1,4 @@
-"""Lesson 13: synchronous data parallelism against asynchronous (Hogwild-style) updates.
+"""Lesson 14: synchronous data parallelism against asynchronous (Hogwild-style) updates.
 
 Both run ``workers`` CPU processes (one thread each) on the same data, model and learning rate,
 until the validation accuracy reaches ``target_accuracy`` (checked by worker 0 every

@@ -1,4 +1,4 @@
-"""Watching a running job (lesson 12): an idle / data-stall alert rule over a power trace, and a
+"""Watching a running job (lesson 13): an idle / data-stall alert rule over a power trace, and a
 callback that stalls a run's input on purpose so there is something to catch.
 
 - ``alert_times``: the times an alert fires when ``values`` stay below a threshold for at least

@@ -1,4 +1,4 @@
-"""Number formats in training (lesson 02): where float16 loses small gradients, and
+"""Number formats in training (lesson 01): where float16 loses small gradients, and
 ``torch.amp.GradScaler`` behind the three names of the lesson's own loss scaler.
 
 - ``fp16_flush_fractions(grads, scale)``: of the non-zero values of ``grads x scale``, the fraction

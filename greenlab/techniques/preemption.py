@@ -1,4 +1,4 @@
-"""Pre-emptible training, measured (lesson 12): a training process killed at random times and
+"""Pre-emptible training, measured (lesson 13): a training process killed at random times and
 resumed from its last checkpoint, and the checkpoint interval that minimises the expected cost.
 
 - ``Launcher`` / ``run_preemptible``: trains ``gl.train`` in a separate process that is killed (SIGKILL, no

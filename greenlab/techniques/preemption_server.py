@@ -1,5 +1,5 @@
-"""The launcher process of ``greenlab.techniques.preemption`` (``python -m`` this module), for lesson 12
-(12_operating_training).
+"""The launcher process of ``greenlab.techniques.preemption`` (``python -m`` this module), for lesson 13
+(13_operating_training).
 
 It imports torch and greenlab's training loop once, prints ``{"ready": true}``, then reads one
 JSON request a line from stdin: ``{"cmd": "life", ...}`` forks a training process for one life

@@ -1,4 +1,4 @@
-"""A double-buffered loader (lesson 08): the next batch is prepared while the model trains on
+"""A double-buffered loader (lesson 07): the next batch is prepared while the model trains on
 this one, by one background thread, with at most ``depth`` batches waiting.
 
 A ``DataLoader`` with ``num_workers=0`` prepares each batch (indexing, augmentation, collation)

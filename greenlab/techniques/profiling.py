@@ -1,4 +1,4 @@
-"""Where the time goes, and how to watch it (lesson 08).
+"""Where the time goes, and how to watch it (lesson 07).
 
 - ``profile_steps``: a few training steps under ``torch.profiler``; the top operators as rows,
   and a Chrome trace (open in chrome://tracing or https://ui.perfetto.dev).

@@ -1,4 +1,4 @@
-"""This machine's roofline (lessons 00 and 02): the FLOP/s it reaches on a large matrix multiply,
+"""This machine's roofline (lessons 00 and 01): the FLOP/s it reaches on a large matrix multiply,
 the bytes/s it reaches on a large copy, and what a workload of a given arithmetic intensity
 (FLOPs per byte moved) can attain under both roofs (Williams, Waterman and Patterson, 2009).
 

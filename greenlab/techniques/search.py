@@ -1,5 +1,5 @@
-"""Efficient architecture search over greenlab's CNN family, with its own energy bill (lesson 05
-(05_architecture_search)).
+"""Efficient architecture search over greenlab's CNN family, with its own energy bill (lesson 04
+(04_architecture_search)).
 
 - ``SearchSpace``: depth x width x kernel size x separable convolutions; every candidate's
   parameters and FLOPs (``greenlab.training.models.count_params`` / ``flops``).

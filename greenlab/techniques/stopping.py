@@ -1,4 +1,4 @@
-"""Early stopping on validation accuracy with ``patience`` and ``min_delta`` (lesson 08).
+"""Early stopping on validation accuracy with ``patience`` and ``min_delta`` (lesson 07).
 
 The rule: the first evaluation sets the best accuracy; a later one *improves* when it beats the
 best by more than ``min_delta`` (and becomes the best); training stops once ``patience``

@@ -1,4 +1,4 @@
-"""Storage and data formats (lesson 12): how many bytes a training run keeps, and reading a
+"""Storage and data formats (lesson 13): how many bytes a training run keeps, and reading a
 dataset back from many small files against a few sequential tar shards.
 
 - ``training_storage``: bytes of the tokenised dataset, of one checkpoint (weights plus optimizer

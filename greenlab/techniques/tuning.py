@@ -1,4 +1,4 @@
-"""Lesson 13: tuning without waste. A full sweep against successive halving (ASHA, Optuna's pruner).
+"""Lesson 14: tuning without waste. A full sweep against successive halving (ASHA, Optuna's pruner).
 
 A *full sweep* trains every candidate configuration for the whole budget (``max_steps``) and keeps
 the best. *Successive halving* (Jamieson & Talwalkar 2016; asynchronous, ASHA: Li et al. 2020)

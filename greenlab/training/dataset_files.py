@@ -1,4 +1,4 @@
-"""A dataset handed to other processes (lessons 01 (01_scaling_out) and 13 (13_sharing_a_cluster)): the
+"""A dataset handed to other processes (lessons 08 (08_scaling_out) and 14 (14_sharing_a_cluster)): the
 parent saves a ``Dataset``'s tensors once to one file, each worker process memory-maps it, so every worker
 trains on exactly the parent's splits without loading or generating the data again.
 

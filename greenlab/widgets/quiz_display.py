@@ -12,7 +12,7 @@ def quiz(questions, title: str | None = None, display: str = "auto",
          show_answers: bool = False, shuffle: bool | None = None, seed: int | None = None) -> Quiz:
     """Show a knowledge check and return its :class:`Quiz`.
 
-    ``questions`` is a lesson's number or name (``"02"``, ``"02_mixed_precision"``),
+    ``questions`` is a lesson's number or name (``"01"``, ``"01_mixed_precision"``),
     read from the package's quiz data, or a list of question dicts, or a :class:`Quiz`.
     ``shuffle`` (default: True for a lesson, False otherwise) orders each question's
     options by :func:`shuffled` with ``seed`` (default :func:`session_seed`); answers

@@ -4,22 +4,22 @@ reads it with ``gl.reference.show``) to the function that records it."""
 from __future__ import annotations
 
 from benchmarks.gpu.experiments.lesson00_measurement_core import exp_measurement_core
-from benchmarks.gpu.experiments.lesson01_ddp_scaling import exp_ddp_scaling
-from benchmarks.gpu.experiments.lesson02_mixed_precision import exp_mixed_precision, exp_mixed_precision_resnet
-from benchmarks.gpu.experiments.lesson03_gradient_accumulation import exp_gradient_accumulation
-from benchmarks.gpu.experiments.lesson04_batch_sweep import exp_batch_sweep
-from benchmarks.gpu.experiments.lesson05_architecture_search import exp_architecture_search
-from benchmarks.gpu.experiments.lesson06_carbon import exp_carbon
-from benchmarks.gpu.experiments.lesson07_compression import exp_compression
-from benchmarks.gpu.experiments.lesson08_data_pipeline import exp_data_pipeline
+from benchmarks.gpu.experiments.lesson08_ddp_scaling import exp_ddp_scaling
+from benchmarks.gpu.experiments.lesson01_mixed_precision import exp_mixed_precision, exp_mixed_precision_resnet
+from benchmarks.gpu.experiments.lesson02_gradient_accumulation import exp_gradient_accumulation
+from benchmarks.gpu.experiments.lesson03_batch_sweep import exp_batch_sweep
+from benchmarks.gpu.experiments.lesson04_architecture_search import exp_architecture_search
+from benchmarks.gpu.experiments.lesson05_carbon import exp_carbon
+from benchmarks.gpu.experiments.lesson06_compression import exp_compression
+from benchmarks.gpu.experiments.lesson07_data_pipeline import exp_data_pipeline
 from benchmarks.gpu.experiments.lesson09_capstone import exp_capstone
 from benchmarks.gpu.experiments.lesson10_language_model import (
     exp_language_model, exp_language_model_compile, exp_language_model_recipes)
-from benchmarks.gpu.experiments.lesson11_language_model_serving import exp_language_model_serving
-from benchmarks.gpu.experiments.lesson12_operations import exp_operations
-from benchmarks.gpu.experiments.lesson13_sharing_a_cluster import exp_sharing_a_cluster
-from benchmarks.gpu.experiments.lesson14_beyond_the_data_centre import exp_beyond_the_data_centre
-from benchmarks.gpu.experiments.lesson15_fitting_in_memory import exp_fitting_in_memory
+from benchmarks.gpu.experiments.lesson12_language_model_serving import exp_language_model_serving
+from benchmarks.gpu.experiments.lesson13_operations import exp_operations
+from benchmarks.gpu.experiments.lesson14_sharing_a_cluster import exp_sharing_a_cluster
+from benchmarks.gpu.experiments.lesson15_beyond_the_data_centre import exp_beyond_the_data_centre
+from benchmarks.gpu.experiments.lesson11_fitting_in_memory import exp_fitting_in_memory
 
 RUNNERS = {
     "measurement_core": exp_measurement_core,

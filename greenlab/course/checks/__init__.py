@@ -9,15 +9,15 @@ their own, named after the lesson's topic, and are all reachable here by the exe
     gl.check.joules_per_gflop(joules_per_gflop)   # a green tick, a red cross or a grey "not attempted"
 """
 
-from greenlab.course.checks.accumulation import accumulate_gradients, batchnorm_fix  # lesson 03
+from greenlab.course.checks.accumulation import accumulate_gradients, batchnorm_fix  # lesson 02
 from greenlab.course.checks.batching import (
     batch_then_lr_schedule,
     noise_scale_from_norms,
     scaled_lr_with_warmup,
 )
 from greenlab.course.checks.capstone import capstone_submission, one_cycle  # lesson 09
-from greenlab.course.checks.carbon import best_start_hour, co2e_grams, schedule_jobs  # lesson 06
-from greenlab.course.checks.cluster import easy_backfill, promote  # lesson 13
+from greenlab.course.checks.carbon import best_start_hour, co2e_grams, schedule_jobs  # lesson 05
+from greenlab.course.checks.cluster import easy_backfill, promote  # lesson 14
 from greenlab.course.checks.compression import (
     break_even,
     channel_prune,
@@ -30,16 +30,16 @@ from greenlab.course.checks.compression import (
 from greenlab.course.checks.core import (
     FAILED, NOT_ATTEMPTED, PASSED, Check, check_close, check_function, check_gradients_match, is_placeholder,
     number_or_none)
-from greenlab.course.checks.data_pipeline import early_stopping, most_uncertain, prefetch_loader  # lesson 08
-from greenlab.course.checks.federated import fedavg_aggregate, round_bytes  # lesson 14
+from greenlab.course.checks.data_pipeline import early_stopping, most_uncertain, prefetch_loader  # lesson 07
+from greenlab.course.checks.federated import fedavg_aggregate, round_bytes  # lesson 15
 from greenlab.course.checks.knowledge import quiz_answer  # every lesson's knowledge check, graded
-from greenlab.course.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 11, 15
+from greenlab.course.checks.language_models import lora_trainable_params, zero_bytes_per_rank  # lessons 12, 11
 from greenlab.course.checks.lm_serving import (
     int8_per_channel,
     kv_cache_bytes,
     kv_decode_step,
     lora_linear,
-)  # lesson 11
+)  # lesson 12
 from greenlab.course.checks.lm_training import (
     activation_bytes_per_layer,
     causal_attention,
@@ -52,9 +52,9 @@ from greenlab.course.checks.measuring import (
     integrate_power,
     joules_per_gflop,
 )  # lesson 00
-from greenlab.course.checks.operations import daly_interval, idle_alert, young_interval  # lesson 12
-from greenlab.course.checks.precision import amp_step, fp16_flush_fractions, loss_scaler  # lesson 02
-from greenlab.course.checks.scaling import (  # lesson 01
+from greenlab.course.checks.operations import daly_interval, idle_alert, young_interval  # lesson 13
+from greenlab.course.checks.precision import amp_step, fp16_flush_fractions, loss_scaler  # lesson 01
+from greenlab.course.checks.scaling import (  # lesson 08
     energy_per_device_hour, ring_all_reduce, scale_out_costs, watts_per_device)
 from greenlab.course.checks.search import (
     grad_norm_proxy,
@@ -62,7 +62,7 @@ from greenlab.course.checks.search import (
     regularized_evolution,
     separable_conv_flops,
 )
-from greenlab.course.checks.statement import stakeholder_statement  # lessons 06 and 09
+from greenlab.course.checks.statement import stakeholder_statement  # lessons 05 and 09
 
 __all__ = [
     "Check", "PASSED", "FAILED", "NOT_ATTEMPTED", "is_placeholder", "check_close", "check_function",

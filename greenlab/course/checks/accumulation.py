@@ -1,4 +1,4 @@
-"""Lesson 03 (gradient accumulation): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 02 (gradient accumulation): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 

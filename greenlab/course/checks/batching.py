@@ -1,4 +1,4 @@
-"""Lesson 04 (dynamic batch sizing): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 03 (dynamic batch sizing): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lesson 06 (carbon metrics): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 05 (carbon metrics): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lesson 13 (sharing a cluster): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 14 (sharing a cluster): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 

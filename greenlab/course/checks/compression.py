@@ -1,4 +1,4 @@
-"""Lesson 07 (compression): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 06 (compression): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lesson 08 (the data pipeline): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 07 (the data pipeline): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 

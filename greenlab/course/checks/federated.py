@@ -1,4 +1,4 @@
-"""Lesson 14 (federated learning and edge inference): its exercise checkers, exposed as
+"""Lesson 15 (federated learning and edge inference): its exercise checkers, exposed as
 ``gl.check.<name>``."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The knowledge check as a graded answer (every lesson): one question of a lesson's quiz.
 
 In an nbgrader course (``python -m greenlab.course.nbgrader``) each question becomes an autograded
-cell, ``gl.check.quiz_answer("03", quiz_answers, 2).assert_passed()``; the feedback a learner sees
+cell, ``gl.check.quiz_answer("02", quiz_answers, 2).assert_passed()``; the feedback a learner sees
 for a wrong answer is the option's own feedback from the quiz data.
 """
 

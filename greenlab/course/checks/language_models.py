@@ -1,4 +1,4 @@
-"""Lessons 11 and 15 (adapting and serving a small language model; fitting it in memory): their exercise
+"""Lessons 12 and 11 (adapting and serving a small language model; fitting it in memory): their exercise
 checkers, exposed as ``gl.check.<name>`` (e.g. ``gl.check.zero_bytes_per_rank(fn)``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lesson 11 (adapting and serving a small language model): checkers of the techniques the learner
+"""Lesson 12 (adapting and serving a small language model): checkers of the techniques the learner
 writes, run on tiny tensors against the library's (or PyTorch's own) implementation.
 
     gl.check.lora_linear(MyLoRALinear)     # a class (base, rank, alpha) -> module, against greenlab.techniques.lm.lora

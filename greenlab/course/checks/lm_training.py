@@ -1,4 +1,4 @@
-"""Lessons 10 and 15 (training a small language model; fitting it in memory): checkers of the techniques the learner writes,
+"""Lessons 10 and 11 (training a small language model; fitting it in memory): checkers of the techniques the learner writes,
 run on tiny tensors against the library's (or PyTorch's own) implementation.
 
     gl.check.causal_attention(fn)          # fn(q, k, v) -> output, against scaled_dot_product_attention

@@ -1,4 +1,4 @@
-"""Lesson 12 (operating training): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 13 (operating training): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lesson 02 (mixed precision): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 01 (mixed precision): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lesson 01 (the cost-benefit of scaling out): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 08 (the cost-benefit of scaling out): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lesson 05 (efficient architecture search): its exercise checkers, exposed as ``gl.check.<name>``."""
+"""Lesson 04 (efficient architecture search): its exercise checkers, exposed as ``gl.check.<name>``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from greenlab.course.checks.core import (
     is_placeholder, number_or_none)
 from greenlab.techniques.search import Arch, SearchSpace, grad_norm, pareto_front
 
-# Lesson 05 (architecture search) checkers: separable_conv_flops, pareto_indices,
+# Lesson 04 (architecture search) checkers: separable_conv_flops, pareto_indices,
 # regularized_evolution, grad_norm_proxy.
 
 

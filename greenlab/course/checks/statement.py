@@ -1,4 +1,4 @@
-"""The learner's stakeholder statement (lessons 06 and 09): the elements a decision needs.
+"""The learner's stakeholder statement (lessons 05 and 09): the elements a decision needs.
 
 A statement for a non-technical reader passes when it holds all five, each found by a pattern:
 

@@ -1,5 +1,5 @@
-"""Dynamic batch sizing: how big a batch fits, how big a batch helps, and what it costs (lessons 03
-(03_gradient_accumulation), 04 (04_batch_sizing) and 10 (10_language_model)). One module per idea; every name is
+"""Dynamic batch sizing: how big a batch fits, how big a batch helps, and what it costs (lessons 02
+(02_gradient_accumulation), 03 (03_batch_sizing) and 10 (10_language_model)). One module per idea; every name is
 also here, as ``gl.batching.<name>``.
 
 - ``max_batch``: ``find_max_batch``, the largest batch a training step fits in, found by running real steps

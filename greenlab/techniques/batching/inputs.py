@@ -1,4 +1,4 @@
-"""What the batching tools share about their inputs (lesson 04 (04_batch_sizing)): counts and epochs checked
+"""What the batching tools share about their inputs (lesson 03 (03_batch_sizing)): counts and epochs checked
 one way, a dataset's training tensors, the device of a model, and a CPU copy of its state, so that probing and
 measuring can leave the model as they found it.
 """

@@ -1,5 +1,5 @@
-"""How big a batch fits (lessons 03 (03_gradient_accumulation), 04 (04_batch_sizing) and 10 (10_language_model);
-the GPU experiment of lesson 15 (15_fitting_in_memory) reads its peak memory).
+"""How big a batch fits (lessons 02 (02_gradient_accumulation), 03 (03_batch_sizing) and 10 (10_language_model);
+the GPU experiment of lesson 11 (11_fitting_in_memory) reads its peak memory).
 
 ``find_max_batch``: the largest batch a training step fits in, found by running real steps (on CUDA until a
 real out-of-memory error; on a CPU against an explicit memory budget, using the measured tensor memory of each

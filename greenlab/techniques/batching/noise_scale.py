@@ -1,4 +1,4 @@
-"""How big a batch helps (lesson 04 (04_batch_sizing)): the "simple" gradient noise scale B_simple of
+"""How big a batch helps (lesson 03 (03_batch_sizing)): the "simple" gradient noise scale B_simple of
 McCandlish et al. (2018), measured from gradient norms at two batch sizes.
 """
 

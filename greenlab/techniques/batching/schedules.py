@@ -1,4 +1,4 @@
-"""Batch-size and learning-rate schedules (lessons 03 (03_gradient_accumulation) and 04 (04_batch_sizing)).
+"""Batch-size and learning-rate schedules (lessons 02 (02_gradient_accumulation) and 03 (03_batch_sizing)).
 
 - Batch-size schedules for ``TrainConfig.batch_schedule``: ``constant``, ``stepwise``, ``ramp``,
   ``on_plateau``; learning-rate helpers ``linear_scaling_lr``, ``warmup``, ``goyal_warmup``

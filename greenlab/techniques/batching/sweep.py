@@ -1,4 +1,4 @@
-"""What a batch size costs (lesson 04 (04_batch_sizing)): ``sweep_batch_sizes`` trains at each batch size and
+"""What a batch size costs (lesson 03 (03_batch_sizing)): ``sweep_batch_sizes`` trains at each batch size and
 records energy and time to a target accuracy; ``sweep_cost`` is what the sweep itself cost; ``plot_sweep``
 draws it.
 """

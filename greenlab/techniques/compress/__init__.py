@@ -1,4 +1,4 @@
-"""Compression: pruning, quantisation, distillation and transfer learning (lesson 07), and
+"""Compression: pruning, quantisation, distillation and transfer learning (lesson 06), and
 whether it pays back. One module per technique; every name is also here, as ``gl.compress.<name>``.
 
 Every function that compresses a model returns a new model and leaves the one passed in untouched.

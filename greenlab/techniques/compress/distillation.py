@@ -1,4 +1,4 @@
-"""Knowledge distillation and transfer learning (lesson 07).
+"""Knowledge distillation and transfer learning (lesson 06).
 
 - ``distill``: knowledge distillation (Hinton, Vinyals and Dean, 2015, "Distilling the Knowledge
   in a Neural Network", arXiv:1503.02531), measured with ``greenlab.energy.measure``.

@@ -1,4 +1,4 @@
-"""Does compression pay back? (lesson 07): the measured cost of an inference, paired
+"""Does compression pay back? (lesson 06): the measured cost of an inference, paired
 comparisons of inference speed and energy, and the break-even in predictions.
 """
 

@@ -1,4 +1,4 @@
-"""Pruning (lesson 07): zero the smallest weights, or remove whole channels.
+"""Pruning (lesson 06): zero the smallest weights, or remove whole channels.
 
 - ``prune_unstructured``: zero the smallest weights (global L1 magnitude, through
   ``torch.nn.utils.prune.global_unstructured``). The tensors keep their shape, so dense

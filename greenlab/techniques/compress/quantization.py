@@ -1,4 +1,4 @@
-"""Quantisation (lesson 07): int8 models, and the arithmetic one tensor at a time.
+"""Quantisation (lesson 06): int8 models, and the arithmetic one tensor at a time.
 
 - ``quantize_dynamic`` / ``quantize_static``: int8 through ``torch.ao.quantization`` (eager dynamic
   quantisation of ``nn.Linear``; FX graph mode static quantisation with calibration). Quantised

@@ -1,5 +1,5 @@
-"""A real data-parallel training run, launched through torchrun (lessons 01 (01_scaling_out) and 03
-(03_gradient_accumulation)). One module per idea; every name is also here, as ``gl.ddp.<name>``.
+"""A real data-parallel training run, launched through torchrun (lessons 08 (08_scaling_out) and 02
+(02_gradient_accumulation)). One module per idea; every name is also here, as ``gl.ddp.<name>``.
 
 - ``launch``: ``run_ddp(nprocs, ...)`` writes a JSON config, starts::
 

@@ -1,4 +1,4 @@
-"""The launch of a data-parallel run (lessons 01 (01_scaling_out) and 03 (03_gradient_accumulation)):
+"""The launch of a data-parallel run (lessons 08 (08_scaling_out) and 02 (02_gradient_accumulation)):
 ``run_ddp(nprocs, ...)`` writes a JSON config, starts::
 
     python -m torch.distributed.run --standalone --nproc_per_node=N -m greenlab.techniques.ddp.worker --config FILE

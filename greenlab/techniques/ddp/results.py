@@ -1,4 +1,4 @@
-"""What a data-parallel run measured, and how it reads (lesson 01 (01_scaling_out)): ``DDPResult`` (times in
+"""What a data-parallel run measured, and how it reads (lesson 08 (08_scaling_out)): ``DDPResult`` (times in
 seconds, energy in joules, per worker and per node), ``scaling_report`` (speedup and efficiency against a
 baseline), ``stakeholder_summary`` (a paragraph from the measured figures), ``energy_breakdown`` and
 ``power_profile``.

@@ -1,4 +1,4 @@
-"""One torchrun worker of a data-parallel run (lesson 01 (01_scaling_out)); ``python -m greenlab.techniques.ddp.worker
+"""One torchrun worker of a data-parallel run (lesson 08 (08_scaling_out)); ``python -m greenlab.techniques.ddp.worker
 --config FILE`` in every process.
 
 Each worker memory-maps the dataset the parent saved, wraps the same model in

@@ -1,5 +1,5 @@
 """A small language model, trained on text every Python installation ships, measured in joules per token
-(lessons 10 (10_language_model), 11 (11_adapting_and_serving) and 15 (15_fitting_in_memory); part of layer 6,
+(lessons 10 (10_language_model), 12 (12_adapting_and_serving) and 11 (11_fitting_in_memory); part of layer 6,
 techniques). One module per idea; the model's names are also here, as ``gl.lm.<name>``:
 
     corpus = gl.lm.load_corpus()                       # CPython's pydoc topics, bytes, PSF licence

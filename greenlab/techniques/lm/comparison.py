@@ -1,4 +1,4 @@
-"""Language-model runs against each other (lessons 10 (10_language_model) and 11 (11_adapting_and_serving)):
+"""Language-model runs against each other (lessons 10 (10_language_model) and 12 (12_adapting_and_serving)):
 paired repeats (``compare_lm``, a ``greenlab.experiments.Comparison`` with verdicts and intervals), one tuning
 budget for the learning rate (``tune_lr``), and the verdicts in words.
 """

@@ -1,5 +1,5 @@
-"""The text a language model learns from (lessons 10 (10_language_model), 11 (11_adapting_and_serving) and 15
-(15_fitting_in_memory)): byte corpora that ship with every Python installation, split once, and random windows
+"""The text a language model learns from (lessons 10 (10_language_model), 12 (12_adapting_and_serving) and 11
+(11_fitting_in_memory)): byte corpora that ship with every Python installation, split once, and random windows
 of them as batches.
 
 Byte-level (a vocabulary of 256), so no tokenizer is downloaded; sizes in bytes are sizes in tokens.

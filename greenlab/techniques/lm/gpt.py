@@ -1,5 +1,5 @@
-"""TinyGPT, a decoder-only byte-level transformer (lessons 10 (10_language_model), 11 (11_adapting_and_serving)
-and 15 (15_fitting_in_memory)): its blocks, its causal attention (``torch.nn.functional.scaled_dot_product_attention``),
+"""TinyGPT, a decoder-only byte-level transformer (lessons 10 (10_language_model), 12 (12_adapting_and_serving)
+and 11 (11_fitting_in_memory)): its blocks, its causal attention (``torch.nn.functional.scaled_dot_product_attention``),
 optional activation checkpointing per block or per segment (``torch.utils.checkpoint``), and its loss in nats
 per byte (cross-entropy with the natural log).
 """

@@ -1,5 +1,5 @@
-"""Low-rank adaptation (LoRA, Hu et al., 2021): fine-tune a few small matrices instead of every weight (lesson 11
-(11_adapting_and_serving)).
+"""Low-rank adaptation (LoRA, Hu et al., 2021): fine-tune a few small matrices instead of every weight (lesson 12
+(12_adapting_and_serving)).
 
     gl.lora.add_lora(model, rank=4)      # freezes the model, adds trainable A, B beside each linear layer
     gl.count_params(model)               # trainable parameters only
@@ -11,7 +11,7 @@ A and B get gradients and optimizer state.
 The library for this on Hugging Face models is peft. With this course's PyTorch it adapts the
 lesson's model too (the same 8,192 trainable parameters at rank 4), but it brings transformers,
 accelerate and huggingface_hub (about 230 MB) and takes seconds to import on a small CPU, for a
-mechanism this module shows whole in a few lines, and that lesson 11's exercise asks learners to count.
+mechanism this module shows whole in a few lines, and that lesson 12's exercise asks learners to count.
 """
 
 from __future__ import annotations

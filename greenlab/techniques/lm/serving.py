@@ -1,5 +1,5 @@
 """Serving a ``greenlab.techniques.lm.gpt.TinyGPT``: generation with and without a KV cache, weight-only int8
-linear layers (torchao, optional at run time), and joules per generated token (lesson 11 (11_adapting_and_serving)).
+linear layers (torchao, optional at run time), and joules per generated token (lesson 12 (12_adapting_and_serving)).
 
     text = gl.lm_serve.generate(model, prompts, new_tokens=64, kv_cache=True)
     run = gl.lm_serve.measure_generation(model, prompts, new_tokens=64, kv_cache=True)

@@ -1,5 +1,5 @@
-"""Memory and communication arithmetic of data, sharded, tensor and pipeline parallelism (lessons 01
-(01_scaling_out) and 15 (15_fitting_in_memory)).
+"""Memory and communication arithmetic of data, sharded, tensor and pipeline parallelism (lessons 08
+(08_scaling_out) and 11 (11_fitting_in_memory)).
 
 Counted facts, not measurements: bytes each rank holds and sends per training step, from a
 model's parameter count and activation sizes.

@@ -1,5 +1,5 @@
-"""ZeRO stage 0 against stage 3, measured: the same small transformer trained with DDP and with FSDP (lesson 15
-(15_fitting_in_memory)).
+"""ZeRO stage 0 against stage 3, measured: the same small transformer trained with DDP and with FSDP (lesson 11
+(11_fitting_in_memory)).
 
 ``run_ddp_vs_fsdp()`` launches ``world_size`` CPU processes through torchrun (backend gloo, one
 thread each; the launch, timeout and error collection of ``greenlab.techniques.ddp``). In every process it

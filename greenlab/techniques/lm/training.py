@@ -1,5 +1,5 @@
-"""Training a language model, measured in joules per token (lessons 10 (10_language_model) and 11
-(11_adapting_and_serving)).
+"""Training a language model, measured in joules per token (lessons 10 (10_language_model) and 12
+(12_adapting_and_serving)).
 
 ``train_lm`` is one ``greenlab.measure`` window around the training steps; each evaluation point in ``history``
 carries the cumulative joules, so the energy to reach a validation loss is read off it. ``LMConfig`` says what
