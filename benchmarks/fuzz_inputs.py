@@ -44,6 +44,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1884,7 +1885,7 @@ def fuzz_cli() -> tuple[dict, dict]:
 LESSONS_12_15 = "lessons 11, 13-15"  # --only this: just the entry points added for lessons 11 and 13 to 15
 
 
-def fuzz(examples: int, tmp: Path, only: str | None = None) -> dict:
+def fuzz(examples: int, tmp: Path, only: str | None = None, progress=None, exclude=()) -> dict:
     """Run ``examples`` bad inputs per entry point, then every extreme-together call (as the
     entry point "extreme together"); returns {entry point: [(arg, value, outcome, detail)]}."""
     record: dict = {}
@@ -1896,10 +1897,14 @@ def fuzz(examples: int, tmp: Path, only: str | None = None) -> dict:
                     continue
             elif only and only not in ep.name:
                 continue
+            if any(word in ep.name for word in exclude):
+                continue
             rows = record.setdefault(ep.name, [])
             arg_value = st.sampled_from(sorted(ep.bad)).flatmap(lambda a, ep=ep: st.tuples(st.just(a), ep.bad[a]))
 
             _run_one(ep, rows, arg_value, examples)
+            if progress is not None:
+                progress(ep.name, rows)
         if group is None and (not only or only in "extreme together"):
             record["extreme together"] = [("several", name, outcome, detail)
                                           for name, outcome, detail in fuzz_combos(tmp, examples)]
@@ -1969,9 +1974,22 @@ def summary(record: dict, limit: int = 60) -> tuple[dict, str]:
     return totals, "\n".join(lines)
 
 
+def _progress(name: str, rows: list) -> None:
+    counts = {o: sum(1 for r in rows if r[2] == o) for o in OUTCOMES}
+    print(f"{time.strftime('%H:%M:%S')} {name:<38} {len(rows):>6} " + " ".join(f"{counts[o]:>10}" for o in OUTCOMES),
+          file=sys.stderr, flush=True)
+    for arg, value, outcome, detail in rows:
+        if outcome not in ("clear", "legitimate"):
+            print(f"    {outcome:<10} {name}({arg}={value}): {detail[:200]}", file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=6, help="bad inputs per entry point (default 6)")
+    parser.add_argument("--exclude", default="", help="comma-separated: leave out entry points whose name "
+                                                         "contains any of these")
+    parser.add_argument("--progress", action="store_true",
+                        help="print each entry point's counts (and its bad inputs) to stderr as soon as it is done")
     parser.add_argument("--only", default=None, help="fuzz only entry points whose name contains this "
                                                      f"('{LESSONS_12_15}': those added for lessons 11 and 13 to 15; '{EVERY}': "
                                                      "the standard bad values on every parameter of every gl.* callable "
@@ -1986,7 +2004,8 @@ def main(argv=None) -> int:
             record.update(cli_record)
             skipped.update(cli_skipped)
         else:
-            record, skipped = fuzz(args.examples, Path(tmp), args.only), {}
+            record, skipped = fuzz(args.examples, Path(tmp), args.only, _progress if args.progress else None,
+                                   [w for w in args.exclude.split(",") if w]), {}
     totals, text = summary(record, limit=400 if args.only else 60)
     print(text)
     for name, why in skipped.items():
