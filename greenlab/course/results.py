@@ -202,7 +202,10 @@ def add_arguments(parser) -> None:
 
 
 def run_from_args(args) -> int:
-    if getattr(args, "from_json", None):
+    if getattr(args, "from_json", None) is not None:
+        if not args.from_json.strip() or "\x00" in args.from_json or not Path(args.from_json).is_file():
+            print(f"error: --from-json must be a results.json file, got {args.from_json!r}", file=sys.stderr)
+            return 2
         if not args.lesson_times:
             print("error: --from-json goes with --lesson-times", file=sys.stderr)
             return 2

@@ -36,12 +36,13 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
         return Check(name, FAILED, "the config is valid, but no run was given: train it with gl.train.")
     if not hasattr(result, "joules_to_target") or not hasattr(result, "joules"):
         return Check(name, FAILED, f"result must be a RunResult from gl.train, got {type(result).__name__}.")
-    impossible = [f"result.{what} is {value!r}" for what, value in
-                  (("joules", result.joules), ("joules_to_target", result.joules_to_target))
-                  if not (what == "joules_to_target" and value is None) and not _energy(value)]
+    reached = result.joules_to_target is not None
+    figures = [("joules", result.joules)] + ([("joules_to_target", result.joules_to_target),
+                                              ("seconds_to_target", result.seconds_to_target)] if reached else [])
+    impossible = [f"result.{what} is {value!r}" for what, value in figures if not _energy(value)]
     if impossible:
-        return Check(name, FAILED, "the run's energy is not a figure a run can have (a finite number of joules "
-                     "> 0): " + "; ".join(impossible) + ".", ["pass the RunResult gl.train returned, unchanged."])
+        return Check(name, FAILED, "the run's figures are not ones a run can have (a finite number > 0): "
+                     + "; ".join(impossible) + ".", ["pass the RunResult gl.train returned, unchanged."])
     if result.joules_to_target is None:
         best = (f"{result.best_accuracy:.1%}" if isinstance(result.best_accuracy, (int, float))
                 and not isinstance(result.best_accuracy, bool) else "n/a")
@@ -65,7 +66,7 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
 
 
 def _energy(value) -> bool:
-    """True for an energy a run can report: a finite real number of joules > 0."""
+    """True for an energy (or a time) a run can report: a finite real number > 0."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             and value > 0)
 

@@ -501,7 +501,7 @@ def check_function(
         except Exception as exc:  # the learner's code failed: report it, never raise
             if isinstance(expected, type) and isinstance(exc, expected):
                 continue
-            failures.append(f"{call} raised {type(exc).__name__}: {exc}")
+            failures.append(f"{call} raised {exception_text(exc)}")
             continue
         if isinstance(expected, type) and issubclass(expected, BaseException):
             failures.append(f"{call} returned {_short(got)}; expected it to raise {expected.__name__}")
@@ -538,8 +538,8 @@ def check_gradients_match(model_a: Any, model_b: Any, atol: float = 1e-6, rtol: 
     try:
         params_a = dict(model_a.named_parameters())
         params_b = dict(model_b.named_parameters())
-    except AttributeError as exc:
-        return Check(label, FAILED, f"expected two torch.nn.Module objects ({exc}).")
+    except Exception as exc:  # not a module, or one that breaks: a wrong answer, never an error
+        return Check(label, FAILED, f"expected two torch.nn.Module objects ({exception_text(exc)}).")
     if list(params_a) != list(params_b):
         only_a = sorted(set(params_a) - set(params_b))
         only_b = sorted(set(params_b) - set(params_a))
@@ -606,9 +606,12 @@ def dtype_rtol(value: Any) -> float:
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
         else:
-            dtype = str(getattr(item, "dtype", "")).replace("torch.", "")
-            if dtype in _EPSILON and getattr(item, "shape", None) is not None:
-                found = max(found, _ROUNDINGS * _EPSILON[dtype])
+            try:  # an answer whose attributes raise has no dtype
+                dtype = str(getattr(item, "dtype", "")).replace("torch.", "")
+                if dtype in _EPSILON and getattr(item, "shape", None) is not None:
+                    found = max(found, _ROUNDINGS * _EPSILON[dtype])
+            except Exception:
+                continue
     return found
 
 
