@@ -5,6 +5,15 @@
     python benchmarks/fuzz_inputs.py --only 'lessons 11, 13-15'   # the entry points added for lessons 11, 13-15
     python benchmarks/fuzz_inputs.py --only every    # NaN, inf, -1, a wrong type, "", 10**12 on each
                                                      # parameter of everything gl.* exports
+    python benchmarks/fuzz_inputs.py --only check.   # every gl.check checker and helper
+    python benchmarks/fuzz_inputs.py --only course   # the course tools, as their command lines
+    python benchmarks/fuzz_inputs.py --only rapl     # (or nvml, apple, amd): the vendor energy sources
+
+The checkers are given wrong answers (functions that raise, return NaN, None, wrong shapes,
+objects that equal anything or break on use) and must fail the check with a message; passing
+one is a silent acceptance, raising for it a crash. The vendor sources read fake counters that
+give impossible readings, which must leave the window incomplete. The course tools run in a
+scratch folder and must exit non-zero naming the option; exit 0 on a bad value is silent.
 
 Every input is bad by construction: exactly one argument of an otherwise valid call is replaced
 by a value outside its accepted range (wrong type, NaN/inf, negative, too large, an unknown name,
@@ -35,6 +44,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -377,6 +387,10 @@ def entry_points(tmp: Path) -> list[EntryPoint]:
     eps += language_model_entry_points(tmp)
     eps += other_new_entry_points(tmp)
     eps += lessons_12_to_15_entry_points(tmp)
+    eps += checker_entry_points(tmp)
+    eps += vendor_entry_points(tmp)
+    eps += face_entry_points(tmp)
+    eps += course_tool_entry_points(tmp)
     add("quiz.load", gl.quiz.__module__ and __import__("greenlab.course.quiz", fromlist=["load"]).load,
         {"lesson": "00"},
         {"lesson": name_not_in(lambda s: s in __import__("greenlab.course.quiz", fromlist=["lessons"]).lessons())})
@@ -588,13 +602,14 @@ def lessons_12_to_15_entry_points(tmp: Path) -> list[EntryPoint]:
 
     import torch
 
+    from greenlab.base import limits
     from greenlab.course import leaderboard
     from greenlab.energy import measure
     from greenlab.energy.amd import AmdCounterSource, AmdPowerSource
     from greenlab.energy.apple import AppleSocSource
     from greenlab.impact import idle, network
-    from greenlab.techniques import (cluster, edge, federated, hogwild, monitoring, preemption, storage,
-                                     tuning)
+    from greenlab.techniques import (cluster, edge, federated, hogwild, monitoring, preemption, roofline,
+                                     storage, tuning)
     from greenlab.techniques.lm import sharding_run
     from greenlab.training import data, models
     from greenlab.training.loop import TrainConfig
@@ -632,14 +647,14 @@ def lessons_12_to_15_entry_points(tmp: Path) -> list[EntryPoint]:
     add("preemption.checkpoint_write_cost", preemption.checkpoint_write_cost,
         {"model": net, "optimizer": opt, "folder": tmp / "writes", "writes": 1, "min_seconds": 0.0},
         {"folder": st.sampled_from([tmp / "a_file.pt", tmp / "missing", "/dev/null", 3, None]),
-         "writes": integer(1, 10**6), "min_seconds": number(0)})
+         "writes": integer(1, 10**6), "min_seconds": number(0, limits.MEASURE_LIMIT_S)})
     # the cluster simulator
     job = dict(name="j", user="u", arrival_s=0.0, gpus=1, duration_s=10.0, estimate_s=20.0)
     add("cluster.Job", cluster.Job, job,
         {"arrival_s": number(), "gpus": integer(1), "duration_s": number(0, low_open=True),
          "estimate_s": number(0, low_open=True), "priority": integer(), "name": not_a(str), "user": not_a(str)})
     add("cluster.synthetic_trace", cluster.synthetic_trace, {"n_jobs": 5, "n_gpus": 4},
-        {"n_jobs": integer(1, 10**6), "n_gpus": integer(1), "mean_interarrival_s": number(0, low_open=True),
+        {"n_jobs": integer(1, cluster.MAX_JOBS), "n_gpus": integer(1), "mean_interarrival_s": number(0, low_open=True),
          "duration_sigma": number(0), "max_overestimate": number(1), "high_priority_share": number(0, 1),
          "gpu_choices": st.sampled_from([(0, 1), (1.5, 2), (True, 2), (-1, 1)]),
          "gpu_weights": st.sampled_from([(math.nan, 1, 1, 1), (0, 0, 0, 0), (-1, 1, 1, 1), (math.inf, 1, 1, 1)])},
@@ -647,7 +662,7 @@ def lessons_12_to_15_entry_points(tmp: Path) -> list[EntryPoint]:
     trace = cluster.synthetic_trace(n_jobs=8, n_gpus=4)
     add("cluster.simulate", cluster.simulate, {"jobs": trace, "n_gpus": 4},
         {"n_gpus": integer(1), "idle_watts": number(0, optional=True), "gang": flag(),
-         "jobs": st.sampled_from([[object()], 3, "jobs", [None]])})
+         "jobs": st.sampled_from([[object()], 3, "jobs", [None], trace * (cluster.MAX_JOBS // len(trace) + 1)])})
     result = cluster.simulate(trace, 4)
     add("ClusterResult.wait_percentile_s", lambda q: result.wait_percentile_s(q), {"q": 95},
         {"q": number(0, 100)}, aliases={"q": ["percentile"]})
@@ -684,8 +699,16 @@ def lessons_12_to_15_entry_points(tmp: Path) -> list[EntryPoint]:
         {"paths": st.sampled_from([[damaged], [tmp / "missing.tar"], 3])}, aliases={"paths": ["shard", "path"]},
         paths=("paths",))
     add("storage.compare_reads", storage.compare_reads, {"x": x, "y": y, "folder": tmp / "layouts"},
-        {"repeats": integer(1), "passes": integer(1), "samples_per_shard": integer(1), "min_window_s": number(0),
+        {"repeats": integer(1, 2**40), "passes": integer(1, 2**40), "samples_per_shard": integer(1),
+         "min_window_s": number(0, limits.MEASURE_LIMIT_S),
          "x": wrong_object(), "y": wrong_object()}, aliases={"x": ["tensor"], "y": ["tensor"]})
+    # measurement helpers: windows within the time one measurement may take
+    add("roofline.seconds_per_call", roofline.seconds_per_call,
+        {"fn": lambda: None, "device": "cpu", "min_seconds": 0.001, "rounds": 1},
+        {"min_seconds": number(0, limits.MEASURE_LIMIT_S, low_open=True), "rounds": integer(1, 2**40)})
+    add("roofline.measure", roofline.measure,
+        {"device": "cpu", "matmul_n": 8, "copy_bytes": 1024, "min_seconds": 0.001, "rounds": 1, "reuse": False},
+        {"min_seconds": number(0, limits.MEASURE_LIMIT_S, low_open=True), "rounds": integer(1, 2**40)})
     # monitoring, idle capacity, the network and the edge
     add("monitoring.alert_times", monitoring.alert_times,
         {"times_s": [0.0, 1.0, 2.0], "values": [5.0, 1.0, 1.0], "below": 2.0, "for_s": 1.0},
@@ -744,7 +767,8 @@ def lessons_12_to_15_entry_points(tmp: Path) -> list[EntryPoint]:
 
     apple = read_window(lambda state: AppleSocSource(types.SimpleNamespace(get_cumulative_energy=lambda: Metrics(state)),
                                                      "cpu", ("cpu_total_mj",)))
-    readings = st.sampled_from([math.nan, math.inf, -math.inf, -5.0, 1.2e24, 1e300])
+    readings = st.one_of(st.sampled_from([math.nan, math.inf, -math.inf, -5.0, 1.2e24, 1e300, True, None, "5", 1j]),
+                         st.floats(max_value=-1e-9), st.floats(min_value=1e15, allow_infinity=False))
     add("apple.AppleSocSource reading", lambda reading: apple(reading), {"reading": 2000.0}, {"reading": readings})
     smi = types.SimpleNamespace()
     amd = read_window(lambda state: AmdCounterSource(types.SimpleNamespace(amdsmi_get_energy_count=lambda h: {
@@ -756,13 +780,17 @@ def lessons_12_to_15_entry_points(tmp: Path) -> list[EntryPoint]:
         source = AmdPowerSource(types.SimpleNamespace(amdsmi_get_power_info=lambda h: {
             "current_socket_power": next(values)}), 0, "gpu:0")
         with measure("fuzz", sources=[source], sync=False) as window:
-            source.poll()
+            try:  # as the window's poller does: a failed poll is recorded by the source, not raised
+                source.poll()
+            except Exception:
+                pass
         if window.result.complete and math.isfinite(window.result.joules):
             return window.result
         raise ValueError(f"reading {reading!r} left the window incomplete")
 
     add("amd.AmdPowerSource reading", amd_power, {"reading": 100.0},
-        {"reading": st.sampled_from([math.nan, math.inf, -20.0, 1e9])})
+        {"reading": st.one_of(st.sampled_from([math.nan, math.inf, -20.0, 1e9, True, None, "100", 1j]),
+                              st.floats(max_value=-1e-9), st.floats(min_value=1e4, allow_infinity=False))})
     del smi
     return eps
 
@@ -772,6 +800,698 @@ def gl_power_monitor(**kw):
     from greenlab.energy import PowerMonitor
 
     return PowerMonitor(**kw).start().stop()
+
+
+def face_entry_points(tmp: Path) -> list[EntryPoint]:
+    """The gl.* functions the enumerated pass cannot call without a valid call to start from:
+    compare, format_bytes, plain_number, headline, quiz (each also gives that pass its base)."""
+    import torch
+
+    import greenlab as gl
+    from fakes import SlopeSource
+    from greenlab import experiments
+    from greenlab.training import data, models
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(24, 1, 4, 4, generator=g), torch.arange(24) % 3
+    ds = data.Dataset("tiny", x, y, x[:8].clone(), y[:8].clone(), num_classes=3, source="generated")
+
+    def mlp(config=None):
+        return models.build("mlp", input_shape=(1, 4, 4), hidden=(8,), num_classes=3)
+
+    verdict = experiments.paired([1.0, 2.0, 1.5], [2.0, 3.0, 2.6], metric="joules")
+    texts = st.one_of(st.integers(), st.none(), st.just(object()), st.lists(st.text(max_size=2), max_size=2))
+    eps = [
+        EntryPoint("gl.compare", gl.compare,
+                   {"variants": {"a": gl.TrainConfig(batch_size=8, max_steps=1, epochs=1)}, "model_fn": mlp,
+                    "data": ds, "repeats": 1, "warmup": 0, "sources": [SlopeSource()], "save": False,
+                    "show_progress": False, "device": "cpu"},
+                   {"variants": wrong_object({}, {"a": {"lr": 1.0}}, {"": gl.TrainConfig()}, {1: gl.TrainConfig()}),
+                    "model_fn": wrong_object(mlp(), torch.zeros(1)), "data": wrong_object(x),
+                    "repeats": integer(1, 1000), "warmup": integer(0, 100), "log": flag(), "save": flag(),
+                    "seed": integer(0, 2**63 - 1, optional=True), "show_progress": flag(),
+                    "sources": wrong_object([SlopeSource, None], "rapl", optional=True),
+                    "callbacks": st.one_of(st.integers(), st.lists(st.integers(), min_size=1, max_size=2))},
+                   aliases={"variants": ["variant"], "model_fn": ["model"], "data": ["dataset"]}),
+        EntryPoint("gl.format_bytes", gl.format_bytes, {"nbytes": 1000.0},
+                   {"nbytes": number(0), "unit": name_not_in(lambda s: s in ("B", "KiB", "MiB", "GiB")).filter(
+                       lambda v: v is not None), "figures": integer(1, 15)}),
+        # NaN and inf read as Python writes them, on purpose: messages show an impossible reading with it
+        EntryPoint("gl.plain_number", gl.plain_number, {"value": 1.5},
+                   {"value": st.one_of(_junk, st.none(), st.booleans()), "figures": integer(1, 15)}),
+        EntryPoint("gl.headline", gl.headline,
+                   {"lesson": "09", "technique": "a", "saves": "energy", "factor": verdict},
+                   {"lesson": st.one_of(st.integers(), st.just(object()), st.sampled_from(["", "9x", "99", "  "])),
+                    "technique": texts, "saves": texts, "reached": texts, "note": texts,
+                    "factor": wrong_object(optional=True),
+                    "source": st.one_of(st.integers(), st.text(max_size=3), st.just(object()))}),
+        EntryPoint("gl.quiz", gl.quiz, {"questions": "00", "display": "text"},
+                   {"questions": st.one_of(name_not_in(lambda s: False), st.just([]), st.just([{"q": 1}]),
+                                           st.just([None]), st.just(3.5)),
+                    "title": st.one_of(st.integers(), st.just(object())), "display": name_not_in(
+                        lambda s: s in ("auto", "widget", "text")),
+                    "show_answers": flag(), "shuffle": flag().filter(lambda v: v is not None),
+                    "seed": integer(0, optional=True)},
+                   aliases={"questions": ["quiz", "lesson", "question"]}),
+    ]
+    return eps
+
+
+# --- the course tools (python -m greenlab.course ..., the nbgrader export, the leaderboard) --------
+
+def _cli_text(*extra):
+    """Text values of a command-line option that are wrong for a number: words, NaN, inf, empty."""
+    return st.one_of(st.sampled_from(["nan", "inf", "-inf", "", "abc", "1e400", "0x10", " ", *extra]),
+                     st.text(max_size=5).filter(lambda t: not t.strip().lstrip("-").isdigit()))
+
+
+def course_tool_entry_points(tmp: Path) -> list[EntryPoint]:
+    """Every course tool as its command line: build, check, new, run, results, grade and guide
+    (``python -m greenlab.course``), the nbgrader export and ``greenlab leaderboard show/verify``,
+    each option or argument in turn replaced by a bad value (a folder that is a file, is missing
+    or empty, a damaged notebook or JSON file, a number that is none or out of range). A call is
+    clear when the command exits non-zero naming the option (or, for a path, the path); exit 0
+    is a silent acceptance. Commands run in a scratch folder, so nothing lands in the repository."""
+    import io
+    import json
+
+    from greenlab.base import limits
+    from greenlab.cli.app import main as greenlab_main
+    from greenlab.course import build, class_grading, guide, nbgrader
+
+    scratch = tmp / "course_tools"
+    scratch.mkdir(exist_ok=True)
+    a_file = scratch / "a_file.txt"
+    a_file.write_text("not a folder\n")
+    empty = scratch / "empty"
+    empty.mkdir(exist_ok=True)
+    damaged = scratch / "damaged"
+    (damaged / "instructor").mkdir(parents=True, exist_ok=True)
+    (damaged / "instructor" / "00_broken.ipynb").write_text("{not json")
+    bad_notebook = scratch / "bad.ipynb"
+    bad_notebook.write_text("{not json")
+    not_a_notebook = scratch / "cells.txt"
+    not_a_notebook.write_text("print('hi')\n")
+    tiny = scratch / "tiny.ipynb"
+    tiny.write_text(json.dumps({"cells": [{"cell_type": "code", "execution_count": None, "id": "a", "metadata": {},
+                                           "outputs": [], "source": ["x = 1"]}],
+                                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    bad_json = scratch / "results.json"
+    bad_json.write_text("[1, 2")
+    course = scratch / "course"
+    (course / "submitted" / "alice" / "lesson00").mkdir(parents=True, exist_ok=True)
+    board_dir = scratch / "board"
+    board_dir.mkdir(exist_ok=True)
+    (board_dir / "leaderboard.json").write_text("{damaged")
+    paths = [str(p) for p in (a_file, empty, damaged, scratch / "missing", a_file / "under_a_file", bad_notebook,
+                              not_a_notebook, bad_json)] + ["", "\x00"]
+    # input paths: the fixed bad ones, and any name that is not there
+    missing = st.text(max_size=8).map(lambda t: str(scratch / "missing") + "-" + t)
+    folders = st.one_of(_pick(paths), missing)
+    files = st.one_of(_pick(paths), missing)
+    counter = {"n": 0}
+
+    def fresh():
+        counter["n"] += 1
+        return str(scratch / f"out{counter['n']}")
+
+    def command(main, words, positional=(), flags=()):
+        """A course tool as a function of its options: ``--name=value`` for each keyword (positional
+        ones in ``positional`` order); raises a ValueError with what it printed when it exits non-zero."""
+        def call(**kwargs):
+            argv = list(words)
+            for name in positional:
+                value = kwargs.get(name)
+                if value is not None:
+                    argv += value if isinstance(value, list) else [value]
+            for name, value in kwargs.items():
+                if name in positional:
+                    continue
+                if name in flags:
+                    argv += [name] if value else []
+                elif isinstance(value, list):
+                    argv += [name, *value]
+                else:
+                    argv.append(f"{name}={value() if callable(value) else value}")
+            out, err = io.StringIO(), io.StringIO()
+            cwd = os.getcwd()
+            os.chdir(scratch)
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    try:
+                        code = main(argv)
+                    except SystemExit as exc:
+                        code = exc.code
+            finally:
+                os.chdir(cwd)
+            if code not in (0, None):
+                said = (err.getvalue() + out.getvalue()).lower()
+                named = [k for k, v in kwargs.items() if isinstance(v, str) and v.strip() and v.lower() in said]
+                raise ValueError(f"exit {code}: {said.strip()[-300:]}" + (f" [names {', '.join(named)}]" if named
+                                                                          else ""))
+            return code
+        return call
+
+    def course_main(argv):
+        return build.main(argv)
+
+    eps = []
+
+    def add(name, call, base, bad, aliases=None):
+        eps.append(EntryPoint(name, call, base, bad, aliases or {}))
+
+    add("course build", command(course_main, ["build"]), {}, {"--lessons": folders},
+        aliases={"--lessons": ["lessons", "folder"]})
+    add("course check", command(course_main, ["check"]), {}, {"--lessons": folders},
+        aliases={"--lessons": ["lessons", "folder"]})
+    def new_in_fresh_folder(argv):
+        folder = Path(fresh())
+        folder.mkdir()
+        return course_main(["--lessons", str(folder), *argv])
+
+    add("course new", command(new_in_fresh_folder, ["new"],
+                              positional=("number", "slug", "title")),
+        {"number": "07", "slug": "a_lesson", "title": "A lesson"},
+        {"number": st.one_of(_cli_text("007", "-1", "99x", "3.0"), st.integers(min_value=100).map(str)),
+         "slug": st.one_of(st.sampled_from(["", "A Lesson", "a-lesson", "../up", "a/b", " ", "Über"]),
+                           st.text(max_size=6).filter(lambda t: not t.replace("_", "").isalnum())),
+         "title": st.sampled_from(["", " ", "\n"])})
+    add("course run", command(course_main, ["run"], positional=("notebooks",)),
+        {"notebooks": [str(tiny)]},
+        {"notebooks": st.one_of(files.map(lambda p: [p]), st.just([str(tiny), str(a_file)])),
+         "--max-silence-s": _cli_text("-1", "0", "-0.5", str(10 ** 12))},
+        aliases={"--max-silence-s": ["max_silence_s", "max-silence", "silence"], "notebooks": ["notebook"]})
+    add("course results", command(course_main, ["results"], positional=("notebooks",)),
+        {"notebooks": [str(tiny)], "--out": fresh},
+        {"notebooks": files.map(lambda p: [p]),
+         "--out": st.sampled_from([str(a_file), str(a_file / "under"), "", "\x00"]),
+         "--from-json": files},
+        aliases={"--from-json": ["from_json", "json"], "notebooks": ["notebook"]})
+    add("course grade", command(class_grading.main, [], positional=("course", "assignment")),
+        {"course": str(course), "assignment": "lesson00"},
+        {"course": folders, "assignment": st.sampled_from(["", "lesson99", "../x", " ", "lesson00/.."]),
+         "--jobs": st.one_of(_cli_text("0", "-1", "1.5"), st.integers(max_value=0).map(str),
+                             st.integers(min_value=limits.max_processes() + 1).map(str)),
+         "--student": st.sampled_from([["nobody"], [""], ["../alice"], ["alice", "alice"]])},
+        aliases={"course": ["course", "folder", "submitted"], "assignment": ["assignment", "submission"],
+                 "--student": ["student"], "--jobs": ["jobs"]})
+    add("course guide", command(guide.main, []), {"--out": fresh},
+        {"--out": st.sampled_from([str(a_file / "under"), str(empty), "", "\x00", str(scratch / "missing") + "/"])},
+        aliases={"--out": ["out", "guide"]})
+    add("course nbgrader export", command(nbgrader.main, []), {"--out": fresh, "--only": ["00"]},
+        {"--out": st.sampled_from([str(a_file), str(a_file / "under"), "", "\x00"]),
+         "--only": st.sampled_from([["99"], ["000"], ["abc"], [""], ["00", ""], ["-1"], ["3.0"]]),  # "0": lesson 00
+         "--lessons": folders,
+         "--quiz-points": st.one_of(_cli_text("-1", "1.5"), st.integers(max_value=-1).map(str),
+                                    st.integers(min_value=10 ** 6).map(str))},
+        aliases={"--only": ["only", "lesson"], "--lessons": ["lessons", "folder"],
+                 "--quiz-points": ["quiz_points", "quiz-points", "points"]})
+    add("greenlab leaderboard verify", command(greenlab_main, ["leaderboard", "verify"]), {"--dir": str(board_dir)},
+        {"--dir": st.one_of(folders, st.just(str(board_dir)))}, aliases={"--dir": ["dir", "folder", "leaderboard"]})
+    return eps
+
+
+# --- the exercise checkers (gl.check.*) --------------------------------------------------------
+
+class _EqualsAnything:
+    """A learner's answer that claims to equal whatever it is compared with."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return "<equals anything>"
+
+
+class _BreaksOnUse:
+    """A learner's answer that raises on every use: comparison, conversion, truth, length, repr."""
+
+    def _raise(self, *args, **kwargs):
+        raise RuntimeError("this answer breaks when used")
+
+    __eq__ = __ne__ = __lt__ = __gt__ = __float__ = __int__ = __index__ = __bool__ = __len__ = _raise
+    __iter__ = __getitem__ = __repr__ = __str__ = __format__ = __getattr__ = _raise
+    __hash__ = object.__hash__
+
+
+class _BadMessage(Exception):
+    """An exception raised by a learner's code whose message cannot be shown."""
+
+    def __str__(self):
+        raise RuntimeError("this exception has no printable message")
+
+
+def _pick(values):
+    """One of ``values``, drawn by index (hypothesis would print each value, and some of these
+    break when printed)."""
+    values = list(values)
+
+    def nth(i):
+        return values[i]
+
+    return st.integers(0, len(values) - 1).map(nth)
+
+
+def _garbage_values():
+    """Values a learner's code may return instead of the answer: wrong types, NaN, None, wrong
+    shapes, complex and meta tensors, objects that claim to equal anything or break on use."""
+    import numpy as np
+    import torch
+
+    return [math.nan, math.inf, -math.inf, -1, 0, 1, 10 ** 400, 1e308, -1e-308, True, False, 1j, "3", "", b"1",
+            object(), [], [math.nan], [None], (), {}, {"a": 1}, {1, 2}, range(3), torch.tensor(math.nan),
+            torch.zeros(0), torch.full((3, 3), math.nan), torch.full((7,), math.inf),
+            torch.zeros(2, 2, dtype=torch.complex64),
+            torch.empty(2, device="meta"), torch.zeros(1, 1, 1, 1), torch.ones(5, dtype=torch.bool),
+            torch.tensor([2 ** 62]), np.array([math.nan]), np.zeros((2, 3)), np.array(["a"]), _EqualsAnything(),
+            _BreaksOnUse(), torch.nn.Linear(2, 2), torch.optim.SGD, ValueError("an error returned"), NotImplemented,
+            Ellipsis, None, (x for x in range(2)), lambda *a: 0]
+
+
+def _bad_answer_functions():
+    """Learner functions that are wrong in every way a checker must survive: they raise (an
+    exception of any kind, one whose message breaks), return garbage (``_garbage_values``), take
+    the wrong arguments, echo an input back, or damage their inputs in place."""
+    import torch
+
+    def returning(value):
+        def answer(*args, **kwargs):
+            return value
+        try:
+            shown = repr(value)
+        except Exception:
+            shown = f"<{type(value).__name__}>"
+        answer.__name__ = answer.__qualname__ = f"returns {shown[:40]}"
+        answer.placeholder = value is None or value is NotImplemented or value is Ellipsis
+        return answer
+
+    def raising(kind):
+        def answer(*args, **kwargs):
+            raise kind("the learner's code failed")
+        answer.__name__ = answer.__qualname__ = f"raises {kind.__name__}"
+        return answer
+
+    def echo(position):
+        def answer(*args, **kwargs):
+            return args[position] if len(args) > abs(position) - (position < 0) else math.nan
+        answer.__name__ = answer.__qualname__ = f"returns argument {position}"
+        return answer
+
+    def damaging(*args, **kwargs):
+        for arg in args:
+            if isinstance(arg, torch.Tensor) and arg.is_floating_point():
+                arg.data.fill_(math.nan)
+            elif isinstance(arg, torch.nn.Module):
+                for p in arg.parameters():
+                    p.data.fill_(math.nan)
+                    p.grad = torch.full_like(p, math.nan)
+            elif isinstance(arg, list) and arg:
+                arg.clear()
+        return args[0] if args else math.nan
+
+    def bad_message(*args, **kwargs):
+        raise _BadMessage()
+
+    def recursing(*args, **kwargs):
+        return recursing(*args, **kwargs)
+
+    def no_arguments():
+        return 1.0
+
+    class NotAModule:  # a class where a module class goes
+        def __init__(self, *args, **kwargs):
+            pass
+
+    class RaisesInInit(torch.nn.Module):
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("the learner's class failed")
+
+    class ForwardGarbage(torch.nn.Module):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+
+        def forward(self, *args, **kwargs):
+            return math.nan
+
+    return ([returning(v) for v in _garbage_values()]
+            + [raising(k) for k in (ValueError, TypeError, ZeroDivisionError, IndexError, KeyError, RuntimeError,
+                                    AttributeError, OverflowError, MemoryError, NotImplementedError,
+                                    AssertionError, StopIteration, RecursionError, torch.cuda.OutOfMemoryError)]
+            + [echo(0), echo(-1), damaging, bad_message, recursing, no_arguments, NotAModule, RaisesInInit,
+               ForwardGarbage, len, abs, torch.zeros_like, torch.nn.Identity])
+
+
+def bad_answers():
+    """A learner's answer where a checker takes a function or class: garbage values themselves
+    (not callable), and callables that fail (``_bad_answer_functions``)."""
+    return _pick([v for v in _garbage_values() if not callable(v) or isinstance(v, torch_module())]
+                           + _bad_answer_functions())
+
+
+def torch_module():
+    import torch
+
+    return torch.nn.Module
+
+
+class _FakeComponent:
+    def __init__(self, source="rapl", joules=1.0, estimated=False):
+        self.source, self.joules, self.estimated = source, joules, estimated
+
+
+def bad_measurements():
+    """Objects where a checker takes a measurement window's result: garbage, and look-alikes with
+    NaN, negative or missing figures, no components, broken warnings."""
+    import types
+
+    def fake(**kw):
+        fields = dict(joules=5.0, seconds=2.0, components={"cpu": _FakeComponent()}, warnings=[], problems=[])
+        fields.update(kw)
+        return types.SimpleNamespace(**fields)
+
+    looks_alike = [fake(joules=v) for v in (math.nan, math.inf, -1.0, 0.0, "5", None, 1j, _BreaksOnUse())]
+    looks_alike += [fake(seconds=v) for v in (math.nan, math.inf, -math.inf, -1.0, "2", None, 1j, _BreaksOnUse())]
+    looks_alike += [fake(components=v) for v in ({}, {"cpu": _FakeComponent(source="")}, [1, 2], 3, None,
+                                                   {"cpu": None}, _BreaksOnUse())]
+    looks_alike += [fake(warnings=v) for v in (3, None, ["window shorter than 10 update periods"], _BreaksOnUse())]
+    looks_alike += [fake(problems=v) for v in (["a source failed"], 3, _BreaksOnUse())]
+    return _pick([v for v in _garbage_values() if v is not None] + looks_alike)
+
+
+class _FakeRun:
+    """A look-alike of gl.train's RunResult for the capstone checker."""
+
+    def __init__(self, **kw):
+        self.joules, self.joules_to_target, self.seconds_to_target = 5.0, 4.0, 2.0
+        self.best_accuracy, self.final_accuracy, self.status, self.estimated = 0.9, 0.9, "reached target", False
+        self.__dict__.update(kw)
+
+
+def _placeholder_answer(value) -> bool:
+    """True for an answer not written yet: None, an empty text, a list whose first answer is None,
+    a function that returns None."""
+    from greenlab.course.checks import core
+
+    try:
+        if core.is_placeholder(value) or getattr(value, "placeholder", False) is True:
+            return True
+        if isinstance(value, str):
+            return not value.strip()
+        if isinstance(value, (list, tuple)):
+            return not value or core.is_placeholder(value[0])
+        if isinstance(value, torch_module()):  # a model with no gradients yet: loss.backward() not called
+            return all(p.grad is None for p in value.parameters())
+    except Exception:
+        return False
+    return False
+
+
+def checker_entry_points(tmp: Path) -> list[EntryPoint]:
+    """Every gl.check.* checker, its answer replaced by a bad one (a function that raises or
+    returns garbage, a value of the wrong type, NaN, None, a wrong shape) and its other arguments
+    by bad values. A checker must fail the check with a message (or, for an argument the
+    instructor sets, such as ``seed``, raise an error naming it); passing it is silent, raising
+    for the learner's answer is wrong-type (a crash), and "not attempted" is right only for a
+    placeholder (None)."""
+    import types
+
+    import greenlab as gl
+    from greenlab.course import leaderboard
+    from greenlab.course.checks import core
+
+    eps = []
+    seed = integer(0, optional=True)
+    config = gl.TrainConfig(target_accuracy=0.8, stop_at_target=True)
+    board = leaderboard.Leaderboard(tmp / "capstone_board.json")
+    board.add("mine", joules=5.0, seconds=2.0, accuracy=0.9, co2e_g=0.1)
+    runs = _pick([_FakeRun(joules_to_target=v) for v in (math.nan, math.inf, -1.0, "4", _BreaksOnUse())]
+                           + [_FakeRun(joules=v) for v in (math.nan, -5.0, math.inf)]
+                           + [_FakeRun(best_accuracy=v, joules_to_target=None) for v in (math.nan, "0.9", 1j)]
+                           + [_FakeRun(seconds_to_target=v) for v in (math.nan, -2.0, "2")]
+                           + [_FakeRun(estimated=_BreaksOnUse())]
+                           + [v for v in _garbage_values() if v is not None])
+
+    def checking(checker, answers, base):
+        """``checker`` as an entry point (``base``: its valid call): a failed check raises, naming the
+        argument the call changed."""
+        def call(**kwargs):
+            changed = [k for k in kwargs if k not in base or kwargs[k] is not base[k]] or list(kwargs)
+            try:
+                verdict = checker(**kwargs)
+            except (ValueError, TypeError) as exc:
+                if any(a in answers for a in changed):
+                    raise RuntimeError(f"the checker crashed on a bad answer: {type(exc).__name__}: {exc}") from exc
+                raise
+            if not isinstance(verdict, core.Check):
+                raise RuntimeError(f"the checker returned {type(verdict).__name__}, not a Check")
+            if verdict.status == core.FAILED and verdict.message.strip():
+                raise ValueError(f"{', '.join(changed)}: {verdict.message} {' '.join(verdict.details)}")
+            if verdict.status == core.NOT_ATTEMPTED:
+                if any(a in answers and _placeholder_answer(kwargs[a]) for a in changed):
+                    raise ValueError(f"{', '.join(changed)}: not attempted: {verdict.message}")
+                raise TypeError(f"'not attempted' for an answer that is no placeholder: {verdict.message}")
+            return verdict  # passed: a bad answer accepted
+        return call
+
+    def wrong(*args, **kwargs):  # a learner's answer that is wrong, so every case is drawn and run
+        return math.nan
+
+    for name in gl.check.__all__:
+        checker = getattr(gl.check, name)
+        if not callable(checker) or isinstance(checker, type) or name in CHECK_HELPERS:
+            continue
+        params = _parameters(checker)
+        first = params[0].name
+        base, bad = {}, {}
+        if first in ("fn", "cls", "make_scaler"):
+            bad[first] = bad_answers()
+            base[first] = wrong
+        for p in params[1:]:
+            if p.name == "seed":
+                bad["seed"] = seed
+            elif p.name == "dequantize_fn":
+                bad["dequantize_fn"] = bad_answers()
+        answers = {first, "dequantize_fn"}
+        if name == "energy_window":
+            base = {"measurement": types.SimpleNamespace(joules=5.0, seconds=2.0, components={"cpu": _FakeComponent()},
+                                                         warnings=[], problems=[])}
+            bad = {"measurement": bad_measurements(), "min_seconds": number(0)}
+        elif name == "capstone_submission":
+            base = {"config": config, "result": _FakeRun(), "board": board, "target_accuracy": 0.8}
+            bad = {"config": _pick([v for v in _garbage_values() if v is not None]), "result": runs,
+                   "board": _pick([v for v in _garbage_values() if v is not None]),
+                   "target_accuracy": number(0, 1, low_open=True, optional=True)}
+            answers = {"config", "result", "board"}
+        elif name == "quiz_answer":
+            base = {"lesson": "00", "answers": ["not an option"], "question": 1}
+            # no whole number or single letter: either may name the right option
+            wrong = [v for v in _garbage_values() if not (isinstance(v, (int, float)) and not isinstance(v, complex)
+                                                          and (type(v) in (int, bool) or math.isfinite(v)))]
+            bad = {"answers": st.one_of(_pick(wrong), st.lists(_pick(wrong), min_size=1, max_size=3),
+                                        st.lists(st.text(max_size=5).filter(
+                                            lambda t: len(t.strip()) > 1 and not t.strip().isdigit()),
+                                            min_size=1, max_size=3)),
+                   "question": integer(1, 1), "lesson": name_not_in(lambda s: False),
+                   "order_seed": seed}
+            answers = {"answers"}
+        elif name == "stakeholder_statement":
+            base = {"text": ("The meter measured 3.6 kJ (±8 %) at 71 % test accuracy; no detectable difference "
+                             "from the baseline. We recommend the pruned model as long as its accuracy holds."),
+                    "facts": {"joules": 3612.0, "accuracy": 0.712, "uncertainty": 0.08,
+                              "verdict": "no detectable difference"}}
+            bad = {"text": st.one_of(_pick([v for v in _garbage_values() if not isinstance(v, str)]),
+                                     st.text(max_size=40)),
+                   "facts": _pick([3, "x", [1], {"joules": math.nan}, {"joules": "a"},
+                                             {"accuracy": -1.0}, {"joules": _BreaksOnUse()}])}
+            answers = {"text", "facts"}
+        eps.append(EntryPoint(f"check.{name}", checking(checker, answers, base), base, bad))
+    # the helpers every checker is built from
+    import torch
+
+    close = {"name": "x", "got": 1.0, "expected": 1.0}
+    eps.append(EntryPoint("check.check_close", checking(core.check_close, {"got"}, close), close,
+                          {"got": _pick([v for v in _garbage_values() if not core.is_placeholder(v)
+                                         and not (type(v) is int and v == 1)]),  # 1: the expected value
+                           "rtol": number(0), "atol": number(0)}))
+    function = {"fn": wrong, "cases": [((1.0,), 2.0), ((2.0,), 3.0)]}
+    eps.append(EntryPoint("check.check_function", checking(core.check_function, {"fn"}, function), function,
+                          {"fn": bad_answers(), "rtol": number(0), "atol": number(0),
+                           "cases": _pick([[], 3, [1], [(1, 2, 3)], None, "ab"])},
+                          aliases={"cases": ["case"]}))
+    reference = torch.nn.Linear(2, 1)
+    reference(torch.ones(1, 2)).sum().backward()
+    gradients = {"model_a": reference, "model_b": _nan_gradient_models()[0]}
+    eps.append(EntryPoint("check.check_gradients_match", checking(core.check_gradients_match, {"model_b"}, gradients),
+                          gradients,
+                          {"model_b": _pick([v for v in _garbage_values() if not core.is_placeholder(v)]
+                                                      + _nan_gradient_models()),
+                           "rtol": number(0), "atol": number(0)}))
+    return eps
+
+
+def _nan_gradient_models() -> list:
+    """Models shaped like the reference (Linear(2, 1)) whose gradients are impossible."""
+    import torch
+
+    out = []
+    for fill in (math.nan, math.inf, -math.inf):
+        model = torch.nn.Linear(2, 1)
+        for p in model.parameters():
+            p.grad = torch.full_like(p, fill)
+        out.append(model)
+    model = torch.nn.Linear(2, 1)
+    model.weight.grad = torch.zeros(1, 2)
+    out.append(model)  # one gradient missing
+    model = torch.nn.Linear(3, 1)  # the wrong shapes
+    model(torch.ones(1, 3)).sum().backward()
+    out.append(model)
+    return out
+
+
+# shared helpers gl.check exports beside the checkers: fuzzed as library functions, not as checkers
+CHECK_HELPERS = ("is_placeholder", "check_close", "check_function", "check_gradients_match", "number_or_none")
+CHECK_NOT_CALLED = {"is_placeholder": "takes any value and says whether it is a placeholder: nothing to refuse",
+                    "number_or_none": "takes any value and gives its number or None: nothing to refuse"}
+
+
+# --- the vendor energy sources, read through fake counters ---------------------------------------
+
+def _window_of(make_source, step):
+    """Measure one window with the source ``make_source()``; ``step()`` runs inside it (the
+    counter's next reading changes there). A window that reports a complete, finite energy is an
+    accepted reading: returned (silent); else a ValueError names the reading."""
+    from greenlab.energy import measure
+
+    def call(reading):
+        source = make_source(reading)
+        with measure("fuzz", sources=[source], sync=False) as window:
+            step(source, reading)
+        result = window.result
+        if result.complete and math.isfinite(result.joules) and result.joules >= 0:
+            return result
+        raise ValueError(f"reading {reading!r} left the window incomplete: {result.problems[:1]}")
+    return call
+
+
+def vendor_entry_points(tmp: Path) -> list[EntryPoint]:
+    """RAPL (a powercap folder written here) and NVML (tests/fakes.py's pynvml) read through
+    counters that give impossible readings: not numbers, NaN, negative, beyond the counter's range,
+    a rise no device could draw in the time, a step backwards. Apple's and AMD's counters are in
+    :func:`lessons_12_to_15_entry_points`. A bad reading must leave the window incomplete."""
+    from fakes import FakeGpu, FakePynvml
+    from greenlab.energy import rapl, sources
+
+    eps = []
+    max_range = 262_143_328_850
+    numbers = [math.nan, math.inf, -math.inf, -5.0, -1, 1.2e24, 1e300, 10 ** 30]
+    rapl_text = st.one_of(
+        _pick(["", "abc", "nan", "inf", "-5", "1e30", "0x10", " ", "5.5", str(max_range + 1),
+                         str(10 ** 30), "\x00", "1000\n2000", "-0"]),
+        st.integers(max_value=999),  # below the first reading with no time to wrap: a jump of ~262 kJ
+        st.integers(min_value=max_range + 1, max_value=2 ** 80),  # beyond the counter's range
+        st.integers(min_value=10 ** 10, max_value=max_range),  # a rise of >= 10 kJ within a second
+        st.text(max_size=6).filter(lambda s: not s.strip().isdigit()))
+    counter = {"n": 0}
+
+    def rapl_source(reading):
+        counter["n"] += 1
+        domain = tmp / f"powercap{counter['n']}" / "intel-rapl:0"
+        domain.mkdir(parents=True)
+        (domain / "name").write_text("package-0\n")
+        (domain / "max_energy_range_uj").write_text(f"{max_range}\n")
+        (domain / "energy_uj").write_text("1000\n")
+        found = rapl.probe_rapl(domain.parent)
+        if found.status != "readable":
+            raise RuntimeError(f"the fake powercap folder is not readable: {found.reason}")
+        return found.sources()[0]
+
+    def rapl_step(source, reading):
+        (source.domains[0] / "energy_uj").write_text(f"{reading}\n")
+
+    eps.append(EntryPoint("rapl.RaplSource reading", _window_of(rapl_source, rapl_step), {"reading": 2000},
+                          {"reading": rapl_text}))
+
+    def rapl_range(max_text):
+        """A domain whose max_energy_range_uj is ``max_text``: refused when the source is made, or
+        a reading that wraps past it is an incomplete window."""
+        counter["n"] += 1
+        domain = tmp / f"powercap{counter['n']}" / "intel-rapl:0"
+        domain.mkdir(parents=True)
+        (domain / "name").write_text("package-0\n")
+        (domain / "max_energy_range_uj").write_text(f"{max_text}\n")
+        (domain / "energy_uj").write_text("1000\n")
+        found = rapl.probe_rapl(domain.parent)
+        if found.status != "readable":
+            raise ValueError(f"max_energy_range_uj {max_text!r}: {found.status}: {found.reason}")
+        source = found.sources()[0]
+        from greenlab.energy import measure
+
+        with measure("fuzz", sources=[source], sync=False) as window:
+            (domain / "energy_uj").write_text("500\n")  # a wrap past the range
+        if window.result.complete and math.isfinite(window.result.joules) and window.result.joules >= 0:
+            return window.result
+        raise ValueError(f"max_energy_range_uj {max_text!r} left the window incomplete")
+
+    eps.append(EntryPoint("rapl.RaplSource max_energy_range_uj", rapl_range, {"max_text": max_range},
+                          {"max_text": st.one_of(_pick(["", "abc", "nan", "-1", "0", "1", "999", "1e3"]),
+                                                 st.integers(max_value=999), st.text(max_size=4))},
+                          aliases={"max_text": ["max_energy_range_uj"]}))
+
+    state = {}
+
+    def nvml_gpu(**kw):
+        state["now"] = kw.pop("good")
+        gpu = FakeGpu("GPU-fuzz", **{k: (lambda: state["now"]) if v == "state" else v for k, v in kw.items()})
+        return sources.discover(nvml_module=FakePynvml([gpu]), rapl_root=tmp / "none", environ={}, gpus="all")
+
+    def nvml_counter(reading):
+        found = nvml_gpu(good=1_000_000, energy_mj="state")
+        nv = [s for s in found.sources if s.name == "nvml-counter"]
+        if not nv:
+            raise RuntimeError("no fake NVML counter source was found")
+        return nv[0]
+
+    def set_reading(source, reading):
+        state["now"] = reading
+        if hasattr(source, "instant"):
+            try:  # as the window's poller does: a failed poll is recorded by the source, not raised
+                source.poll()
+            except Exception:
+                pass
+
+    nvml_readings = st.one_of(_pick(numbers + ["5", None, b"1", 1j, True, object()]),
+                              st.integers(max_value=999_999),  # backwards from the first reading
+                              st.integers(min_value=10 ** 10, max_value=2 ** 64))  # a rise of >= 10 MJ
+    eps.append(EntryPoint("nvml.NvmlCounterSource reading", _window_of(nvml_counter, set_reading),
+                          {"reading": 1_000_100}, {"reading": nvml_readings}))
+
+    def nvml_power(reading):
+        found = nvml_gpu(good=100_000, energy_mj=None, power_mw="state")
+        nv = [s for s in found.sources if s.name == "nvml-power"]
+        if not nv:
+            raise RuntimeError("no fake NVML power source was found")
+        return nv[0]
+
+    power_readings = st.one_of(_pick(numbers + ["5", None, 1j, True, object()]),
+                               st.integers(min_value=10 ** 8, max_value=2 ** 64))  # >= 100 kW
+    eps.append(EntryPoint("nvml.NvmlPowerSource reading", _window_of(nvml_power, set_reading),
+                          {"reading": 100_000}, {"reading": power_readings}))
+
+    def nvml_instant(reading):
+        found = nvml_gpu(good=100_000, energy_mj=None, power_mw=100_000, instant_mw="state")
+        nv = [s for s in found.sources if s.name == "nvml-power"]
+        if not nv:
+            raise RuntimeError("no fake NVML power source was found")
+        return nv[0]
+
+    eps.append(EntryPoint("nvml.NvmlPowerSource instant reading", _window_of(nvml_instant, set_reading),
+                          {"reading": 100_000}, {"reading": power_readings}))
+    return eps
 
 
 # --- inputs valid one by one, extreme together ------------------------------------------------
@@ -939,12 +1659,17 @@ NOT_CALLED = {
     "last_interrupted": "no parameters",
     "is_quick": "no parameters",
     "default_sources": "no parameters to refuse",
+    **{name: ("a record the library returns (a window, a run, a comparison, the settings), built from inputs "
+              "checked where they enter; no lesson or learner builds one")
+       for name in ("Comparison", "ComponentEnergy", "Measurement", "RunResult", "Settings")},
 }
 AUTO_CALL_LIMIT_S = 10
 _DIR_NAMES = "a folder name ('nan', 'inf', '-1', 'not-a-value', '1000000000000'): "
 _LEGIT_DIR = {"greenlab data fetch": _DIR_NAMES + "fetch creates it (here refused for its missing dataset names)",
               "greenlab data status": _DIR_NAMES + "status says it is not there yet (tests/test_data_cli.py)",
               "greenlab data path": _DIR_NAMES + "path prints where a dataset will go (tests/test_data_cli.py)"}
+_NOT_FINITE = ("written as Python writes it ('nan', 'inf'), on purpose: messages show an impossible reading with "
+               "it, and a summary never fails on one")
 _BUDGET = ("budget returns one of the values it is given, of any kind (a list, a name, a size in any "
            "unit); the code that uses the value checks it")
 _MAGNITUDE = ("arithmetic on the caller's figure: 10**12 J is 278 MWh, the energy of one large training "
@@ -970,6 +1695,15 @@ LEGITIMATE = {
     **{(cmd, "--dir", label): why for cmd, why in _LEGIT_DIR.items()
        for label in ("NaN", "inf", "negative", "wrong type", "huge")},
     ("greenlab leaderboard show", "--limit", "huge"): "more rows than the board holds: all of them, as asked",
+    ("gl.compare", "seed", "huge"): "a valid seed (torch.manual_seed takes up to 2**63 - 1)",
+    ("gl.quiz", "seed", "huge"): "a valid seed (the option order is drawn by Python's random, which takes any int)",
+    ("gl.quiz", "title", "empty"): "a quiz shown without a title, as asked",
+    ("gl.format_bytes", "nbytes", "huge"): "formatting a real size (931 GiB)",
+    **{("gl.plain_number", "value", label): why for label, why in (
+        ("NaN", _NOT_FINITE), ("inf", _NOT_FINITE), ("negative", "a difference, written out"),
+        ("huge", "writing a real magnitude out (1,000,000,000,000)"))},
+    **{("gl.headline", arg, "empty"): "the default: no note on how many runs reached a target, or on the factor"
+       for arg in ("reached", "note")},
 }
 
 
@@ -1160,7 +1894,7 @@ def fuzz_cli() -> tuple[dict, dict]:
 LESSONS_12_15 = "lessons 11, 13-15"  # --only this: just the entry points added for lessons 11 and 13 to 15
 
 
-def fuzz(examples: int, tmp: Path, only: str | None = None) -> dict:
+def fuzz(examples: int, tmp: Path, only: str | None = None, progress=None, exclude=()) -> dict:
     """Run ``examples`` bad inputs per entry point, then every extreme-together call (as the
     entry point "extreme together"); returns {entry point: [(arg, value, outcome, detail)]}."""
     record: dict = {}
@@ -1172,10 +1906,14 @@ def fuzz(examples: int, tmp: Path, only: str | None = None) -> dict:
                     continue
             elif only and only not in ep.name:
                 continue
+            if any(word in ep.name for word in exclude):
+                continue
             rows = record.setdefault(ep.name, [])
             arg_value = st.sampled_from(sorted(ep.bad)).flatmap(lambda a, ep=ep: st.tuples(st.just(a), ep.bad[a]))
 
             _run_one(ep, rows, arg_value, examples)
+            if progress is not None:
+                progress(ep.name, rows)
         if group is None and (not only or only in "extreme together"):
             record["extreme together"] = [("several", name, outcome, detail)
                                           for name, outcome, detail in fuzz_combos(tmp, examples)]
@@ -1237,16 +1975,30 @@ def summary(record: dict, limit: int = 60) -> tuple[dict, str]:
     n = sum(totals.values())
     lines.append(f"{'TOTAL (' + str(len(record)) + ' entry points)':<38} {n:>6} "
                  + " ".join(f"{totals[o]:>10}" for o in OUTCOMES))
-    bad = [(name, r) for name, rows in record.items() for r in rows if r[2] not in ("clear", "legitimate")]
-    bad += [(name, r) for name, rows in record.items() for r in rows if r[2] == "legitimate"]
+    # the worst first: silent acceptances, then crashes, then refusals that do not name the argument
+    bad = [(name, r) for kind in ("silent", "wrong-type", "unnamed", "legitimate")
+           for name, rows in record.items() for r in rows if r[2] == kind]
     for name, (arg, value, outcome, detail) in bad[:limit]:
         lines.append(f"  {outcome:<10} {name}({arg}={value}): {detail[:160]}")
     return totals, "\n".join(lines)
 
 
+def _progress(name: str, rows: list) -> None:
+    counts = {o: sum(1 for r in rows if r[2] == o) for o in OUTCOMES}
+    print(f"{time.strftime('%H:%M:%S')} {name:<38} {len(rows):>6} " + " ".join(f"{counts[o]:>10}" for o in OUTCOMES),
+          file=sys.stderr, flush=True)
+    for arg, value, outcome, detail in rows:
+        if outcome not in ("clear", "legitimate"):
+            print(f"    {outcome:<10} {name}({arg}={value}): {detail[:200]}", file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=6, help="bad inputs per entry point (default 6)")
+    parser.add_argument("--exclude", default="", help="comma-separated: leave out entry points whose name "
+                                                         "contains any of these")
+    parser.add_argument("--progress", action="store_true",
+                        help="print each entry point's counts (and its bad inputs) to stderr as soon as it is done")
     parser.add_argument("--only", default=None, help="fuzz only entry points whose name contains this "
                                                      f"('{LESSONS_12_15}': those added for lessons 11 and 13 to 15; '{EVERY}': "
                                                      "the standard bad values on every parameter of every gl.* callable "
@@ -1261,8 +2013,9 @@ def main(argv=None) -> int:
             record.update(cli_record)
             skipped.update(cli_skipped)
         else:
-            record, skipped = fuzz(args.examples, Path(tmp), args.only), {}
-    totals, text = summary(record, limit=400 if args.only == EVERY else 60)
+            record, skipped = fuzz(args.examples, Path(tmp), args.only, _progress if args.progress else None,
+                                   [w for w in args.exclude.split(",") if w]), {}
+    totals, text = summary(record, limit=400 if args.only else 60)
     print(text)
     for name, why in skipped.items():
         print(f"  not fuzzed {name if name.startswith('greenlab ') else 'gl.' + name}: {why}")

@@ -19,6 +19,11 @@ RUN_LIMIT_S = 7 * 86_400  # the longest run accepted: a week (a limit the librar
 # operators from Python (forward, loss, backward, update); the bound takes the whole to last a microsecond.
 STEP_FLOOR_S = 1e-6
 SAMPLE_FLOOR_BYTES = 4  # a sample holds at least one float32 value
+# The longest one call of a measurement helper may take (a limit the library sets, not a measurement): such a
+# helper repeats a small operation (a checkpoint write, a read) until its energy window spans enough counter
+# updates, which takes about a second; a count or a minimum that keeps a lesson cell busy for longer than this
+# is a mistake to be told about, not a measurement to wait for.
+MEASURE_LIMIT_S = 20.0
 
 
 def max_steps() -> int:
@@ -41,13 +46,31 @@ def steps(name: str, value, *, low: int = 1, what: str = "steps", allow_none: bo
     return out
 
 
-def check_time(name: str, count: int, seconds_each: float, what: str) -> None:
+def check_time(name: str, count: int, seconds_each: float, what: str, limit_s: float = RUN_LIMIT_S,
+               limit_why: str = "a run may take") -> None:
     """Refuse ``count`` things of ``seconds_each`` each (a measured time, e.g. the first one's)
-    when together they would take longer than ``RUN_LIMIT_S``, naming ``name`` and the time."""
-    if count * seconds_each > RUN_LIMIT_S:
+    when together they would take longer than ``limit_s`` (``RUN_LIMIT_S``: what ``limit_why``),
+    naming ``name`` and the time."""
+    if count * seconds_each > limit_s:
         raise ValueError(f"{name}={_fmt(count)} {what}, at the {seconds_each * 1e3:.3g} ms the first one took, "
-                         f"would take {_days(count * seconds_each)}, longer than the {_days(RUN_LIMIT_S)} a run "
-                         "may take")
+                         f"would take {_days(count * seconds_each)}, longer than the {_days(limit_s)} {limit_why}")
+
+
+def measure_time(name: str, count: int, seconds_each: float, what: str) -> None:
+    """:func:`check_time` for a measurement helper: ``count`` repeats of ``seconds_each`` must
+    fit in ``MEASURE_LIMIT_S``."""
+    check_time(name, count, seconds_each, what, MEASURE_LIMIT_S,
+               "one measurement may take (repeats beyond a few seconds add nothing to it)")
+
+
+def measure_seconds(name: str, value, *, low: float = 0.0, low_open: bool = False):
+    """A measurement helper's minimum window length in seconds, a number in [``low``,
+    ``MEASURE_LIMIT_S``] (``low_open``: > ``low``), as float."""
+    out = number(name, value, low=low, low_open=low_open)
+    if out > MEASURE_LIMIT_S:
+        raise ValueError(f"{name} must be a number of seconds {describe_range(low, MEASURE_LIMIT_S, low_open)} "
+                         f"({_days(MEASURE_LIMIT_S)} at most, the time one measurement may take), got {_show(value)}")
+    return out
 
 
 def memory_bytes(available: bool = False) -> int | None:
@@ -131,4 +154,6 @@ def duration(name: str, value, *, low: float = 0.0, low_open: bool = False, allo
 
 def _days(seconds: float) -> str:
     days = seconds / 86_400
-    return f"{days:.3g} days" if days >= 1 else f"{seconds / 3600:.3g} hours"
+    if days >= 1:
+        return f"{days:.3g} days"
+    return f"{seconds / 3600:.3g} hours" if seconds >= 3600 else f"{seconds:.3g} s"

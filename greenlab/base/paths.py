@@ -186,3 +186,38 @@ def stamp_kernel_metadata(path, metadata: dict | None) -> None:
         return
     nb["metadata"].update(metadata)
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def output_folder(name: str, value) -> Path:
+    """The folder a command writes into (``name``: its option, e.g. ``--out``), made when missing.
+    Refused with a ValueError naming ``name`` and the path when it is empty, holds a NUL, is a file,
+    lies under a file or cannot be made: checked before any work, so a long run never ends in a
+    traceback at its last step."""
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
+        raise ValueError(f"{name} must be a folder's path, got {value!r}")
+    text = os.fspath(value)
+    if "\x00" in text:
+        raise ValueError(f"{name} must be a folder's path without a NUL character, got {text!r}")
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name} {text!r} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{name} {text!r} cannot be made a folder ({exc.strerror or exc})") from None
+    return path
+
+
+def output_file(name: str, value) -> Path:
+    """The file a command writes (``name``: its option), its folder made when missing; refused like
+    :func:`output_folder`, and when the path is an existing folder."""
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
+        raise ValueError(f"{name} must be a file's path, got {value!r}")
+    text = os.fspath(value)
+    if "\x00" in text:
+        raise ValueError(f"{name} must be a file's path without a NUL character, got {text!r}")
+    path = Path(text).expanduser()
+    if path.is_dir() or text.endswith(("/", os.sep)):
+        raise ValueError(f"{name} {text!r} is a folder; give the file's path")
+    output_folder(name, path.parent)
+    return path

@@ -65,11 +65,12 @@ def format_bytes(nbytes: float, unit: str | None = None, figures: int = 3) -> st
     """Bytes for people, in binary units (1 KiB = 1024 B, 1 MiB = 2**20 B, 1 GiB = 2**30 B), the
     one unit family the course uses for memory and payloads: "1.5 MiB", "512 B". ``unit``
     ("B", "KiB", "MiB" or "GiB") fixes the unit, for a column of a table."""
-    nbytes = _number("nbytes", nbytes)
+    nbytes = _number("nbytes", nbytes, low=0)  # a size: no memory or payload holds fewer than 0 bytes
+    figures = _integer("figures", figures, low=1, high=15)
     if unit is None:
         return format_scaled(nbytes, BYTES_UNITS, figures)
     scales = {name: scale for scale, name in BYTES_UNITS}
-    if unit not in scales:
+    if not isinstance(unit, str) or unit not in scales:
         raise ValueError(f"unit must be one of {sorted(scales)}, got {unit!r}")
     return f"{plain_number(nbytes / scales[unit], figures)} {unit}"
 
@@ -80,6 +81,7 @@ def format_scaled(value: float, units, figures: int = 3) -> str:
     gives "4.56 kg", and 999.7 g gives "1 kg", not "1e+03 g". Zero reads in the unit of scale 1
     when there is one ("0 J", not "0 µJ")."""
     value = _number("value", value)
+    figures = _integer("figures", figures, low=1, high=15)
     units = tuple(units)
     if not units:
         raise ValueError("units must hold at least one (scale, name) pair, e.g. ((1e3, 'kJ'), (1, 'J'))")
@@ -96,13 +98,15 @@ def plain_number(value: float, figures: int = 3) -> str:
     """``value`` rounded to ``figures`` significant figures and written out, never with an
     exponent, thousands separated, trailing zeros dropped: "0.0000123", "3.6", "12,300". A value
     that is not finite reads as Python writes it ("nan", "inf"): a summary shows it, never fails."""
+    figures = _integer("figures", figures, low=1, high=15)
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     value = _number("value", value)
-    figures = _integer("figures", figures, low=1, high=15)
     rounded = _round_figures(value, figures)
     if rounded == 0:
         return "0"
+    if not math.isfinite(rounded):  # the largest floats round up past the largest float
+        return f"{value:.{figures}g}"
     decimals = max(0, figures - 1 - math.floor(math.log10(abs(rounded))))
     text = f"{rounded:,.{decimals}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text

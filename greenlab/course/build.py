@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from greenlab.course.lesson_time import load_times, stale_lessons, with_lesson_t
 from greenlab.course.notebook_format import (
     _STEM_RE, CHECK_OUTPUT_MARK, LessonError, _check_stem, _checks_output, _joined, _read_json, _rel, code, dumps,
     instructor_notebooks, learner_notebook, lessons_dir, md, normalise, notebook)
+from greenlab.base.limits import RUN_LIMIT_S
 from greenlab.base.processes import die_with_parent
 
 
@@ -95,10 +98,9 @@ def check(folder: str | os.PathLike | None = None) -> list[str]:
 
 def new_lesson(number: int | str, slug: str, title: str, folder: str | os.PathLike | None = None) -> Path:
     """Scaffold ``instructor/NN_slug.ipynb`` in the course's lesson shape and build its learner copy."""
-    try:
-        stem = f"{int(number):02d}_{slug}"
-    except ValueError:
-        raise ValueError(f"lesson number must be a whole number 0-99, got {number!r}") from None
+    if isinstance(number, bool) or not (isinstance(number, int) or re.fullmatch(r"\d{1,2}", str(number))):
+        raise ValueError(f"lesson number must be a whole number 0-99 such as 03, got {number!r}")
+    stem = f"{int(number):02d}_{slug}"
     if not _STEM_RE.match(stem):
         raise ValueError(
             f"lesson number must be 0-99 and slug lower-case words joined by '_' (e.g. mixed_precision), "
@@ -183,6 +185,10 @@ def _run_command(paths: list[str], quick: bool, max_silence_s: float | None = No
     Started by a program that set ``$GREENLAB_PARENT_PID`` (the GPU suite), it dies with it."""
     if os.environ.get("GREENLAB_PARENT_PID"):
         die_with_parent()
+    if max_silence_s is not None and not (math.isfinite(max_silence_s) and 0 < max_silence_s <= RUN_LIMIT_S):
+        print(f"error: --max-silence-s must be a number of seconds in (0, {RUN_LIMIT_S:g}] (a week, the longest a "
+              f"run may take), got {max_silence_s!r}", file=sys.stderr)
+        return 2
     for name in paths:
         if not Path(name).is_file():
             print(f"error: no notebook at {name}", file=sys.stderr)

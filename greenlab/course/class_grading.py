@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from greenlab.base import limits
 from greenlab.course.grading import SECRET_VARIABLE
 
 
@@ -55,9 +56,19 @@ def grade_class(course: str | os.PathLike, assignment: str, jobs: int = 2,
     """Autograde every student of ``assignment`` (or ``only`` those), shared out among ``jobs``
     processes; one result per student, in the order of :func:`students` (or ``only``).
     ``timeout_s``: the most one student may take (a process gets that times its students)."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a whole number >= 1, got {jobs!r}")
-    names = students(course, assignment) if only is None else list(only)
+    limits.processes("jobs", jobs)  # each job is an autograde process
+    if not isinstance(course, (str, os.PathLike)) or not os.fspath(course).strip() or "\x00" in os.fspath(course) \
+            or not Path(course).is_dir():
+        raise ValueError(f"course must be an nbgrader course folder, got {course!r}")
+    if not isinstance(assignment, str) or not assignment.strip() or assignment in (".", "..") \
+            or any(c in assignment for c in "/\\\x00*?["):
+        raise ValueError(f"assignment must be an assignment's folder name such as lesson03, got {assignment!r}")
+    submitted = students(course, assignment)
+    names = submitted if only is None else list(only)
+    missing = [n for n in names if n not in submitted]
+    if missing:
+        raise ValueError(f"student(s) with no submission of {assignment} under {Path(course) / 'submitted'}: "
+                         f"{', '.join(map(repr, missing))}")
     if not names:
         raise ValueError(f"no submissions of {assignment} under {Path(course) / 'submitted'}")
     shares = [names[i::jobs] for i in range(min(jobs, len(names)))]

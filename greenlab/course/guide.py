@@ -22,6 +22,7 @@ import re
 import sys
 from pathlib import Path
 
+from greenlab.base.paths import output_file
 from greenlab.course import checks, lesson_time
 from greenlab.course.checks.statement import RUBRIC
 from greenlab.course.nbgrader import MANUAL_CHECKER, checker_calls
@@ -91,7 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when the guide on disk is not the generated one")
     parser.add_argument("--out", default=None, help=f"where to write it (default: {GUIDE} beside the lessons)")
     args = parser.parse_args(argv)
-    target = Path(args.out) if args.out else lessons_dir(None).parent / GUIDE
+    try:
+        target = output_file("--out", args.out) if args.out is not None else lessons_dir(None).parent / GUIDE
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     text = guide()
     if args.check:
         same = target.exists() and target.read_text(encoding="utf-8") == text

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 from greenlab.energy.provenance import how_measured
@@ -40,9 +41,17 @@ def headline(lesson: str | None, technique: str, saves: str, factor, source=None
     for name, value in (("technique", technique), ("saves", saves), ("reached", reached), ("note", note)):
         if not isinstance(value, str):
             raise ValueError(f"{name} must be text, got {value!r}")
+    for name, value in (("technique", technique), ("saves", saves)):  # the table's two columns that say what
+        if not value.strip():
+            raise ValueError(f"{name} must say what the headline compares or saves, got {value!r}")
+    if lesson is not None:
+        from greenlab.course.quiz import lessons  # lazy: the course's lessons, by their quiz files
+
+        numbers = sorted({name[:2] for name in lessons()})
+        if not (isinstance(lesson, str) and re.fullmatch(r"\d\d", lesson) and lesson in numbers):
+            raise ValueError(f"lesson must be one of the course's lesson numbers ({', '.join(numbers)}; or None: "
+                             f"the lesson being run), got {lesson!r}")
     lesson = lesson if lesson is not None else os.environ.get(HEADLINE_LESSON_ENV, "")
-    if not isinstance(lesson, str):
-        raise ValueError(f"lesson must be text such as '09', got {lesson!r}")
     record = {"lesson": lesson, "technique": technique, "saves": saves, "factor": None, "low": None,
               "high": None, "detectable": None, "repeats": None, "reached": reached, "energy_source": "",
               "estimated": None, "cpu_bf16": _cpu_bf16(), "device": _device(), "note": note}

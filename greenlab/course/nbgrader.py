@@ -62,6 +62,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from greenlab.base.paths import output_folder
 from greenlab.course import quiz as course_quiz
 from greenlab.course.grading import answers_digest, option_digest, submission_seed
 from greenlab.course.notebook_format import (
@@ -69,6 +70,9 @@ from greenlab.course.notebook_format import (
     lessons_dir, normalise, strip_instructor_notes, strip_solutions)
 
 EXERCISE_POINTS = 2
+# The most points one knowledge-check question may carry (a limit the library sets): fifty exercises' worth;
+# more would let the quiz, whose key ships with the package, outweigh every exercise of a course.
+MAX_QUIZ_POINTS = 50 * EXERCISE_POINTS
 QUESTION_POINTS = 1
 SCHEMA_VERSION = 3
 COURSE_ID = "greenlab"
@@ -149,12 +153,16 @@ def export(out: str | os.PathLike, only: list[str] | None = None,
     ``["02"]``) into ``out``; returns the notebooks written. The config is written last.
     ``quiz_points`` per knowledge-check question (0: the quiz is left ungraded, its key being
     public); ``seed`` fixes the quiz order and the salt of its hashed key (default: drawn now)."""
-    if isinstance(quiz_points, bool) or not isinstance(quiz_points, int) or quiz_points < 0:
-        raise ValueError(f"quiz_points must be a whole number >= 0, got {quiz_points!r}")
+    if isinstance(quiz_points, bool) or not isinstance(quiz_points, int) or not 0 <= quiz_points <= MAX_QUIZ_POINTS:
+        raise ValueError(f"quiz_points must be a whole number in [0, {MAX_QUIZ_POINTS}] (points per knowledge-check "
+                         f"question; an exercise is worth {EXERCISE_POINTS}), got {quiz_points!r}")
     seed = secrets.randbits(31) if seed is None else int(seed)
-    out = Path(out)
+    out = output_folder("out", out)
     paths = instructor_notebooks(lessons_dir(folder))
     if only is not None:
+        odd = [n for n in only if not re.fullmatch(r"\d{1,2}", str(n))]
+        if odd:
+            raise ValueError(f"only must list lesson numbers such as 03 (or 3), got {', '.join(map(repr, odd))}")
         wanted = {str(n).zfill(2) for n in only}
         unknown = wanted - {p.name[:2] for p in paths}
         if unknown:
@@ -500,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
                              "ships the quiz key)")
     args = parser.parse_args(argv)
     try:
+        output_folder("--out", args.out)
         written = export(args.out, only=args.only, folder=args.lessons, quiz_points=args.quiz_points)
     except (LessonError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -317,9 +317,9 @@ def _read_json(path: Path) -> dict[str, Any]:
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise LessonError(f"{path.name}: not valid notebook JSON ({exc})") from None
+        raise LessonError(f"{path}: not valid notebook JSON ({exc})") from None
     if not isinstance(nb, dict) or nb.get("nbformat") != 4:
-        raise LessonError(f"{path.name}: only nbformat 4 notebooks are supported")
+        raise LessonError(f"{path}: only nbformat 4 notebooks are supported")
     return nb
 
 

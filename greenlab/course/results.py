@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from greenlab.base.paths import lessons_dir, results_dir
+from greenlab.base.paths import lessons_dir, output_folder, results_dir
 from greenlab.course import lesson_time
 from greenlab.course.headless import SILENCE_LIMIT_S
 from greenlab.course.headline import HEADLINE_FILE_ENV, HEADLINE_LESSON_ENV, read_headlines
@@ -202,15 +202,27 @@ def add_arguments(parser) -> None:
 
 
 def run_from_args(args) -> int:
-    if getattr(args, "from_json", None):
+    if getattr(args, "from_json", None) is not None:
+        if not args.from_json.strip() or "\x00" in args.from_json or not Path(args.from_json).is_file():
+            print(f"error: --from-json must be a results.json file, got {args.from_json!r}", file=sys.stderr)
+            return 2
         if not args.lesson_times:
             print("error: --from-json goes with --lesson-times", file=sys.stderr)
             return 2
         print(f"written: {lesson_time.write_times(args.from_json)} (run python -m greenlab.course build)")
         return 0
+    try:  # the options first: a bad one is said at once, not after every lesson has run
+        out = output_folder("--out", args.out) if args.out is not None else Path(results_dir(), "course")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for name in args.notebooks:
+        if "\x00" in name or not Path(name).is_file():
+            print(f"error: no notebook at {name!r}", file=sys.stderr)
+            return 2
     paths = [Path(p) for p in args.notebooks] or default_lessons()
     results = run_results(paths, quick=args.quick)
-    written = results.write(args.out or Path(results_dir(), "course"))
+    written = results.write(out)
     print(results.markdown())
     print("written:", ", ".join(str(p) for p in written.values()))
     if getattr(args, "lesson_times", False):

@@ -111,11 +111,11 @@ class Nvml:
     # --- readings ---
     def energy_joules(self, handle) -> float:
         """Total energy counter (Volta+), joules. Raises the NVML error when unsupported."""
-        return self.module.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0
+        return _number_read("the energy counter", self.module.nvmlDeviceGetTotalEnergyConsumption(handle)) / 1000.0
 
     def power_watts(self, handle) -> float:
         """``nvmlDeviceGetPowerUsage`` in watts (a 1 s average on Ampere+ other than A100)."""
-        return self.module.nvmlDeviceGetPowerUsage(handle) / 1000.0
+        return _number_read("the power reading", self.module.nvmlDeviceGetPowerUsage(handle)) / 1000.0
 
     def instant_power_watts(self, handle) -> float | None:
         """Instantaneous power from ``NVML_FI_DEV_POWER_INSTANT``, watts; None if unavailable."""
@@ -128,7 +128,11 @@ class Nvml:
             return None
         if getattr(value, "nvmlReturn", 0) != 0:
             return None
-        return _field_number(value) / 1000.0
+        try:
+            raw = _field_number(value)
+        except (AttributeError, TypeError, ValueError) as exc:  # a field that holds no number: a faulty reading
+            raise ValueError(f"NVML's instantaneous power field holds no number ({exc})") from None
+        return _number_read("the instantaneous power field", raw) / 1000.0
 
     def is_not_supported(self, exc: BaseException) -> bool:
         cls = getattr(self.module, "NVMLError_NotSupported", None)
@@ -220,9 +224,19 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _number_read(what: str, raw):
+    """``raw`` when NVML gave a real number (milli-units), else a ValueError naming ``what``: a
+    bool, None or text divided by 1000 would pass as a plausible reading."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ValueError(f"NVML's {what} is not a number ({raw!r})")
+    return raw
+
+
 def _field_number(value) -> float:
     """Number inside an ``nvmlFieldValue_t`` (or a stand-in with ``.value`` as a plain number)."""
     raw = value.value
+    if isinstance(raw, bool):
+        raise ValueError(f"a field value of {raw!r} is no number")
     if isinstance(raw, (int, float)):
         return float(raw)
     kinds = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from greenlab.energy.source import EnergySource
+from greenlab.energy.source import MAX_PLAUSIBLE_WATTS, EnergySource, implausible_step
 
 RAPL_ROOT = "/sys/class/powercap"
 # Relative uncertainty assumed for RAPL; package counters are a model inside the CPU,
@@ -33,20 +34,44 @@ class RaplSource(EnergySource):
     update_period_s = 0.001  # RAPL counters refresh about every millisecond
     poll_interval_s = 1.0  # read at least this often so no wrap-around is missed
 
-    def __init__(self, component: str, domains: list[Path], note: str = ""):
+    max_plausible_watts = MAX_PLAUSIBLE_WATTS  # a rise faster than this is a fault, not energy drawn
+
+    def __init__(self, component: str, domains: list[Path], note: str = "", clock=time.monotonic):
         super().__init__(component, note)
         self.domains = [Path(d) for d in domains]
         self._lock = threading.Lock()
-        self._max_uj = [_read_int(d / "max_energy_range_uj") for d in self.domains]
-        self._last_uj = [_read_int(d / "energy_uj") for d in self.domains]
+        self._clock = clock
+        self._max_uj = [_read_range(d) for d in self.domains]
+        self._last_uj: list[int | None] = [_read_counter(d, m) for d, m in zip(self.domains, self._max_uj)]
+        self._t = [self._clock()] * len(self.domains)
         self._total_uj = 0
 
     def read_joules(self) -> float:
+        """The domains' total since the first read, joules. An impossible reading (not a whole number,
+        negative, beyond the counter's range) or a rise faster than ``max_plausible_watts`` (a wrap
+        where none could happen, a reset) is recorded as a fault, adds nothing, and the next good
+        reading starts afresh."""
         with self._lock:
             for i, domain in enumerate(self.domains):
-                now = _read_int(domain / "energy_uj")
-                self._total_uj += unwrap_delta(self._last_uj[i], now, self._max_uj[i])
-                self._last_uj[i] = now
+                now_t = self._clock()
+                try:
+                    now = _read_counter(domain, self._max_uj[i])
+                except (OSError, ValueError) as exc:
+                    self.record_fault(f"{domain.name}: energy_uj gave an impossible reading ({exc}): the energy "
+                                      "since the last good reading is missing")
+                    self._last_uj[i] = None
+                    continue
+                last = self._last_uj[i]
+                if last is not None:
+                    delta = unwrap_delta(last, now, self._max_uj[i])
+                    jump = implausible_step(delta / 1e6, now_t - self._t[i], self.update_period_s,
+                                            self.max_plausible_watts)
+                    if jump:
+                        self.record_fault(f"{domain.name}: energy_uj {jump}: the energy between those reads is "
+                                          "missing")
+                    else:
+                        self._total_uj += delta
+                self._last_uj[i], self._t[i] = now, now_t
             return self._total_uj / 1e6
 
     def poll(self) -> None:
@@ -107,7 +132,7 @@ def probe_rapl(root=RAPL_ROOT) -> RaplProbe:
     for domain in packages + drams:
         try:
             _read_int(domain / "energy_uj")
-            _read_int(domain / "max_energy_range_uj")
+            _read_counter(domain, _read_range(domain))
         except PermissionError:
             return RaplProbe("permission denied",
                              f"{domain / 'energy_uj'} is readable by root only")
@@ -137,3 +162,20 @@ def access_help(root=RAPL_ROOT) -> list[str]:
 
 def _read_int(path: Path) -> int:
     return int(Path(path).read_text().strip())
+
+
+def _read_range(domain: Path) -> int:
+    """A domain's ``max_energy_range_uj``: a whole number of microjoules > 0 (ValueError otherwise)."""
+    value = _read_int(domain / "max_energy_range_uj")
+    if value <= 0:
+        raise ValueError(f"{domain / 'max_energy_range_uj'} reads {value}: a counter's range is > 0 µJ")
+    return value
+
+
+def _read_counter(domain: Path, max_uj: int) -> int:
+    """A domain's ``energy_uj``: a whole number of microjoules in [0, ``max_uj``] (ValueError
+    otherwise: text, a negative count, a count past the range it wraps at)."""
+    value = _read_int(domain / "energy_uj")
+    if not 0 <= value <= max_uj:
+        raise ValueError(f"{domain / 'energy_uj'} reads {value}, outside the counter's range 0 to {max_uj} µJ")
+    return value

@@ -4,6 +4,7 @@ warm-up rounds discarded), keeping what finished when it is stopped or interrupt
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from greenlab.base import limits, progress, validation
 from greenlab.base.units import plain_number
@@ -75,6 +76,11 @@ def compare(variants: dict, model_fn, data, repeats: int = 3, warmup: int = 1, c
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
 
     validation.flag("show_progress", show_progress)
+    validation.flag("save", save)  # a truthy NaN or text would save the runs, as asked by no one
+    validation.flag("log", log)
+    if results_path is not None and (not isinstance(results_path, (str, os.PathLike))
+                                     or not os.fspath(results_path).strip()):
+        raise validation.ArgumentTypeError(f"results_path must be a file's path or None, got {results_path!r}")
     names = list(variants)
     configs = {n: (c if c.label else dataclasses.replace(c, label=n)) for n, c in variants.items()}
 

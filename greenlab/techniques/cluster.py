@@ -188,6 +188,20 @@ POLICIES = {"FCFS": fcfs, "priority": priority, "fair share": fair_share, "EASY 
 
 # --- the trace -----------------------------------------------------------------------------------
 
+# The most jobs a trace may hold (a limit the library sets, not a measurement): the simulator's time grows
+# faster than the number of jobs (each event looks through the waiting queue), and a trace is drawn to be
+# replayed in a lesson cell; a larger one keeps the cell busy for minutes.
+MAX_JOBS = 5_000
+
+
+def check_job_count(name: str, count: int) -> None:
+    """Refuse a trace of more than ``MAX_JOBS`` jobs, naming ``name``."""
+    if count > MAX_JOBS:
+        raise ValueError(f"{name} must be at most {MAX_JOBS:,} jobs, got {count:,}: the simulator's time grows "
+                         "faster than the number of jobs (each event looks through the waiting queue), so a "
+                         "larger trace keeps a cell busy for minutes; simulate fewer jobs or a shorter span")
+
+
 def synthetic_trace(n_jobs: int = 60, n_gpus: int = 8, seed: int = 0, mean_interarrival_s: float = 600.0,
                     median_duration_s: float = 1800.0, duration_sigma: float = 1.0,
                     gpu_choices: Sequence[int] = (1, 2, 4, 8), gpu_weights: Sequence[float] = (0.5, 0.2, 0.2, 0.1),
@@ -200,6 +214,7 @@ def synthetic_trace(n_jobs: int = 60, n_gpus: int = 8, seed: int = 0, mean_inter
     ``user_weights``; ``high_priority_share`` of jobs have priority 1; each estimate is the true
     duration times a uniform factor in [1, ``max_overestimate``] (users ask for more than they use)."""
     limits.steps("n_jobs", n_jobs, what="jobs drawn one after another")
+    check_job_count("n_jobs", n_jobs)
     _positive_int("n_gpus", n_gpus)
     for name, value in (("mean_interarrival_s", mean_interarrival_s), ("median_duration_s", median_duration_s)):
         _positive(name, value)
@@ -384,6 +399,7 @@ def simulate(jobs: Sequence[Job], n_gpus: int, policy: Policy = fcfs, name: str 
 
     _positive_int("n_gpus", n_gpus)
     jobs = validation.items("jobs", jobs)
+    check_job_count("jobs", len(jobs))
     for j in jobs:
         if not isinstance(j, Job):
             raise validation.ArgumentTypeError(f"jobs must be greenlab.cluster.Job objects, got {type(j).__name__}")

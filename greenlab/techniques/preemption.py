@@ -422,7 +422,7 @@ def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_second
     import tempfile
 
     limits.steps("writes", writes, what="checkpoint writes")
-    limits.duration("min_seconds", min_seconds, low=0)
+    limits.measure_seconds("min_seconds", min_seconds, low=0)
     if not isinstance(folder, (str, os.PathLike)):
         raise validation.ArgumentTypeError(f"folder must be a path to a folder, got {folder!r}")
     folder = Path(folder).expanduser()
@@ -440,7 +440,7 @@ def checkpoint_write_cost(model, optimizer, folder, writes: int = 10, min_second
                 save_checkpoint(path, model, optimizer, step=done)
                 done += 1
                 if done == 1:  # the rest would take as long each: refuse a count no run could finish
-                    limits.check_time("writes", writes, time.perf_counter() - t0, "checkpoint writes")
+                    limits.measure_time("writes", writes, time.perf_counter() - t0, "checkpoint writes")
             seconds = (time.perf_counter() - t0) / done
     finally:
         shutil.rmtree(own, ignore_errors=True)

@@ -27,6 +27,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from greenlab.base import limits
 from greenlab.base.units import plain_number
 from greenlab.energy.estimate import cpu_model_name
 from greenlab.session.config import device as default_device
@@ -107,6 +108,7 @@ def measure(device=None, dtypes=("fp32",), matmul_n: int = 1024, copy_bytes: int
     repeated for at least ``min_seconds`` per window, best of ``rounds`` windows. With ``reuse``,
     a roofline measured earlier in this Python session with the same arguments and thread count is
     returned instead (its notes say so)."""
+    _check_windows(min_seconds, rounds)
     dev = torch.device(device or default_device())
     key = (str(dev), tuple(dtypes), matmul_n, copy_bytes, min_seconds, rounds, machine, torch.get_num_threads())
     if reuse and key in _MEASURED:
@@ -114,10 +116,6 @@ def measure(device=None, dtypes=("fp32",), matmul_n: int = 1024, copy_bytes: int
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown or not dtypes:
         raise ValueError(f"dtypes must be some of {sorted(DTYPES)}, got {list(dtypes)!r}")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
-    if not min_seconds > 0:
-        raise ValueError(f"min_seconds must be > 0, got {min_seconds!r}")
     peaks = {}
     for name in dtypes:
         a = torch.randn(matmul_n, matmul_n, device=dev).to(DTYPES[name])
@@ -216,10 +214,7 @@ def place(label: str, fn, device=None, min_seconds: float = 0.05, rounds: int = 
 def seconds_per_call(fn, device=None, min_seconds: float = 0.2, rounds: int = 3) -> float:
     """Seconds one call of ``fn()`` takes: the fastest of ``rounds`` windows of repeated calls,
     each at least ``min_seconds`` long, the device synchronised at the window edges."""
-    if not min_seconds > 0:
-        raise ValueError(f"min_seconds must be > 0, got {min_seconds!r}")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    _check_windows(min_seconds, rounds)
     return _best_seconds(fn, torch.device(device or default_device()), min_seconds, rounds)
 
 
@@ -248,6 +243,17 @@ def plot(roofline: Roofline, points=(), ax=None, dtypes=None):
     ax.set_title(f"Roofline measured on {roofline.machine}", fontsize=9)
     ax.legend(fontsize=7)
     return ax
+
+
+def _check_windows(min_seconds, rounds) -> None:
+    """``rounds`` windows of at least ``min_seconds`` each: one measurement, so together within
+    ``limits.MEASURE_LIMIT_S`` (NaN, inf or a day of windows would keep the call running)."""
+    limits.measure_seconds("min_seconds", min_seconds, low=0, low_open=True)
+    limits.steps("rounds", rounds, what="measurement windows")
+    if rounds * min_seconds > limits.MEASURE_LIMIT_S:
+        raise ValueError(f"rounds={rounds} windows of min_seconds={min_seconds:g} s take at least "
+                         f"{rounds * min_seconds:.3g} s, longer than the {limits.MEASURE_LIMIT_S:g} s one "
+                         "measurement may take: fewer rounds or shorter windows")
 
 
 def _best_seconds(fn, dev, min_seconds, rounds) -> float:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from greenlab.base import validation
+from greenlab.base import limits, validation
 from greenlab.energy import measure
 from greenlab.energy.flags import PooledFlags
 from greenlab.experiments import paired, window_short
@@ -190,23 +190,26 @@ def compare_reads(x: torch.Tensor, y: torch.Tensor, folder, repeats: int = 3, pa
     times: at least ``passes`` reads per window, more when one read is shorter than
     ``min_window_s`` (from the checking read). The files stay in the OS page cache (a warm read)."""
     x, y = _samples(x, y)
-    validation.integer("repeats", repeats, low=1)
-    validation.integer("passes", passes, low=1)
+    limits.steps("repeats", repeats, what="repeats of both layouts' windows")
+    limits.steps("passes", passes, what="reads per window")
     folder = Path(folder)
     small = write_small_files(x, y, folder / "small_files")
     shards = write_shards(x, y, folder / "shards", samples_per_shard)
     shape = tuple(x.shape[1:])
     readers = {"small files": lambda: read_small_files(small, shape),
                "tar shards": lambda: read_shards(shards, shape)}
-    validation.number("min_window_s", min_window_s, low=0)
-    per_window = {}
+    limits.measure_seconds("min_window_s", min_window_s, low=0)
+    per_window, once = {}, {}
     for name, read in readers.items():
         t0 = time.perf_counter()
         bx, by = read()
-        once = time.perf_counter() - t0
+        once[name] = time.perf_counter() - t0
         if not (torch.equal(bx, x) and torch.equal(by, y)):
             raise RuntimeError(f"the {name} did not read back the samples written")
-        per_window[name] = max(passes, math.ceil(min_window_s / max(once, 1e-6)))
+        per_window[name] = max(passes, math.ceil(min_window_s / max(once[name], 1e-6)))
+    # the checking read timed each layout: refuse counts no run could finish
+    limits.check_time("passes", passes, sum(once.values()), "reads of both layouts per window")
+    limits.check_time("repeats", repeats, sum(per_window[n] * once[n] for n in readers), "repeats of both layouts")
     seconds = {name: [] for name in readers}
     joules = {name: [] for name in readers}
     windows = []

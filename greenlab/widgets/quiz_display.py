@@ -3,6 +3,7 @@ elsewhere, and return its ``Quiz`` (grading is plain Python in ``greenlab.course
 
 from __future__ import annotations
 
+from greenlab.base import validation
 from greenlab.course.quiz import ANSWER_HINT, Quiz, load, shuffled
 from greenlab.widgets.common import resolve_display
 
@@ -21,6 +22,12 @@ def quiz(questions, title: str | None = None, display: str = "auto",
     ``show_answers=True`` (text mode) prints the answers and feedback, for instructors.
     Assign the result (``check = gl.quiz(...)``) to keep the cell output to the quiz itself.
     """
+    validation.flag("show_answers", show_answers)  # a truthy text would print the answers to learners
+    if shuffle is not None:
+        validation.flag("shuffle", shuffle)
+    validation.integer("seed", seed, low=0, allow_none=True)
+    if title is not None:
+        validation.text("title", title)
     lesson = isinstance(questions, str)
     if lesson:
         q = load(questions)

@@ -36,8 +36,16 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
         return Check(name, FAILED, "the config is valid, but no run was given: train it with gl.train.")
     if not hasattr(result, "joules_to_target") or not hasattr(result, "joules"):
         return Check(name, FAILED, f"result must be a RunResult from gl.train, got {type(result).__name__}.")
+    reached = result.joules_to_target is not None
+    figures = [("joules", result.joules)] + ([("joules_to_target", result.joules_to_target),
+                                              ("seconds_to_target", result.seconds_to_target)] if reached else [])
+    impossible = [f"result.{what} is {value!r}" for what, value in figures if not _energy(value)]
+    if impossible:
+        return Check(name, FAILED, "the run's figures are not ones a run can have (a finite number > 0): "
+                     + "; ".join(impossible) + ".", ["pass the RunResult gl.train returned, unchanged."])
     if result.joules_to_target is None:
-        best = "n/a" if result.best_accuracy is None else f"{result.best_accuracy:.1%}"
+        best = (f"{result.best_accuracy:.1%}" if isinstance(result.best_accuracy, (int, float))
+                and not isinstance(result.best_accuracy, bool) else "n/a")
         return Check(name, FAILED, f"the run did not reach the target (best accuracy {best}, status "
                      f"{result.status}).", ["try more epochs, a larger learning rate, or a wider model; "
                                             "patience stops a run that has stalled."])
@@ -55,6 +63,12 @@ def capstone_submission(config: Any, result: Any = None, board: Any = None,
                  [f"time to target {plain_number(result.seconds_to_target)} s; CO2e of the whole run "
                   f"{entry.get('co2e_g', float('nan')):.3g} g"
                   + (" (energy is an estimate)" if result.estimated else "")])
+
+
+def _energy(value) -> bool:
+    """True for an energy (or a time) a run can report: a finite real number > 0."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value > 0)
 
 
 @graded(reference=("greenlab.course.recipes:one_cycle",))

@@ -361,6 +361,8 @@ def fake_quantize(fn: Any) -> Check:
         value = torch.as_tensor(got)
         if value.shape != weight.shape:
             return f"bits={bits}: the output has shape {tuple(value.shape)}, expected {tuple(weight.shape)}."
+        if not bool(torch.isfinite(value.detach().float()).all()):
+            return f"bits={bits}: the output holds NaN or inf; every value of the grid is a finite number."
         exact = weight / scale
         on_boundary = ((exact - exact.floor()) - 0.5).abs() < 1e-3  # float rounding may go either way there
         diff = (value.detach().float() - want).abs()

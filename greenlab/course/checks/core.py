@@ -114,6 +114,32 @@ class Check:
         )
 
 
+class CheckerArgumentError(ValueError):
+    """A checker's own argument (a seed, a tolerance, a lesson, a minimum) that is not valid: the
+    one error a checker raises, since it is the caller's (the lesson's or the grader's), never the
+    learner's answer."""
+
+
+def check_seed(seed: Any, name: str = "seed") -> int | None:
+    """``seed`` as an int >= 0 (or None): the seed grade time draws extra cases (or a quiz's
+    option order) from; anything else is refused naming ``name``."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise CheckerArgumentError(f"{name} must be an integer >= 0 or None (the seed extra cases are drawn "
+                                   f"from), got {_short(seed)}")
+    return int(seed)
+
+
+def exception_text(exc: BaseException) -> str:
+    """``"Type: message"`` of an exception raised by the learner's code, even when its message
+    cannot be turned into text (its ``__str__`` raises)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return f"{type(exc).__name__} (its message cannot be shown)"
+
+
 def wrong_inputs(wrong: int, total: int) -> str:
     """The one sentence of a failed function check: "1 of 4 test inputs gives a wrong result."."""
     verb = "gives" if wrong == 1 else "give"
@@ -209,8 +235,25 @@ def graded(checker: Callable[..., Check] | None = None, *, code: bool = True, re
             if reason is not None:
                 return Check(checker.__name__, FAILED, "refused: the library's implementation is not your work.",
                              [reason])
+        if "seed" in params:
+            try:
+                seed = inspect.signature(checker).bind_partial(*args, **kwargs).arguments.get("seed")
+            except TypeError:
+                seed = None  # the call itself is wrong: the checker's own call reports it
+            check_seed(seed)
         with withheld(reference) as called:
-            verdict = checker(*args, **kwargs)
+            try:
+                verdict = checker(*args, **kwargs)
+            except CheckerArgumentError:
+                raise
+            except Exception as exc:  # the answer broke the checker: a wrong answer, never a crash
+                cause = exc.__context__  # the learner's own exception, when reporting it is what failed
+                verdict = Check(checker.__name__, FAILED, "your answer could not be checked: using it raised an "
+                                "error (see below); return the kind of value the exercise asks for.",
+                                [exception_text(exc) + (f" (while reporting {exception_text(cause)})"
+                                                        if cause is not None else "")])
+            if not isinstance(verdict, Check):
+                raise TypeError(f"{checker.__name__} returned {type(verdict).__name__}, not a Check")
         if called:
             return Check(checker.__name__, FAILED, "refused: your answer calls the library's implementation.",
                          [_withheld_message(name) for name in dict.fromkeys(called)])
@@ -332,9 +375,10 @@ def drawn(seed: int | None, stream: str):
     drawn cases, the checker keeps to its fixed ones), one stream per checker by name."""
     import random  # lazy: only grade time draws cases
 
+    seed = check_seed(seed)
     if seed is None:
         return None
-    return random.Random(f"{int(seed)}:{stream}")
+    return random.Random(f"{seed}:{stream}")
 
 
 def drawn_inputs(seed: int | None, stream: str, make: Callable[[Any], tuple], count: int = 4) -> list:
@@ -437,9 +481,12 @@ def check_function(
     for every case is "not attempted".
     """
     _check_tolerances(rtol, atol)
-    cases = [_as_case(c) for c in cases]
+    try:
+        cases = [_as_case(c) for c in cases]
+    except TypeError:
+        raise CheckerArgumentError(f"cases must be a list of (args, expected) pairs, got {_short(cases)}") from None
     if not cases:
-        raise ValueError("check_function needs at least one (args, expected) case")
+        raise CheckerArgumentError("check_function needs at least one (args, expected) case")
     label = name or getattr(fn, "__name__", None) or "function"
     verdict = _not_a_function(fn, label)
     if verdict is not None:
@@ -454,7 +501,7 @@ def check_function(
         except Exception as exc:  # the learner's code failed: report it, never raise
             if isinstance(expected, type) and isinstance(exc, expected):
                 continue
-            failures.append(f"{call} raised {type(exc).__name__}: {exc}")
+            failures.append(f"{call} raised {exception_text(exc)}")
             continue
         if isinstance(expected, type) and issubclass(expected, BaseException):
             failures.append(f"{call} returned {_short(got)}; expected it to raise {expected.__name__}")
@@ -491,8 +538,8 @@ def check_gradients_match(model_a: Any, model_b: Any, atol: float = 1e-6, rtol: 
     try:
         params_a = dict(model_a.named_parameters())
         params_b = dict(model_b.named_parameters())
-    except AttributeError as exc:
-        return Check(label, FAILED, f"expected two torch.nn.Module objects ({exc}).")
+    except Exception as exc:  # not a module, or one that breaks: a wrong answer, never an error
+        return Check(label, FAILED, f"expected two torch.nn.Module objects ({exception_text(exc)}).")
     if list(params_a) != list(params_b):
         only_a = sorted(set(params_a) - set(params_b))
         only_b = sorted(set(params_b) - set(params_a))
@@ -563,22 +610,27 @@ def dtype_rtol(value: Any) -> float:
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
         else:
-            dtype = str(getattr(item, "dtype", "")).replace("torch.", "")
-            if dtype in _EPSILON and getattr(item, "shape", None) is not None:
-                found = max(found, _ROUNDINGS * _EPSILON[dtype])
+            try:  # an answer whose attributes raise has no dtype
+                dtype = str(getattr(item, "dtype", "")).replace("torch.", "")
+                if dtype in _EPSILON and getattr(item, "shape", None) is not None:
+                    found = max(found, _ROUNDINGS * _EPSILON[dtype])
+            except Exception:
+                continue
     return found
 
 
 def _check_tolerances(rtol: float, atol: float) -> None:
-    if not (rtol >= 0 and atol >= 0):
-        raise ValueError(f"rtol and atol must be >= 0, got rtol={rtol!r}, atol={atol!r}")
+    """A tolerance is a finite real number >= 0: True, NaN or inf would pass any answer."""
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
+            raise CheckerArgumentError(f"{name} must be a finite number >= 0, got {_short(value)}")
 
 
 def _as_case(case: Any) -> tuple[tuple, Any]:
     try:
         args, expected = case
     except (TypeError, ValueError):
-        raise ValueError(f"each case must be a pair (args, expected), got {case!r}") from None
+        raise CheckerArgumentError(f"each case must be a pair (args, expected), got {_short(case)}") from None
     if not isinstance(args, tuple):
         args = (args,)
     return args, expected
@@ -641,9 +693,9 @@ def _compare_unchecked(got: Any, expected: Any, rtol: float, atol: float) -> str
     want = _to_float_list(expected)
     if want is None:
         try:
-            same = bool(got == expected)
+            same = _equal(got, expected)
         except Exception as exc:  # an odd type whose == raises
-            return f"could not compare {_short(got)} with {_short(expected)} ({exc})."
+            return f"could not compare {_short(got)} with {_short(expected)} ({exception_text(exc)})."
         return None if same else f"expected {_short(expected)}, got {_short(got)}."
     have = _to_float_list(got)
     if have is None:
@@ -664,6 +716,28 @@ def _compare_unchecked(got: Any, expected: Any, rtol: float, atol: float) -> str
             digits = ".6g" if f"{e:.6g}" != f"{g:.6g}" else ".10g"
             return f"expected {e:{digits}}{where}, got {g:{digits}} (difference {g - e:.3g})."
     return None
+
+
+def _equal(got: Any, expected: Any, depth: int = 0) -> bool:
+    """``got == expected`` taken apart: a dict, list or tuple must be one with equal items, a
+    number a real number of the same value, any other value one of the expected type; so an
+    answer whose ``==`` says True to anything is no match."""
+    if depth > 100:
+        return False
+    if isinstance(expected, dict):
+        return (isinstance(got, dict) and len(got) == len(expected)
+                and all(k in got and _equal(got[k], v, depth + 1) for k, v in expected.items()))
+    if isinstance(expected, (list, tuple)):
+        return (isinstance(got, (list, tuple)) and len(got) == len(expected)
+                and all(_equal(g, e, depth + 1) for g, e in zip(got, expected)))
+    if expected is None:
+        return got is None
+    if isinstance(expected, bool):
+        return isinstance(got, bool) and got == expected
+    if isinstance(expected, (int, float)):
+        have = _to_float_list(got)
+        return have is not None and have[1] == () and have[0][0] == float(expected)
+    return isinstance(got, type(expected)) and bool(expected == got) and bool(got == expected)
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from greenlab.course.checks.core import (
     FAILED, NOT_ATTEMPTED, PASSED, Check, _sorted_indices, check_function, drawn_inputs, graded, is_placeholder,
-    variant_hint)
+    exception_text, variant_hint)
 from greenlab.techniques.stopping import should_stop
 
 
@@ -172,12 +172,17 @@ def prefetch_loader(fn: Any) -> Check:
                 if "planted" not in str(exc):
                     problems.append(f"the loader's error came back as {exc!r}, not the original one.")
         except Exception as exc:  # the learner's code failed: report it, never raise
-            problems.append(f"your function raised {type(exc).__name__}: {exc}")
+            problems.append(f"your function raised {exception_text(exc)}")
+        finished.set()
 
     problems: list = []
+    finished = threading.Event()
     worker = threading.Thread(target=run_checks, args=(problems,), daemon=True)
     worker.start()
     worker.join(timeout=10.0)
+    if not worker.is_alive() and not finished.is_set() and not problems:
+        problems.append("the checks of your loader stopped before they finished (an error the checker could not "
+                        "report); run your loader on a small list to see it.")
     if worker.is_alive():
         problems.append("your loader did not finish within 10 s (it hangs). Hint: when batches ends or raises, "
                         "the thread must still put an end marker (or the error) into the queue, or the "

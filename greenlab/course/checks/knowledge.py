@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from greenlab.course.checks.core import FAILED, NOT_ATTEMPTED, PASSED, Check, graded
+from greenlab.course.checks.core import (
+    FAILED, NOT_ATTEMPTED, PASSED, Check, CheckerArgumentError, check_seed, graded)
 from greenlab.course.quiz import grade_question, load, shuffled
 
 
@@ -21,10 +22,14 @@ def quiz_answer(lesson: str, answers: Any, question: int, order_seed: int | None
     texts for a "choose all" question, or a number for a numeric one; ``None`` is not answered.
     With ``order_seed`` (the seed ``gl.quiz(lesson, seed=...)`` showed the quiz with), an index or letter
     names the option in the order shown; without it, in the quiz file's order."""
-    quiz = load(lesson)
+    order_seed = check_seed(order_seed, "order_seed")
+    try:
+        quiz = load(lesson)
+    except (ValueError, TypeError, OSError) as exc:  # the grader's lesson, not the learner's answer
+        raise CheckerArgumentError(f"lesson {lesson!r}: {exc}") from exc
     questions = (quiz if order_seed is None else shuffled(quiz, seed=order_seed)).questions
     if isinstance(question, bool) or not isinstance(question, int) or not 1 <= question <= len(questions):
-        raise ValueError(f"question must be a number 1..{len(questions)}, got {question!r}")
+        raise CheckerArgumentError(f"question must be a number 1..{len(questions)}, got {question!r}")
     label = f"quiz {lesson} question {question}"
     if not isinstance(answers, (list, tuple)):
         return Check(label, FAILED, f"quiz_answers must be a list with one entry per question, "

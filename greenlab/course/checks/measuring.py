@@ -7,8 +7,8 @@ from typing import Any
 
 from greenlab.base.units import plain_number
 from greenlab.course.checks.core import (
-    FAILED, FLOAT32_RTOL, NOT_ATTEMPTED, PASSED, Check, check_function, drawn_inputs, graded, is_placeholder,
-    number_or_none)
+    CheckerArgumentError, FAILED, FLOAT32_RTOL, NOT_ATTEMPTED, PASSED, Check, check_function, drawn_inputs, graded,
+    is_placeholder, number_or_none)
 from greenlab.energy.rapl import unwrap_delta
 
 
@@ -57,7 +57,7 @@ def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energ
     """
     if not (isinstance(min_seconds, (int, float)) and not isinstance(min_seconds, bool)
             and math.isfinite(min_seconds) and min_seconds >= 0):
-        raise ValueError(f"min_seconds must be a finite number >= 0, got {min_seconds!r}")
+        raise CheckerArgumentError(f"min_seconds must be a finite number >= 0, got {min_seconds!r}")
     if is_placeholder(measurement):
         return Check(name, NOT_ATTEMPTED, "no measurement yet (the value is still None).")
     if not all(hasattr(measurement, a) for a in ("joules", "seconds", "components", "warnings")):
@@ -74,13 +74,16 @@ def energy_window(measurement: Any, min_seconds: float = 0.0, name: str = "energ
     unlabelled = sorted(k for k, c in components.items() if not getattr(c, "source", ""))
     if unlabelled:
         problems.append(f"components without a source label: {', '.join(unlabelled)}.")
-    try:
-        joules = float(measurement.joules)
-        seconds = float(measurement.seconds)
-    except Exception as exc:  # an odd object: a wrong answer, never an error
-        return Check(name, FAILED, f"the measurement's joules/seconds are not numbers ({type(exc).__name__}: {exc}).")
+    joules, seconds = measurement.joules, measurement.seconds
+    for what, value in (("joules", joules), ("seconds", seconds)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):  # a text "2" is no duration
+            return Check(name, FAILED, f"the measurement's {what} is not a number (got {type(value).__name__}).",
+                         ["with gl.measure('label') as window: ... then use window.result"])
+    joules, seconds = float(joules), float(seconds)
     if not (math.isfinite(joules) and joules > 0):
         problems.append(f"the energy is {joules!r} J; a real window uses more than 0 J.")
+    if not (math.isfinite(seconds) and seconds > 0):
+        problems.append(f"the window lasted {seconds!r} s; a real window lasts a finite time > 0 s.")
     short = [w for w in measurement.warnings if "shorter than" in str(w)]
     if short:
         problems.append("the window was shorter than 10 of its counter's update periods; repeat "
