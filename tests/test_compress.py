@@ -455,3 +455,14 @@ def test_break_even_interval_is_stated_only_when_the_saving_is_detectable():
     assert worse.costs_more and "never" in worse.sentence()
     few = compress.break_even_interval(100.0, [1.0, 1.0], [0.5, 0.5])
     assert few.uses is None and "too few" in few.sentence()
+
+
+def test_compare_inference_is_never_silent_for_long(capsys, monkeypatch):
+    from greenlab.base import progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.001)
+    variants = {"a": _tiny_mlp(), "b": _tiny_mlp()}
+    compress.compare_inference(variants, torch.randn(8, 64), rounds=3, repeats=2, max_repeats=8)
+    out = capsys.readouterr().out
+    assert "greenlab.compress: 3 round(s) of 2 models' energy windows ..." in out
+    assert "greenlab.compress: 3 round(s) of 2 models' energy windows done in" in out

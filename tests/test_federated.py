@@ -254,3 +254,19 @@ def test_the_edge_verdict_flips_where_sending_costs_what_the_device_does():
     assert [f.below for f in found] == ["sending lower", "no detectable difference"]
     assert found[0].kwh_per_gb < 1e-6 / 3.6e6 * 1e9 < found[1].kwh_per_gb
     assert "extrapolated" in edge.remote_cost(10, None, network=network.for_year(2020)).describe()
+
+
+def test_compare_prints_a_line_per_repeat_and_no_inner_heartbeat(tiny, capsys, monkeypatch):
+    from greenlab.base import progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.01)  # any inner heartbeat would print at once
+    ds, splits = tiny
+    make = lambda: models.build("mlp", hidden=(8,))  # noqa: E731
+    comparison = federated.compare(make, ds, splits, rounds=1, repeats=2, target_accuracy=0.99)
+    out = capsys.readouterr().out
+    assert len(comparison.federated) == len(comparison.centralised) == 2
+    assert "greenlab.federated.compare [1/2] repeat 1: FedAvg and centralised, seed 0 ..." in out
+    assert "[2/2] repeat 2" in out and out.endswith(" s\n")
+    assert "greenlab.federated FedAvg" not in out and "greenlab.federated centralised" not in out
+    with pytest.raises(TypeError, match="show_progress"):
+        federated.run_federated(make, ds, splits, rounds=1, show_progress="no")

@@ -98,10 +98,12 @@ class Steps:
         self._open = False
 
     @contextlib.contextmanager
-    def ticking(self, every_s: float = HEARTBEAT_SECONDS):
+    def ticking(self, every_s: float | None = None):
         """While the ``with`` block runs, add the open item's elapsed seconds to its line every
         ``every_s`` seconds (`` 5 s… 10 s…``), so one long item (a compile) is never silent; the
-        line stays open for ``done``. Without an open line, or with progress off, it prints nothing."""
+        line stays open for ``done``. Without an open line, or with progress off, it prints nothing.
+        ``every_s`` defaults to ``HEARTBEAT_SECONDS``."""
+        every_s = HEARTBEAT_SECONDS if every_s is None else every_s
         if every_s <= 0:
             raise ValueError(f"every_s must be > 0 seconds, got {every_s!r}")
         stop = threading.Event()
@@ -139,11 +141,12 @@ class Steps:
 
 
 @contextlib.contextmanager
-def heartbeat(label: str, every_s: float = HEARTBEAT_SECONDS, show: bool = True, out=None):
+def heartbeat(label: str, every_s: float | None = None, show: bool = True, out=None):
     """Print ``label ... N s`` every ``every_s`` seconds while the ``with`` block runs and, once a
     line was printed, ``label done in N s`` (or ``label stopped after N s`` when it raised) at the
     end; a block shorter than ``every_s`` prints nothing. The printing thread is joined before the
-    block's exception, if any, goes on."""
+    block's exception, if any, goes on. ``every_s`` defaults to ``HEARTBEAT_SECONDS``."""
+    every_s = HEARTBEAT_SECONDS if every_s is None else every_s
     if every_s <= 0:
         raise ValueError(f"every_s must be > 0 seconds, got {every_s!r}")
     show = bool(show) and enabled()

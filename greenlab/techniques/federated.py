@@ -241,14 +241,18 @@ class FederatedRun(PooledFlags):
 def run_federated(model_fn, data, splits, rounds: int, local_epochs: int = 1, batch_size: int = 32,
                   lr: float = 0.05, target_accuracy: float | None = None, stop_at_target: bool = True,
                   seed: int = 0, aggregate=None, network: _network.NetworkFigure | None = None,
-                  label: str = "FedAvg", one_off_bytes: int = 0, exchange: bool = True) -> FederatedRun:
+                  label: str = "FedAvg", one_off_bytes: int = 0, exchange: bool = True,
+                  show_progress: bool = True) -> FederatedRun:
     """Train ``model_fn()`` by federated averaging over the clients whose training rows of
     ``data`` are ``splits`` (index tensors), for up to ``rounds`` rounds (stopping at
     ``target_accuracy`` when ``stop_at_target``). ``aggregate(states, sample_counts) -> state``
     is the server's rule (default ``fedavg``; e.g. a learner's). ``exchange=False`` (centralised
     training) sends no model. Seeded by ``seed``: the initial weights and every client's sample
-    order. Runs on the CPU."""
+    order. Runs on the CPU. ``show_progress``: a line every few seconds while it runs (off when
+    ``compare`` reports the repeats itself)."""
     rounds = validation.integer("rounds", rounds, low=1, high=100_000)
+    if not isinstance(show_progress, bool):
+        raise TypeError(f"show_progress must be True or False, got {show_progress!r}")
     local_epochs = validation.integer("local_epochs", local_epochs, low=1, high=1000)
     batch_size = validation.integer("batch_size", batch_size, low=1)
     lr = validation.number("lr", lr, low=0, low_open=True)
@@ -268,7 +272,7 @@ def run_federated(model_fn, data, splits, rounds: int, local_epochs: int = 1, ba
     x_all, y_all = data.train_x.cpu(), data.train_y.cpu()
     per_round_bytes = round_bytes(global_model.state_dict(), len(splits)) if exchange else 0
     history = []
-    with progress.heartbeat(f"greenlab.federated {label}: {rounds} round(s)"):
+    with progress.heartbeat(f"greenlab.federated {label}: {rounds} round(s)", show=show_progress):
         for r in range(1, rounds + 1):
             states, seconds = [], []
             with warnings.catch_warnings(record=True) as caught:
@@ -399,17 +403,25 @@ def compare(model_fn, data, splits, rounds: int, repeats: int = 3, target_accura
     """``run_federated`` and ``run_centralised`` (same ``rounds`` as epochs) for ``repeats``
     paired repeats, seeds ``seed .. seed + repeats - 1``, arms alternating first."""
     repeats = validation.integer("repeats", repeats, low=1, high=1000)
+    options = {**options, "show_progress": False}  # one line per repeat below, ticking while it runs
     fed, cen, seeds = [], [], []
-    for i in range(repeats):
-        s = seed + i
-        arms = [("fed", lambda: run_federated(model_fn, data, splits, rounds, target_accuracy=target_accuracy,
-                                              seed=s, **options)),
-                ("cen", lambda: run_centralised(model_fn, data, rounds, target_accuracy=target_accuracy,
-                                                seed=s, **{k: v for k, v in options.items() if k != "aggregate"}))]
-        done = dict((name, fn()) for name, fn in (arms if i % 2 == 0 else arms[::-1]))
-        fed.append(done["fed"])
-        cen.append(done["cen"])
-        seeds.append(s)
+    steps = progress.Steps("greenlab.federated.compare", repeats, unit="repeat")
+    try:
+        for i in range(repeats):
+            s = seed + i
+            arms = [("fed", lambda: run_federated(model_fn, data, splits, rounds, target_accuracy=target_accuracy,
+                                                  seed=s, **options)),
+                    ("cen", lambda: run_centralised(model_fn, data, rounds, target_accuracy=target_accuracy,
+                                                    seed=s, **{k: v for k, v in options.items() if k != "aggregate"}))]
+            steps.start(f"repeat {i + 1}: FedAvg and centralised, seed {s}")
+            with steps.ticking():
+                done = dict((name, fn()) for name, fn in (arms if i % 2 == 0 else arms[::-1]))
+            steps.done()
+            fed.append(done["fed"])
+            cen.append(done["cen"])
+            seeds.append(s)
+    finally:
+        steps.close()
     return FederatedComparison(federated=fed, centralised=cen, seeds=seeds)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-from greenlab.base import validation
+from greenlab.base import progress, validation
 from greenlab.base.units import format_energy
 from greenlab.energy import ShortWindowWarning, measure
 from greenlab.energy.flags import MeasuredFlags, PooledFlags
@@ -382,7 +382,8 @@ def compare_inference(variants: dict, x: torch.Tensor, rounds: int = 5, repeats:
     seconds = {name: [] for name in names}
     short = {name: [] for name in names}
     windows = {name: [] for name in names}
-    with _evaluating(variants, x, warmup):
+    with _evaluating(variants, x, warmup), \
+            progress.heartbeat(f"greenlab.compress: {rounds} round(s) of {len(names)} models' energy windows"):
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 result, times, passes[name], is_short = _timed_window(
