@@ -1909,7 +1909,7 @@ def fuzz(examples: int, tmp: Path, only: str | None = None, progress=None, exclu
             if any(word in ep.name for word in exclude):
                 continue
             rows = record.setdefault(ep.name, [])
-            arg_value = st.sampled_from(sorted(ep.bad)).flatmap(lambda a, ep=ep: st.tuples(st.just(a), ep.bad[a]))
+            arg_value = _one_bad_argument(ep)
 
             _run_one(ep, rows, arg_value, examples)
             if progress is not None:
@@ -1942,6 +1942,16 @@ def _offline():
         for cls, (mirrors, _) in saved.items():
             cls.mirrors = mirrors
         torchvision.datasets.CIFAR10.url = cifar_url
+
+
+def _one_bad_argument(ep: EntryPoint):
+    """A strategy for (argument name, bad value) of ``ep``. A closure, not a lambda with ``ep`` as a
+    default: hypothesis labels a flatmap by the repr of its function's defaults, and an entry point's
+    repr holds answers built to raise on repr."""
+    def draw(name):
+        return st.tuples(st.just(name), ep.bad[name])
+
+    return st.sampled_from(sorted(ep.bad)).flatmap(draw)
 
 
 def _run_one(ep, rows, arg_value, examples):

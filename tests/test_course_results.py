@@ -78,6 +78,16 @@ def test_results_subcommand_is_wired_and_exits_1_when_a_lesson_fails(tmp_path):
     assert (tmp_path / "out" / "results.md").exists()
 
 
+def test_results_refuses_a_file_that_is_no_notebook_naming_it_before_any_run(tmp_path, capsys):
+    from greenlab.course.build import main
+
+    damaged = tmp_path / "05_damaged.ipynb"
+    damaged.write_text("{not json")
+    assert main(["results", "--quick", "--out", str(tmp_path / "out"), str(damaged)]) == 2
+    assert f"notebook {str(damaged)!r} cannot be run: not a notebook file" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "results.md").exists()
+
+
 def test_results_time_each_lessons_longest_silence_and_name_cells_over_the_limit(tmp_path, monkeypatch):
     """One results run is also the course's silence check: every lesson's longest silent stretch is
     in the table, and a cell silent past the limit is named in the markdown under it."""

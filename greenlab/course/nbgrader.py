@@ -314,9 +314,9 @@ def nbgrader_notebook(instructor_nb: dict[str, Any], stem: str, quiz_points: int
 
 
 def _exercise_cells(cell: dict, text: str, stem: str, where: str, ids: set[str]) -> list[dict]:
-    # lazy: the checkers load PyTorch, which nbgrader's grading process (it imports this module for its
+    # the checkers load PyTorch, which nbgrader's grading process (it imports this module for its
     # preprocessors) does not need
-    from greenlab.course.checks.statement import RUBRIC
+    from greenlab.course.checks.statement import RUBRIC  # lazy: loads PyTorch, see above
 
     calls = checker_calls(text)
     name = calls[0][0] if calls else _first_defined_name(text) or "answer"

@@ -220,6 +220,10 @@ def run_from_args(args) -> int:
         if "\x00" in name or not Path(name).is_file():
             print(f"error: no notebook at {name!r}", file=sys.stderr)
             return 2
+        problem = _not_a_notebook(Path(name))
+        if problem:
+            print(f"error: notebook {name!r} cannot be run: {problem}", file=sys.stderr)
+            return 2
     paths = [Path(p) for p in args.notebooks] or default_lessons()
     results = run_results(paths, quick=args.quick)
     written = results.write(out)
@@ -238,6 +242,17 @@ _CHILD = ("import json, sys\n"
           "from greenlab.course.headless import run_notebook\n"
           "run = run_notebook(sys.argv[1], quick=True if sys.argv[2] == 'quick' else None, max_silence_s=0.0)\n"
           "open(sys.argv[3], 'w', encoding='utf-8').write(json.dumps(run.silences))\n")
+
+
+def _not_a_notebook(path: Path) -> str:
+    """Why ``path`` is no notebook a lesson run can start ("" when it is one)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return f"not a notebook file ({type(exc).__name__}: {exc})"
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        return "not a notebook file (no list of cells)"
+    return ""
 
 
 def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
