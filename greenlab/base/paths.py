@@ -193,11 +193,7 @@ def output_folder(name: str, value) -> Path:
     Refused with a ValueError naming ``name`` and the path when it is empty, holds a NUL, is a file,
     lies under a file or cannot be made: checked before any work, so a long run never ends in a
     traceback at its last step."""
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
-        raise ValueError(f"{name} must be a folder's path, got {value!r}")
-    text = os.fspath(value)
-    if "\x00" in text:
-        raise ValueError(f"{name} must be a folder's path without a NUL character, got {text!r}")
+    text = _path_text(name, value, "a folder's path")
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name} {text!r} is a file, not a folder")
@@ -208,14 +204,20 @@ def output_folder(name: str, value) -> Path:
     return path
 
 
+def _path_text(name: str, value, what: str) -> str:
+    """``value`` as a path's text, refused (naming ``name``) when it is no path, empty or holds a NUL."""
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    text = os.fspath(value)
+    if "\x00" in text:
+        raise ValueError(f"{name} must be {what} without a NUL character, got {text!r}")
+    return text
+
+
 def output_file(name: str, value) -> Path:
     """The file a command writes (``name``: its option), its folder made when missing; refused like
     :func:`output_folder`, and when the path is an existing folder."""
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
-        raise ValueError(f"{name} must be a file's path, got {value!r}")
-    text = os.fspath(value)
-    if "\x00" in text:
-        raise ValueError(f"{name} must be a file's path without a NUL character, got {text!r}")
+    text = _path_text(name, value, "a file's path")
     path = Path(text).expanduser()
     if path.is_dir() or text.endswith(("/", os.sep)):
         raise ValueError(f"{name} {text!r} is a folder; give the file's path")
