@@ -1398,14 +1398,18 @@ def vendor_entry_points(tmp: Path) -> list[EntryPoint]:
         st.text(max_size=6).filter(lambda s: not s.strip().isdigit()))
     counter = {"n": 0}
 
-    def rapl_source(reading):
+    def fake_powercap(max_text):
+        """A fresh fake powercap folder of one package domain, probed as greenlab probes one."""
         counter["n"] += 1
         domain = tmp / f"powercap{counter['n']}" / "intel-rapl:0"
         domain.mkdir(parents=True)
         (domain / "name").write_text("package-0\n")
-        (domain / "max_energy_range_uj").write_text(f"{max_range}\n")
+        (domain / "max_energy_range_uj").write_text(f"{max_text}\n")
         (domain / "energy_uj").write_text("1000\n")
-        found = rapl.probe_rapl(domain.parent)
+        return rapl.probe_rapl(domain.parent)
+
+    def rapl_source(reading):
+        found = fake_powercap(max_range)
         if found.status != "readable":
             raise RuntimeError(f"the fake powercap folder is not readable: {found.reason}")
         return found.sources()[0]
@@ -1419,13 +1423,7 @@ def vendor_entry_points(tmp: Path) -> list[EntryPoint]:
     def rapl_range(max_text):
         """A domain whose max_energy_range_uj is ``max_text``: refused when the source is made, or
         a reading that wraps past it is an incomplete window."""
-        counter["n"] += 1
-        domain = tmp / f"powercap{counter['n']}" / "intel-rapl:0"
-        domain.mkdir(parents=True)
-        (domain / "name").write_text("package-0\n")
-        (domain / "max_energy_range_uj").write_text(f"{max_text}\n")
-        (domain / "energy_uj").write_text("1000\n")
-        found = rapl.probe_rapl(domain.parent)
+        found = fake_powercap(max_text)
         if found.status != "readable":
             raise ValueError(f"max_energy_range_uj {max_text!r}: {found.status}: {found.reason}")
         source = found.sources()[0]
