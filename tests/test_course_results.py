@@ -84,7 +84,7 @@ def test_results_refuses_a_file_that_is_no_notebook_naming_it_before_any_run(tmp
     damaged = tmp_path / "05_damaged.ipynb"
     damaged.write_text("{not json")
     assert main(["results", "--quick", "--out", str(tmp_path / "out"), str(damaged)]) == 2
-    assert f"notebook {str(damaged)!r} cannot be run: not a notebook file" in capsys.readouterr().err
+    assert f"notebook {str(damaged)!r} cannot be run: {damaged}: not valid notebook JSON" in capsys.readouterr().err
     assert not (tmp_path / "out" / "results.md").exists()
 
 

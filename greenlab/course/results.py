@@ -35,6 +35,7 @@ from greenlab.base.paths import lessons_dir, output_folder, results_dir
 from greenlab.course import lesson_time
 from greenlab.course.headless import SILENCE_LIMIT_S
 from greenlab.course.headline import HEADLINE_FILE_ENV, HEADLINE_LESSON_ENV, read_headlines
+from greenlab.course.notebook_format import LessonError, _read_json
 from greenlab.energy.estimate import cpu_model_name
 from greenlab.energy.provenance import how_measured
 from greenlab.energy.windows import measure
@@ -220,9 +221,10 @@ def run_from_args(args) -> int:
         if "\x00" in name or not Path(name).is_file():
             print(f"error: no notebook at {name!r}", file=sys.stderr)
             return 2
-        problem = _not_a_notebook(Path(name))
-        if problem:
-            print(f"error: notebook {name!r} cannot be run: {problem}", file=sys.stderr)
+        try:
+            _read_json(Path(name))  # the check a headless run makes, before any lesson starts
+        except (LessonError, OSError, UnicodeDecodeError) as exc:
+            print(f"error: notebook {name!r} cannot be run: {exc}", file=sys.stderr)
             return 2
     paths = [Path(p) for p in args.notebooks] or default_lessons()
     results = run_results(paths, quick=args.quick)
@@ -242,17 +244,6 @@ _CHILD = ("import json, sys\n"
           "from greenlab.course.headless import run_notebook\n"
           "run = run_notebook(sys.argv[1], quick=True if sys.argv[2] == 'quick' else None, max_silence_s=0.0)\n"
           "open(sys.argv[3], 'w', encoding='utf-8').write(json.dumps(run.silences))\n")
-
-
-def _not_a_notebook(path: Path) -> str:
-    """Why ``path`` is no notebook a lesson run can start ("" when it is one)."""
-    try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return f"not a notebook file ({type(exc).__name__}: {exc})"
-    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        return "not a notebook file (no list of cells)"
-    return ""
 
 
 def _run_one(path: Path, quick: bool, timeout_s: float) -> LessonOutcome:
