@@ -112,8 +112,14 @@ LESSON_JOBS = 2
 
 
 def _run_one_hidden(env: dict, notebook: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "greenlab.course", "run", f"lessons/instructor/{notebook}"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    """One lesson's run; a lesson that runs past 900 s fails its own test (not every later one, which
+    would each start the whole set again)."""
+    cmd = [sys.executable, "-m", "greenlab.course", "run", f"lessons/instructor/{notebook}"]
+    try:
+        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return subprocess.CompletedProcess(cmd, -9, out, f"{notebook}: killed after {exc.timeout:g} s")
 
 
 def _run_lesson_hidden(tmp_path, notebook: str) -> str:
