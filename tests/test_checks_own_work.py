@@ -234,3 +234,22 @@ def test_every_declared_reference_names_functions_that_can_be_withheld():
         for reference in references:
             assert core._functions_named(reference), f"{name}: {reference} names no function"
 
+
+
+def test_a_wrapper_around_a_library_module_not_yet_imported_is_refused_too():
+    # gl.* loads each module on first use: a learner's wrapper may be what first imports the library's
+    # reference, in the middle of the check. It is withheld all the same (the check imports it first).
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, greenlab as gl\n"
+            "assert 'greenlab.techniques.active' not in sys.modules\n"
+            "verdict = gl.check.most_uncertain(lambda probs, k: gl.active.most_uncertain(probs, k))\n"
+            "print(verdict.status, verdict.message)\n")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("failed") and "refused" in done.stdout, done.stdout

@@ -86,39 +86,51 @@ def exported(tmp_path_factory):
             for path in nbgrader_export.export(course, quiz_points=1, seed=1)}
 
 
-def _skipped(nb):
+def _plan(nb):
     import nbformat
 
-    from greenlab.course.nbgrader_preprocessor import skipped
+    from greenlab.course.nbgrader_preprocessor import plan
 
     node = nbformat.reads(json.dumps(nb), as_version=4)
     code = [c for c in node.cells if c.cell_type == "code"]
-    return code, set(skipped(code))
+    return code, plan(code)
 
 
-def test_every_lesson_keeps_its_answers_tests_and_set_up_and_leaves_most_experiments_out(exported):
+def _skipped(nb):
+    code, grading = _plan(nb)
+    return code, set(range(len(code))) - grading.run
+
+
+def test_every_lesson_runs_its_tests_and_answers_shows_its_statements_and_leaves_most_experiments_out(exported):
     pytest.importorskip("nbgrader", reason="the preprocessor needs nbgrader: pip install -e '.[test]'")
-    left_out, optional = 0, 0
+    left_out, optional, shown = 0, 0, 0
     for lesson, nb in exported.items():
-        code, skipped = _skipped(nb)
+        code, grading = _plan(nb)
         for i, cell in enumerate(code):
             meta = cell.metadata.get("nbgrader", {})
-            if i == 0 or meta.get("solution") or meta.get("grade"):
-                assert i not in skipped, f"lesson {lesson} leaves out {cell.id}, which a grade needs"
+            if meta.get("solution") and meta.get("grade"):  # hand-graded: left as written, run only when needed
+                assert i in grading.run | grading.kept, f"lesson {lesson} drops {cell.id}, a hand-graded answer"
+                after = code[i + 1] if i + 1 < len(code) else None
+                if after is not None and not after.metadata.get("nbgrader"):
+                    assert i + 1 in grading.shown, f"lesson {lesson} runs {after.id} again instead of showing it"
+            elif i == 0 or meta.get("solution") or meta.get("grade"):
+                assert i in grading.run, f"lesson {lesson} does not run {cell.id}, which a grade needs"
             else:
                 optional += 1
-        left_out += len(skipped)
-        # every cell a kept cell reads from is kept: the names it reads are bound by a kept cell before it,
-        # by a name it binds itself, or are the kernel's own
-        kept = [c for i, c in enumerate(code) if i not in skipped]
+        assert not grading.run & (grading.shown | grading.kept)
+        left_out += len(grading.left_out(len(code)))
+        shown += len(grading.shown)
+        # every cell a running cell reads from runs: the names it reads are bound by a running cell before
+        # it, by a name it binds itself, or are the kernel's own
         bound = set()
-        for cell in kept:
+        for cell in (c for i, c in enumerate(code) if i in grading.run):
             seen = names(cell.source)
             if not seen.opaque:
                 missing = seen.reads - bound - ALWAYS_BOUND
-                assert not missing, f"lesson {lesson} {cell.id} reads {sorted(missing)} that no kept cell binds"
+                assert not missing, f"lesson {lesson} {cell.id} reads {sorted(missing)} that no running cell binds"
             bound |= seen.changes
     assert left_out > optional / 2  # the lessons' own cells, experiments mostly, are mostly left out
+    assert shown > 0  # the statements (and the predictions) above: each shown as the learner ran it
 
 
 def test_an_answer_that_reads_an_experiment_keeps_that_experiment(exported):
@@ -167,7 +179,8 @@ def test_importing_greenlab_or_the_grading_preprocessor_loads_no_torch():
             "import greenlab.course.needed_cells, greenlab.course.class_grading, greenlab.course.nbgrader\n"
             "try:\n    import greenlab.course.nbgrader_preprocessor\nexcept ImportError:  # no nbgrader\n    pass\n"
             "assert 'torch' not in sys.modules, 'torch loaded'\n"
-            "assert callable(gl.setup) and gl.check.stakeholder_statement and 'torch' in sys.modules\n"
+            "assert callable(gl.setup) and gl.check.stakeholder_statement and 'torch' not in sys.modules\n"
+            "assert gl.check.fine_grained_prune and 'torch' in sys.modules  # what a checker uses, on first use\n"
             "assert {'setup', 'budget', 'check', 'train'} <= set(dir(gl))\n"
             "print(gl.energy.__name__)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,

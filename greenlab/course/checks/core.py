@@ -20,6 +20,7 @@ import contextlib
 import copy
 import functools
 import html
+import importlib
 import inspect
 import math
 import os
@@ -334,6 +335,9 @@ def _functions_named(name: str) -> list:
     """The plain functions behind ``"module:qualname"`` in every module map: the function itself
     (the innermost one a decorator wraps), or the functions a class defines."""
     module_name, _, qualname = name.partition(":")
+    # imported now if it is not yet: gl.* loads a module on first use, and that use may be the
+    # learner's answer calling it in the middle of the check
+    importlib.import_module(module_name)
     found = []
     for modules in [sys.modules, *HELD_COPIES]:
         obj = modules.get(module_name)
