@@ -548,3 +548,20 @@ def test_a_read_only_cache_falls_back_saying_how_to_fix_it(mirror, monkeypatch, 
     assert ds.source == "generated" and mirror["hits"] == []
     assert "is not writable here" in out and "set GREENLAB_CACHE_DIR to a folder you can write" in out
     assert "greenlab data fetch" in out
+
+
+def test_an_empty_cache_falls_back_without_importing_torchvision(tmp_path):
+    # torchvision takes over a second to import: an offline run with nothing cached (a grader, a
+    # laptop on a train) goes straight to the stand-in; with files there, torchvision reads them
+    import subprocess
+    import sys
+
+    (tmp_path / "FashionMNIST" / "raw").mkdir(parents=True)  # an empty folder a failed download left
+    code = ("import sys\nfrom greenlab.training import data, datacache\n"
+            f"found = datacache.ensure('fashion-mnist', {str(tmp_path)!r}, network=False)\n"
+            "assert found.state == 'missing' and not found.usable, found\n"
+            f"ds = data.load('fashion-mnist', n_train=64, n_test=16, root={str(tmp_path)!r}, download=False)\n"
+            "assert ds.source == 'generated' and 'torchvision' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -18,6 +18,7 @@ Loaders:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -465,11 +466,8 @@ def _load_torchvision(key, tv_name, root: Path, policy: tuple, n_train, n_test, 
     """(Dataset, "") from torchvision, or (None, reason) when it cannot be had. ``policy``:
     (mode, why) from ``datacache.policy``; mode "require" turns a failed download into an error."""
     mode, why = policy
-    try:
-        import torchvision.datasets as tvd
-    except Exception as exc:  # noqa: BLE001
-        return None, f"torchvision could not be imported ({exc})"
-    cls = getattr(tvd, tv_name)
+    if importlib.util.find_spec("torchvision") is None:  # found without importing it (over a second)
+        return None, "torchvision is not installed (pip install torchvision)"
     try:
         found = datacache.ensure(key, root, network=mode != "never")
     except PermissionError as exc:  # a read-only cache (a package folder, a hub's shared install)
@@ -485,6 +483,11 @@ def _load_torchvision(key, tv_name, root: Path, policy: tuple, n_train, n_test, 
     if not found.usable:
         return None, (f"{tv_name} is {found.state} in {root} ({found.detail}) and {why}; "
                       f"stage it with `greenlab data fetch {key}`")
+    try:  # only now: reading the files needs torchvision (over a second to import), finding them does not
+        import torchvision.datasets as tvd
+    except Exception as exc:  # noqa: BLE001
+        return None, f"torchvision could not be imported ({exc})"
+    cls = getattr(tvd, tv_name)
     try:
         train = cls(str(root), train=True, download=False)
         test = cls(str(root), train=False, download=False)

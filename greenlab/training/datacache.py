@@ -144,8 +144,9 @@ def fetch(name: str, root=None, timeout_s: float = TIMEOUT_S, progress: bool = T
 def folder(name: str, root=None) -> Path:
     """The folder holding ``name``'s files, in torchvision's layout under ``root``."""
     key, root = check_name(name), cache_root(root)
-    cls = _tv_class(key)
-    return root / (cls.base_folder if key == "cifar10" else f"{cls.__name__}/raw")
+    if key == "cifar10":
+        return root / _tv_class(key).base_folder
+    return root / TORCHVISION[key] / "raw"  # the MNIST-like layout, known without importing torchvision
 
 
 def check_name(name) -> str:
@@ -179,11 +180,12 @@ def check_timeout(timeout_s) -> None:
 def _check(key: str, root: Path, repair: bool) -> Status:
     """Status of ``key`` under ``root``; with ``repair``, files that differ from a verified
     archive are extracted again (no network)."""
-    cls = _tv_class(key)
     where = folder(key, root)
     if key == "cifar10":
-        return _check_cifar(key, cls, root, where, repair)
-    return _check_mnist(key, cls, where, repair)
+        return _check_cifar(key, _tv_class(key), root, where, repair)
+    if not where.is_dir() or not any(where.iterdir()):  # nothing there: no need for torchvision's file list
+        return _verdict(key, where, ["every file"], [], [], 0)
+    return _check_mnist(key, _tv_class(key), where, repair)
 
 
 def _check_mnist(key, cls, where: Path, repair: bool) -> Status:
