@@ -156,7 +156,7 @@ def test_at_grade_time_an_honest_statement_is_not_failed_for_the_reruns_figures(
     assert "for the marker" in verdict.message
     notes = [d for d in verdict.details if d.startswith("differs from the grade-time run")]
     assert any("3.6 kJ is not the run's energy" in d for d in notes) and any("71 %" in d for d in notes)
-    assert verdict.details[-1] == f"the statement as graded: {HONEST}"
+    assert verdict.details[-1] == f"the statement as written: {HONEST}"
     # a statement that cites the rerun's own figures agrees with it; one missing an element still fails
     agreeing = HONEST.replace("3.6 kJ", "2,480 J").replace("±8 %", "±15 %").replace("71 %", "64 %")
     assert "agree with the grade-time run" in gl.check.stakeholder_statement(agreeing, facts=RERUN).message

@@ -11,6 +11,7 @@ the library, rebinding ``gl.check`` in a solution cell, and an answer fitted to 
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import html
 import json
@@ -385,35 +386,52 @@ def test_the_config_names_the_course_and_no_absolute_path(tmp_path):
     assert "GREENLAB_GRADING" in config and "GREENLAB_LEADERBOARD_DIR" in config
 
 
-def test_grading_mode_runs_only_the_cells_a_grade_needs(monkeypatch):
+def test_grading_mode_runs_only_the_cells_a_grade_needs_and_shows_the_learners_own_run(monkeypatch):
     import nbformat
 
-    from greenlab.course.nbgrader_preprocessor import SKIPPED, SkipExperiments
+    from greenlab.course.nbgrader_preprocessor import (
+        NOT_RUN_HEADER, SHOWN_HEADER, SKIP_TAG, SKIPPED, ClearOutputKeepingRuns, SkipExperiments)
 
-    def cell(source, **nbgrader):
-        made = nbformat.v4.new_code_cell(source)
+    def cell(source, outputs=(), tags=(), **nbgrader):
+        made = nbformat.v4.new_code_cell(source, outputs=list(outputs))
         if nbgrader:
             made.metadata["nbgrader"] = nbgrader
+        if tags:
+            made.metadata["tags"] = list(tags)
         return made
 
+    saved = [nbformat.v4.new_output("stream", name="stdout", text="Training used 4,080 J\n"),
+             nbformat.v4.new_output("display_data", data={"text/html": "<script>steal()</script>",
+                                                          "text/plain": "stakeholder_statement passed"})]
     cells = [cell("import greenlab as gl\nsettings = gl.setup()"),
-             cell("data = load()\nrun = train(data)"),                           # the statement cites it
+             cell("data = load()\nrun = train(data)"),                           # only the statement cites it
              cell("sweep = [train(data) for _ in range(9)]"),                    # no grade needs it
-             cell("def helper(t):\n    return t * 2"),                           # definitions always run
+             cell("def helper(t):\n    return t * 2"),                           # a test reads it: runs
              cell("def f(x):\n    y = x + 1\n    return helper(y)", solution=True, grade=False),
              cell("check = gl.check.f(f)\nplot(sweep)"),                         # the lesson's own use
-             cell("gl.check.f(f)", grade=True, solution=False, points=2),
+             cell("gl.check.f(f)", tags=[SKIP_TAG], grade=True, solution=False, points=2),  # a learner's tag
              cell("def my_statement():\n    return f'{run.joules} J'", solution=True, grade=True, points=6),
-             cell("print(my_statement())")]                                      # shows the hand-graded answer
+             cell("print(my_statement())", outputs=saved),                       # shows the hand-graded answer
+             cell("guess = None", solution=True, grade=True, points=2),          # a prediction, hand-graded
+             cell("print(guess, sweep)")]                                        # shows it; not run in the learner's
     nb = nbformat.v4.new_notebook(cells=cells)
     monkeypatch.setenv("GREENLAB_GRADING", "1")
-    SkipExperiments().preprocess(nb, {})
-    skipped = [i for i, c in enumerate(nb.cells) if c.source == SKIPPED]
-    assert skipped == [2, 5]
+    for preprocessor in (ClearOutputKeepingRuns(), SkipExperiments()):
+        nb, _ = preprocessor.preprocess(nb, {})
+    assert [i for i, c in enumerate(nb.cells) if c.source == SKIPPED] == [1, 2, 5]
+    unrun = [i for i, c in enumerate(nb.cells) if SKIP_TAG in c.metadata.get("tags", [])]
+    assert unrun == [7, 8, 9, 10]  # the answers as written and their runs as saved; the learner's tag is gone
+    assert nb.cells[7].source.startswith("def my_statement") and nb.cells[9].source == "guess = None"
+    (shown,) = nb.cells[8].outputs
+    assert shown.text == SHOWN_HEADER + "Training used 4,080 J\nstakeholder_statement passed\n"
+    assert "script" not in json.dumps(nb.cells[8].outputs)  # text only reaches the marker's screen
+    assert [o.text for o in nb.cells[10].outputs] == [NOT_RUN_HEADER]  # nothing saved: the marker is told
+    assert not any("greenlab" in c.metadata for c in nb.cells)  # the set-aside outputs go
+    assert all(not c.outputs for i, c in enumerate(nb.cells) if i not in (8, 10))
     monkeypatch.setenv("GREENLAB_GRADING", "0")
-    nb = nbformat.v4.new_notebook(cells=[cell("a = 1"), cell("b = 2")])
+    nb = nbformat.v4.new_notebook(cells=[cell("a = 1"), cell("b = 2", tags=[SKIP_TAG], grade=True, solution=False)])
     SkipExperiments().preprocess(nb, {})
-    assert all(c.source != SKIPPED for c in nb.cells)
+    assert all(c.source != SKIPPED for c in nb.cells) and nb.cells[1].metadata["tags"] == []
 
 
 # --- the grading secret and the seeds it makes ----------------------------------------------------
@@ -494,6 +512,31 @@ def _probe_submission(release: dict, body: str, appended: str = "") -> dict:
     return nb
 
 
+def _ran(nb: dict, folder: Path) -> dict:
+    """``nb`` as a learner submits it after running every cell: its outputs saved (not grading mode)."""
+    import nbclient
+    import nbformat
+
+    node = nbformat.reads(json.dumps(nb), as_version=4)
+    env = {k: v for k, v in _env().items() if k != "GREENLAB_GRADING"}
+    client = nbclient.NotebookClient(node, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
+    with _environment(env):
+        client.execute()
+    return json.loads(nbformat.writes(node))
+
+
+@contextlib.contextmanager
+def _environment(env: dict):
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory, secrets_folder):
     root = tmp_path_factory.mktemp("probe")
@@ -503,7 +546,11 @@ def probe(tmp_path_factory, secrets_folder):
     _nbgrader(["generate_assignment", "lesson42", "--force"], course)
     release = nbgrader_export.load(course / "release" / "lesson42" / "42_probe.ipynb")
     right = "return kwh * g_per_kwh * pue"
-    students = {"fitted": _probe_submission(release, FITTED), "honest": _probe_submission(release, right)}
+    students = {"fitted": _probe_submission(release, FITTED), "honest": _ran(_probe_submission(release, right), root),
+                "skipper": _probe_submission(release, "return 0.0")}
+    for cell in students["skipper"]["cells"]:  # a wrong answer, and its test tagged for nbclient to leave unrun
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade") and "co2e_grams" in "".join(cell["source"]):
+            cell["metadata"]["tags"] = ["skip-execution"]
     for who in ("spy", "twin"):  # the same answers, two students
         spy = SPY.replace("DUMP", repr(str(logs / f"{who}-dump.txt"))).replace("SEEN", repr(str(logs / f"{who}-seen.txt")))
         students[who] = _probe_submission(release, right, spy)
@@ -582,20 +629,35 @@ def test_an_answer_fitted_to_the_visible_cases_passes_its_own_check_and_fails_th
     assert gl.check.co2e_grams(namespace["co2e_grams"]).passed  # what the learner saw
 
 
-def test_an_honest_statement_is_not_failed_for_the_figures_of_the_grade_time_rerun(probe):
+def test_a_statement_is_shown_as_the_learners_run_saved_it_and_its_experiment_is_not_run_again(probe):
+    from greenlab.course.nbgrader_preprocessor import NOT_RUN_HEADER, SHOWN_HEADER, SKIPPED
+
     course = probe[0]
-    graded = nbgrader_export.load(course / "autograded" / "honest" / "lesson42" / "42_probe.ipynb")
-    shown = next("".join(o.get("text", "") or o.get("data", {}).get("text/plain", ""))
-                 for c in graded["cells"] if "statement_check =" in "".join(c["source"]) for o in c["outputs"])
-    assert "stakeholder_statement passed" in shown, shown
-    assert "4,080 J is not the run's energy" in shown and "a note for the marker" in shown  # the rerun: 3,100 J
-    assert "71 % is not the run's accuracy" in shown and "the statement as graded: Training used 4,080 J" in shown
+
+    def shown(student: str) -> tuple[str, dict]:
+        graded = nbgrader_export.load(course / "autograded" / student / "lesson42" / "42_probe.ipynb")
+        cell = next(c for c in graded["cells"] if "statement_check =" in "".join(c["source"]))
+        return "".join("".join(o.get("text", "")) for o in cell["outputs"]), graded
+
+    text, graded = shown("honest")  # ran the notebook before submitting: 4,080 J, 71 %
+    assert text.startswith(SHOWN_HEADER) and "stakeholder_statement passed" in text, text
+    assert "the statement as written: Training used 4,080 J" in text
+    code = ["".join(c["source"]) for c in graded["cells"] if c["cell_type"] == "code"]
+    assert SKIPPED in code and not any("run_joules, run_accuracy =" in c for c in code)  # the run: left out
+    assert "3,100" not in json.dumps(graded)  # nothing was measured again at grade time
     assert _left_to_hand(course, "42", "honest") == ["42-stakeholder_statement"]  # marked by hand, not scored
+    assert shown("fitted")[0] == NOT_RUN_HEADER  # submitted without running it: the marker is told
     # the same statement in the learner's own run, against a run it does not describe, fails there
     verdict = gl.check.stakeholder_statement("Training used 4,080 J, measured by the energy counter, ±5 %, "
                                              "at 71% test accuracy. We recommend it as long as accuracy holds.",
                                              facts=dict(joules=[3100.0], accuracy=[0.62]))
     assert os.environ.get("GREENLAB_GRADING") != "1" and verdict.status == "failed"
+
+
+def test_a_test_a_learner_tagged_to_be_left_unrun_runs_and_fails_a_wrong_answer(probe):
+    # nbclient leaves a cell tagged skip-execution unrun, and nbgrader scores a test cell without an error
+    # as passed: the grader takes a learner's tag off before the kernel starts
+    assert _score(probe[0], "42", "skipper")[2] == {"42-co2e_grams-test": 0}
 
 
 def test_the_grader_takes_an_older_configs_secret_out_of_the_environment_and_will_not_grade_without_one(

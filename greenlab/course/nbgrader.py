@@ -44,8 +44,9 @@ How the course's own markers become nbgrader's:
 * instructor notes and ``instructor-only`` cells are left out, as in the learner copies;
 * the written config turns grading mode on (``GREENLAB_GRADING=1``: quick sizes, offline, a leaderboard
   and results log of the course's own) and autogrades only the cells a grade needs
-  (:class:`greenlab.course.nbgrader_preprocessor.SkipExperiments`): the learner's answers, the tests,
-  definitions, and the runs a hand-graded statement cites; the lesson's other experiments are left out.
+  (:class:`greenlab.course.nbgrader_preprocessor.SkipExperiments`): the learner's answers, the tests and
+  what they read; the lesson's experiments are left out, and the cell under a hand-graded answer
+  shows, as text, the learner's own run of it as the submission saved it.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ from nbgrader import preprocessors as pre
 
 from nbgrader.converters import Autograde
 
-from greenlab.course.nbgrader_preprocessor import HideHiddenTests, LearnerParts, SeededExecute, SkipExperiments
+from greenlab.course.nbgrader_preprocessor import (
+    ClearOutputKeepingRuns, HideHiddenTests, LearnerParts, SeededExecute, SkipExperiments)
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
 c.CourseDirectory.course_id = {course_id!r}
@@ -118,8 +120,9 @@ c.GenerateAssignment.preprocessors = [
     pre.ClearOutput, pre.CheckCellMetadata, pre.ComputeChecksums, pre.SaveCells, pre.ClearHiddenTests,
     pre.ClearMarkScheme, pre.ComputeChecksums, pre.CheckCellMetadata,
 ]
-# Grading mode runs only the cells a grade needs (the lesson's other experiments are left out).
-c.Autograde.sanitize_preprocessors = [pre.ClearOutput, pre.DeduplicateIds, pre.OverwriteKernelspec, pre.OverwriteCells,
+# Grading mode runs only the cells a grade needs (the lesson's other experiments are left out); the
+# cell under a hand-graded statement shows the learner's own run, as the submission saved it.
+c.Autograde.sanitize_preprocessors = [ClearOutputKeepingRuns, pre.DeduplicateIds, pre.OverwriteKernelspec, pre.OverwriteCells,
                                       SkipExperiments, pre.CheckCellMetadata]
 # The hidden tests get each submission's seed (from the course's grading secret, which stays in this
 # process: the learner's kernel never sees it) just before they run, and lose it after.
@@ -337,10 +340,10 @@ def _exercise_cells(cell: dict, text: str, stem: str, where: str, ids: set[str])
         rows = "".join(f"| {what} | {p} | {text} |\n" for what, p, text in RUBRIC)
         rubric = ("**How this statement is marked** (by hand; the instant check above finds its elements and is "
                   "feedback only):\n\n| element | points | full marks when |\n| --- | --- | --- |\n" + rows
-                  + "\nGrading runs the lesson again, at its smallest size, with new measurements: there the check "
-                  "compares the statement's figures with that run only as notes, and never fails it for them. "
-                  "Mark the figures against the run the learner wrote about (the outputs of the submitted "
-                  "notebook).\n")
+                  + "\nGrading does not run the lesson's experiments again (new measurements, at the smallest size, would "
+                  "not be the run the learner wrote about): the cell below shows, as text, what it showed when the "
+                  "learner ran the notebook before submitting, their statement and the instant check against their "
+                  "run's figures. Mark the figures against that run; a submission that saved no run says so there.\n")
         out.append({"cell_type": "markdown", "id": _unique(f"{stem[:2]}-{name}-rubric", ids),
                     "metadata": {}, "source": rubric})
         return out

@@ -16,11 +16,13 @@ its uncertainty the run's, its accuracy the run's and its recommendation to agre
 (no saving claimed where the verdict is "no detectable difference"). A graded course marks the
 statement by hand with :data:`RUBRIC` (``greenlab.course.nbgrader``).
 
-At grade time (:func:`grade_time_rerun`: nbgrader autograding, or grading mode) the lesson has been
-run again, at its smallest size, with new measurements: its facts are not those of the run the
-learner wrote about, so a statement that disagrees with them is not failed for it. The check then
-passes on the five elements and lists each disagreement as a note for the person who marks the
-statement against the learner's own run.
+A graded course's autograder does not run the statement's cell again: it shows the output the
+learner's own run saved (``greenlab.course.nbgrader_preprocessor``). Where a lesson is run again
+all the same (:func:`grade_time_rerun`: nbgrader autograding with grading mode off, or grading
+mode), the run has new measurements, so its facts are not those of the run the learner wrote
+about and a statement that disagrees with them is not failed for it: the check then passes on the
+five elements and lists each disagreement as a note for the person who marks the statement
+against the learner's own run. Every verdict ends with the statement as written.
 """
 
 from __future__ import annotations
@@ -164,9 +166,10 @@ def stakeholder_statement(text: Any, facts: dict | None = None) -> Check:
     if unreadable:
         details.append(f"'{unreadable.group(0)}' is hard for a reader: write plain numbers in J, Wh or "
                        "g CO2e (e.g. 4,080 J or 1.1 Wh).")
+    written = f"the statement as written: {text}"  # what the learner's run wrote, for them and the marker
     if details:
         have = sum(found.values())
-        return Check(name, FAILED, f"{have} of {len(ELEMENTS)} elements found.", details)
+        return Check(name, FAILED, f"{have} of {len(ELEMENTS)} elements found.", details + [written])
     disagreements = check_against(text, facts) if facts else []
     rerun = grade_time_rerun() if facts else None
     elements = ("the statement has a figure with its unit, its provenance, its uncertainty, the accuracy it was "
@@ -177,10 +180,10 @@ def stakeholder_statement(text: Any, facts: dict | None = None) -> Check:
         agree = ("its figures agree with the grade-time run" if not disagreements else
                  "its figures are for the marker to check against the learner's own run")
         return Check(name, PASSED, f"{elements}; {agree}: the lesson ran again at grade time ({rerun}), at its "
-                     "smallest size, with new measurements.", notes + [f"the statement as graded: {text}"])
+                     "smallest size, with new measurements.", notes + [written])
     if disagreements:
-        return Check(name, FAILED, "the statement does not describe the run it is about.", disagreements)
-    return Check(name, PASSED, elements + ".")
+        return Check(name, FAILED, "the statement does not describe the run it is about.", disagreements + [written])
+    return Check(name, PASSED, elements + ".", [written])
 
 
 def grade_time_rerun(environ=None) -> str | None:
