@@ -9,9 +9,9 @@ the instructor's solutions as one student and times ``nbgrader autograde`` for i
 wall-clock, kernel start included). Prints per lesson the seconds, the points the solutions got
 (of the most), the CPU seconds nbgrader and its kernel used (robust to other work on the
 machine, unlike wall-clock), the code cells grading mode ran and those of them that ended in an error (the
-instructor's solutions should leave none), the slowest cells (from the execution times nbclient records in the graded
-notebook), whether the stakeholder statement's instant check passed against the run's facts, and
-the machine's load average: other work on the machine stretches every figure. Ends with a table.
+instructor's solutions should leave none), the cells it showed as the submission saved them instead
+of running them (under a hand-graded answer: the learner's own run), the slowest cells (from the
+execution times nbclient records in the graded notebook), and the machine's load average: other work on the machine stretches every figure. Ends with a table.
 With ``--class-size N``, the same submission is also graded as a class of N students,
 ``--jobs`` processes at a time, and the class's wall-clock per submission is printed beside the
 one-alone figure: the throughput an instructor grading a class sees. The target is about 10 s per
@@ -96,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             graded = next((course / "autograded" / "timed" / name).glob("*.ipynb"))
             timed_cells = _slowest(export.load(graded), None)
             cells, in_cells = timed_cells[:args.slowest], sum(seconds for _, seconds in timed_cells)
-            statement = _statement_verdict(export.load(graded))
-            ran, code_cells, failed = _cells_run(export.load(graded))
+            ran, code_cells, failed, shown = _cells_run(export.load(graded))
             print(f"lesson {lesson}: {min(times):.1f} s per submission (best of {len(times)}; {in_cells:.1f} s of it "
                   f"in the notebook's cells; {min(cpu):.1f} CPU s, nbgrader and its kernel together), "
                   + (f"{per_student[0]:.1f} s ({per_student[1]:.1f} CPU s) per submission in a class of "
@@ -106,17 +105,17 @@ def main(argv: list[str] | None = None) -> int:
                   + f"{score:g} of {most:g} autograded points, {errors} error line(s) in nbgrader's log; "
                   f"{ran} of {code_cells} code cells run, "
                   f"{len(failed)} ended in an error{' (' + ', '.join(failed) + ')' if failed else ''}; "
-                  f"load average {load:.1f} on {os.cpu_count()} CPUs; statement check: {statement}; slowest cells: "
+                  f"{shown} shown as submitted, not run; load average {load:.1f} on {os.cpu_count()} CPUs; slowest cells: "
                   + ", ".join(f"{cell} {seconds:.1f} s" for cell, seconds in cells))
             table.append((lesson, min(times), min(cpu), in_cells, per_student, score, most, f"{ran} / {code_cells}",
-                          len(failed), load, statement))
+                          len(failed), shown, load))
     throughput = f"s per submission, class of {args.class_size}, {args.jobs} at a time | " if args.class_size else ""
     print(f"\n| lesson | s per submission (one alone) | CPU s | s in cells | {throughput}autograded points "
-          "| code cells run | cells in error | load average | statement check |\n|" + " --- |" * (9 + bool(args.class_size)))
-    for lesson, seconds, cpu_s, in_cells, per_student, score, most, ran, failed, load, statement in table:
+          "| code cells run | cells in error | shown as submitted | load average |\n|" + " --- |" * (9 + bool(args.class_size)))
+    for lesson, seconds, cpu_s, in_cells, per_student, score, most, ran, failed, shown, load in table:
         print(f"| {lesson} | {seconds:.1f} | {cpu_s:.1f} | {in_cells:.1f} | "
               + (f"{per_student[0]:.1f} ({per_student[1]:.1f} CPU s) | " if args.class_size else "")
-              + f"{score:g} / {most:g} | {ran} | {failed} | {load:.1f} | {statement} |")
+              + f"{score:g} / {most:g} | {ran} | {failed} | {shown} | {load:.1f} |")
     return 0
 
 
@@ -177,26 +176,18 @@ def _slowest(nb: dict, count: int | None) -> list[tuple[str, float]]:
     return sorted(found, key=lambda item: -item[1])[:count]
 
 
-def _cells_run(nb: dict) -> tuple[int, int, list[str]]:
-    """(code cells run, code cells, ids of the cells that ended in an error) of a graded notebook; a
-    cell grading mode left out holds only its comment (``nbgrader_preprocessor.SKIPPED``)."""
-    from greenlab.course.nbgrader_preprocessor import SKIPPED  # lazy: it needs nbgrader, as this benchmark does
+def _cells_run(nb: dict) -> tuple[int, int, list[str], int]:
+    """(code cells run, code cells, ids of the cells that ended in an error, cells shown as the
+    submission saved them) of a graded notebook. Grading mode replaces a cell it leaves out with its
+    comment (``nbgrader_preprocessor.SKIPPED``) and tags the cells it shows or keeps unrun."""
+    from greenlab.course.nbgrader_preprocessor import NOT_RUN_HEADER, SHOWN_HEADER, SKIP_TAG, SKIPPED  # lazy: nbgrader
 
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    ran = [c for c in code if "".join(c["source"]) != SKIPPED]
+    ran = [c for c in code if "".join(c["source"]) != SKIPPED and SKIP_TAG not in c.get("metadata", {}).get("tags", [])]
     failed = [c.get("id", "?") for c in ran if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
-    return len(ran), len(code), failed
-
-
-def _statement_verdict(nb: dict) -> str:
-    """"passed" or "failed" when the graded notebook shows the stakeholder statement's check, else "-"."""
-    for cell in nb["cells"]:
-        for output in cell.get("outputs", []):
-            text = "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
-            match = re.search(r"stakeholder_statement (passed|failed|not attempted)", text)
-            if match:
-                return match.group(1) if match.group(1) != "failed" else "failed: " + " ".join(text.split())[:400]
-    return "-"
+    shown = [c for c in code if any("".join(o.get("text", "")).startswith((SHOWN_HEADER, NOT_RUN_HEADER))
+                                    for o in c.get("outputs", []))]
+    return len(ran), len(code), failed, len(shown)
 
 
 if __name__ == "__main__":
