@@ -445,6 +445,25 @@ def test_tune_lr_gives_each_rate_one_run_and_counts_the_bill():
         lm.tune_lr(lambda c: None, corpus, cfg, ())
 
 
+def test_a_diverged_trial_still_costs_its_steps_in_the_search_bill(corpus, monkeypatch):
+    real = lm.training.train_step
+
+    def nan_at_the_high_rate(model, optimizer, x, y, precision):
+        loss = real(model, optimizer, x, y, precision)
+        return loss * float("nan") if optimizer.defaults["lr"] > 0.05 else loss
+
+    monkeypatch.setattr(lm.training, "train_step", nan_at_the_high_rate)
+    cfg = lm.LMConfig(seq_len=16, batch_size=4, steps=3, eval_every=3, eval_batches=1)
+    model_fn = lambda c: lm.TinyGPT(d_model=16, n_layers=1, n_heads=2, max_seq_len=16)  # noqa: E731
+    best, runs, joules = lm.tune_lr(model_fn, corpus, cfg, (1e-3, 1e-1))
+    assert runs[1e-1] is None and best == 1e-3
+    with pytest.raises(FloatingPointError, match="step 1; lower lr") as raised:
+        lm.train_lm(model_fn(cfg), corpus, dataclasses.replace(cfg, lr=1e-1))
+    partial = raised.value.run  # the window closed at the diverging step: what it cost is known
+    assert partial.status == "diverged" and partial.steps == 1 and partial.joules > 0 and partial.history == []
+    assert joules > runs[1e-3].joules  # the search's bill counts the diverged trial's step too
+
+
 def test_pipeline_bytes_per_rank_is_a_middle_stage():
     # a middle stage sends its output forward and its input's gradient back: 2 x b x L x d x 4 bytes
     assert sharding.pipeline_bytes_per_rank_per_step(2, 8, 4, stages=8) == 2 * 2 * 8 * 4 * 4

@@ -87,7 +87,8 @@ def tune_lr(model_fn, corpus: Corpus, config: LMConfig, rates, device=None) -> t
     A config that stops at its target keeps that stop in its trials, as the recipe runs, and the
     rate that reached the target in the fewest steps wins (then the lower loss); rates that missed
     it rank after those that reached it. ``model_fn(config)`` returns a fresh model. Returns (best
-    rate, {rate: LMRun or None}, joules spent on tuning: the bill of the search itself)."""
+    rate, {rate: LMRun or None}, joules spent on tuning: the bill of the search itself, a diverged
+    trial's steps up to its divergence included)."""
     rates = [validation.number("rate", r, low=0, high=10, low_open=True) for r in rates]
     if not rates:
         raise ValueError("rates must hold at least one learning rate")
@@ -98,8 +99,9 @@ def tune_lr(model_fn, corpus: Corpus, config: LMConfig, rates, device=None) -> t
         try:
             runs[rate] = train_lm(model_fn(cfg), corpus, cfg, device=device)
             spent += runs[rate].joules
-        except FloatingPointError:
+        except FloatingPointError as exc:  # a diverged trial scores inf, and its steps still cost
             runs[rate] = None
+            spent += getattr(getattr(exc, "run", None), "joules", 0.0)
     def score(rate):
         run = runs[rate]
         if run is None:

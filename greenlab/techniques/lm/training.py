@@ -275,6 +275,7 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
     window = measure(cfg.label or "train_lm", sources=sources)
     bar = progress.bar(cfg.steps, cfg.label or "train_lm")
     interrupted = stopped = False
+    diverged = None  # why the loss stopped being finite
     with window, contextlib.closing(bar):
         meter = _Meter(sources)
         start = time.perf_counter()
@@ -290,7 +291,8 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
                     scheduler.step()
                 bar.update(1)
                 if not math.isfinite(loss.item()):
-                    raise FloatingPointError(f"training loss became {loss.item()} at step {step}; lower lr")
+                    diverged = f"training loss became {loss.item()} at step {step}; lower lr"
+                    break
                 if step % cfg.eval_every == 0 or step == cfg.steps:
                     val = evaluate(model, corpus, cfg.seq_len, cfg.eval_batches, cfg.batch_size,
                                    precision=cfg.precision)
@@ -306,9 +308,9 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
             interrupted = True
     result = window.result
     final = None
-    if cfg.score_batches is not None and not interrupted:  # after the window: one yardstick for every run
+    if cfg.score_batches is not None and not interrupted and diverged is None:  # after the window: one yardstick for every run
         final = evaluate(model, corpus, cfg.seq_len, cfg.score_batches, cfg.batch_size, precision="fp32")
-    status = ("interrupted" if interrupted else
+    status = ("interrupted" if interrupted else "diverged" if diverged else
               "target-reached" if target and cfg.stop_at_target else "stopped" if stopped else "completed")
     run = LMRun(label=cfg.label, config=dataclasses.asdict(cfg), steps=step,
                 tokens=step * cfg.tokens_per_step, seconds=result.seconds, joules=result.joules,
@@ -321,4 +323,16 @@ def train_lm(model: nn.Module, corpus: Corpus, config: LMConfig | None = None, d
                 final_val_loss=final, steps_to_target=target["step"] if target else None)
     if interrupted:
         raise interrupted_run("greenlab.lm.train_lm", run, cfg.steps)
+    if diverged:
+        raise Diverged(diverged, run)
     return run
+
+
+class Diverged(FloatingPointError):
+    """``train_lm``'s run whose training loss stopped being finite: ``run`` is the partial LMRun
+    (status "diverged"), its energy window closed at that step, so a search that tried the rate
+    can count what it cost."""
+
+    def __init__(self, message: str, run: LMRun):
+        super().__init__(message)
+        self.run = run
