@@ -262,3 +262,14 @@ def test_halving_keeps_the_best_rates_of_a_short_rung_and_counts_both_rungs(monk
 def test_a_bill_verdict_names_every_recipe_without_an_energy_to_the_target():
     cmp = _fake_comparison({"naive": [10.0, None, 12.0], "green": [None, 2.2, 1.9]})
     assert "naive and green have no energy to the target" in bills.compare_bills(cmp, "naive", "green").sentence()
+
+
+def test_no_bill_factor_rests_on_a_window_too_short_to_read_up_to_the_target():
+    from types import SimpleNamespace
+
+    cmp = _fake_comparison({"naive": [10.0, 11.0, 12.0], "green": [2.0, 2.0, 2.0]})
+    cmp.runs["green"][1] = SimpleNamespace(joules_to_target=2.0, short=True)  # its meter could not read it
+    verdict = bills.compare_bills(cmp, "naive", "green", {"naive": 20.0, "green": 1.0})
+    assert not verdict.factor.measurable and verdict.factor.detectable is None
+    assert "not measurable: 1 of 3 paired repeat(s)" in verdict.sentence() and "no factor" in verdict.sentence()
+    assert "not measurable" in bills.bill_table(cmp).splitlines()[2]

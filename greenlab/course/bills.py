@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from greenlab.base.units import plain_number
-from greenlab.experiments.verdicts import paired
+from greenlab.experiments.verdicts import paired, short_flags
 
 
 def reached_in_every_repeat(comparison, row) -> bool:
@@ -87,6 +87,9 @@ class BillVerdict:
             verb = "have" if len(missing) > 1 else "has"
             return f"{reach}: {' and '.join(missing)} {verb} no energy to the target, so there is no factor"
         f = self.factor
+        if not f.measurable:
+            return (f"{reach}; {b.name} / {v.name}: not measurable: {f.short_windows} of {f.n} paired repeat(s) rest "
+                    "on energy windows too short to read up to the target, so no factor is claimed")
         if f.low is None:
             return (f"{reach}; {b.name} / {v.name}: {f.estimate:.3g}x over {f.n} paired repeat(s), too few "
                     "for an interval, so no difference is claimed")
@@ -102,14 +105,16 @@ def compare_bills(comparison, baseline, variant, tuning_joules: dict | None = No
     """The honest bill: ``baseline`` against ``variant`` (rows of ``comparison``) on energy to a
     model that reaches the validation target, each row's search from ``tuning_joules`` ({row: J},
     0 where absent) included, paired by repeat; no factor unless both rows reached the target in
-    every repeat. ``names`` ({row: word}) renames rows in the sentences."""
+    every repeat, and none where a run's energy window up to its target was too short to read
+    (``short_flags``). ``names`` ({row: word}) renames rows in the sentences."""
     tuning_joules, names = dict(tuning_joules or {}), dict(names or {})
     b = target_bill(comparison, baseline, tuning_joules.get(baseline, 0.0))
     v = target_bill(comparison, variant, tuning_joules.get(variant, 0.0))
     b.name, v.name = names.get(baseline, baseline), names.get(variant, variant)
     factor = None
     if b.complete and v.complete:
-        factor = paired(b.per_repeat, v.per_repeat, "joules_to_target", b.name, v.name)
+        factor = paired(b.per_repeat, v.per_repeat, "joules_to_target", b.name, v.name,
+                        short=short_flags(comparison.runs[baseline], comparison.runs[variant], "joules_to_target"))
     return BillVerdict(b, v, factor)
 
 
@@ -133,7 +138,9 @@ def bill_table(comparison, tuning_joules: dict | None = None) -> str:
         else:
             runs = [[_to_target_joules(r) for r in comparison.runs[n]] for n in (name, previous.name)]
 
-            against = paired(runs[0], runs[1], "joules_to_target", name, previous.name).short()
+            against = paired(runs[0], runs[1], "joules_to_target", name, previous.name,
+                             short=short_flags(comparison.runs[name], comparison.runs[previous.name],
+                                               "joules_to_target")).short()
         lines.append(f"{name:{width}}  {bill.reached:>3} of {bill.repeats}  {search:>9}  {energy:>18}  {against}")
         previous = bill
     return "\n".join(lines)
