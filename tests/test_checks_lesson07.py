@@ -100,13 +100,16 @@ def generator_prefetch(batches, depth):
     import collections
     import threading
 
-    buffer, cond, state = collections.deque(), threading.Condition(), {"done": False, "error": None}
+    buffer, cond = collections.deque(), threading.Condition()
+    state = {"done": False, "error": None, "stop": False}
 
     def fill():
         try:
             for item in batches:
                 with cond:
-                    cond.wait_for(lambda: len(buffer) < depth)
+                    cond.wait_for(lambda: len(buffer) < depth or state["stop"])
+                    if state["stop"]:
+                        return
                     buffer.append(item)
                     cond.notify_all()
         except Exception as exc:
@@ -116,17 +119,22 @@ def generator_prefetch(batches, depth):
             cond.notify_all()
 
     threading.Thread(target=fill, daemon=True).start()
-    while True:
+    try:
+        while True:
+            with cond:
+                cond.wait_for(lambda: buffer or state["done"])
+                if buffer:
+                    item = buffer.popleft()
+                    cond.notify_all()
+                elif state["error"] is not None:
+                    raise state["error"]
+                else:
+                    return
+            yield item
+    finally:
         with cond:
-            cond.wait_for(lambda: buffer or state["done"])
-            if buffer:
-                item = buffer.popleft()
-                cond.notify_all()
-            elif state["error"] is not None:
-                raise state["error"]
-            else:
-                return
-        yield item
+            state["stop"] = True
+            cond.notify_all()
 
 
 def test_prefetch_accepts_a_correct_loader_written_differently():
@@ -179,6 +187,35 @@ def test_dropping_the_last_batch_fails_with_its_hint():
 
     result = checks.prefetch_loader(short)
     assert result.status == checks.FAILED and "last batch is missing" in hint_of(result)
+
+
+def test_a_thread_that_outlives_an_early_stop_fails_with_its_hint():
+    def leaky(batches, depth):  # right in every other way: its thread blocks on the full queue for ever
+        import queue
+        import threading
+
+        ready, end = queue.Queue(maxsize=depth), object()
+
+        def fill():
+            try:
+                for item in batches:
+                    ready.put((item, None))
+            except Exception as exc:
+                ready.put((end, exc))
+                return
+            ready.put((end, None))
+
+        threading.Thread(target=fill, daemon=True).start()
+        while True:
+            item, error = ready.get()
+            if item is end:
+                if error is not None:
+                    raise error
+                return
+            yield item
+
+    result = checks.prefetch_loader(leaky)
+    assert result.status == checks.FAILED and "stops early" in result.text() and "threading.Event" in hint_of(result)
 
 
 def test_prefetch_stub_is_not_attempted():

@@ -102,8 +102,10 @@ def early_stopping(fn: Any, seed: int | None = None) -> Check:
 @graded(reference=("greenlab.techniques.prefetch:prefetch",))
 def prefetch_loader(fn: Any) -> Check:
     """Check a learner's ``fn(batches, depth) -> iterator``: the same items in the same order,
-    the next item loaded before it is asked for, at most ``depth`` loaded items waiting, and an
-    error in ``batches`` raised to the consumer (the reference is ``gl.prefetch.prefetch``)."""
+    the next item loaded before it is asked for, at most ``depth`` loaded items waiting, an
+    error in ``batches`` raised to the consumer, and the loading thread stopped when the
+    consumer stops early (the reference is ``gl.prefetch.prefetch``)."""
+    import gc
     import threading
     import time
 
@@ -117,8 +119,10 @@ def prefetch_loader(fn: Any) -> Check:
         def __init__(self, n, fail_at=None):
             self.n, self.fail_at, self.pulled = n, fail_at, 0
             self.second = threading.Event()
+            self.pullers: list = []  # the threads that iterate it
 
         def __iter__(self):
+            self.pullers.append(threading.current_thread())
             for i in range(self.n):
                 if i == self.fail_at:
                     raise RuntimeError("planted loader error")
@@ -171,6 +175,25 @@ def prefetch_loader(fn: Any) -> Check:
             except RuntimeError as exc:
                 if "planted" not in str(exc):
                     problems.append(f"the loader's error came back as {exc!r}, not the original one.")
+            stopping = Source(50)
+            early = call(stopping, 2)
+            next(early)
+            stopping.second.wait(timeout=2.0)  # its thread loads ahead
+            close = getattr(early, "close", None)
+            if callable(close):
+                close()  # the consumer stops early, as a break out of a for loop does
+            del early
+            gc.collect()
+            left = [t for t in stopping.pullers if t is not threading.current_thread()]
+            for thread in left:
+                thread.join(timeout=2.0)
+            if any(t.is_alive() for t in left):
+                problems.append("when the consumer stops early (a break, or closing the generator), your loader's "
+                                "thread keeps running, blocked on the full queue for ever: a thread leaks with every "
+                                "early stop, and one left inside PyTorch work when Python exits can crash the "
+                                "process. Hint: let the thread's put give up once a stop flag (threading.Event) is "
+                                "set (put with a timeout, in a loop), and set the flag in a finally around the loop "
+                                "that yields.")
         except Exception as exc:  # the learner's code failed: report it, never raise
             problems.append(f"your function raised {exception_text(exc)}")
         finished.set()
