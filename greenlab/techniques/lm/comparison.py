@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 from greenlab.base import validation
+from greenlab.energy.measure import ShortWindowWarning
+from greenlab.energy.windows import measure
 from greenlab.experiments import Comparison
 from greenlab.session.config import seed_everything
 from greenlab.techniques.lm.corpus import Corpus
@@ -87,21 +90,28 @@ def tune_lr(model_fn, corpus: Corpus, config: LMConfig, rates, device=None) -> t
     A config that stops at its target keeps that stop in its trials, as the recipe runs, and the
     rate that reached the target in the fewest steps wins (then the lower loss); rates that missed
     it rank after those that reached it. ``model_fn(config)`` returns a fresh model. Returns (best
-    rate, {rate: LMRun or None}, joules spent on tuning: the bill of the search itself, a diverged
-    trial's steps up to its divergence included)."""
+    rate, {rate: LMRun or None}, joules spent on tuning: the bill of the search itself, read in one
+    window around all its trials (their set-up and a diverged trial's steps included), so every
+    recipe's search is measured the same way and none rests on trial windows too short to read).
+    The trials skip ``config.score_batches`` (a yardstick for comparing finished runs, which no
+    ranking here uses)."""
     rates = [validation.number("rate", r, low=0, high=10, low_open=True) for r in rates]
     if not rates:
         raise ValueError("rates must hold at least one learning rate")
-    runs, spent = {}, 0.0
-    for rate in rates:
-        cfg = dataclasses.replace(config, lr=rate)
-        seed_everything(cfg.seed)
-        try:
-            runs[rate] = train_lm(model_fn(cfg), corpus, cfg, device=device)
-            spent += runs[rate].joules
-        except FloatingPointError as exc:  # a diverged trial scores inf, and its steps still cost
-            runs[rate] = None
-            spent += getattr(getattr(exc, "run", None), "joules", 0.0)
+    runs = {}
+    # one window around the whole search: what every trial cost, its set-up and a diverged trial's steps
+    # included, the same way for any recipe; the trials' own (possibly short) windows are not summed
+    with measure(f"{config.label or 'tune_lr'} search") as window:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ShortWindowWarning)
+            for rate in rates:
+                cfg = dataclasses.replace(config, lr=rate, score_batches=None)  # the search ranks by val_loss
+                seed_everything(cfg.seed)
+                try:
+                    runs[rate] = train_lm(model_fn(cfg), corpus, cfg, device=device)
+                except FloatingPointError:  # a diverged trial scores inf
+                    runs[rate] = None
+    spent = window.result.joules
     def score(rate):
         run = runs[rate]
         if run is None:
