@@ -414,6 +414,8 @@ def test_grading_mode_runs_only_the_cells_a_grade_needs_and_shows_the_learners_o
              cell("print(my_statement())", outputs=saved),                       # shows the hand-graded answer
              cell("guess = None", solution=True, grade=True, points=2),          # a prediction, hand-graded
              cell("print(guess, sweep)")]                                        # shows it; not run in the learner's
+    cells[8].metadata["greenlab"] = "a learner's own metadata, not a mapping"  # refused, not a crash
+    cells[10].metadata["greenlab"] = {"submitted_outputs": "forged: never ran"}  # replaced by what it saved
     nb = nbformat.v4.new_notebook(cells=cells)
     monkeypatch.setenv("GREENLAB_GRADING", "1")
     for preprocessor in (ClearOutputKeepingRuns(), SkipExperiments()):

@@ -100,12 +100,6 @@ def plan(code_cells) -> GradingPlan:
     return GradingPlan(frozenset(run), frozenset(shown), frozenset(manual - run))
 
 
-def skipped(code_cells) -> list[int]:
-    """The indices of the code cells (in order) that grading mode does not run."""
-    grading = plan(code_cells)
-    return [i for i in range(len(code_cells)) if i not in grading.run]
-
-
 class ClearOutputKeepingRuns(ClearOutput):
     """nbgrader's ``ClearOutput``, except that the outputs the submitted notebook saved for each cell
     that shows a hand-graded answer are set aside first, as text, in the cell's metadata, for
@@ -115,7 +109,11 @@ class ClearOutputKeepingRuns(ClearOutput):
     def preprocess(self, nb, resources):
         code = [c for c in nb.cells if c.cell_type == "code"]
         for cell in code:  # only this preprocessor writes it: whatever a learner put there goes
-            cell.metadata.get("greenlab", {}).pop(SUBMITTED, None)
+            ours = cell.metadata.get("greenlab")
+            if not isinstance(ours, dict):
+                cell.metadata.pop("greenlab", None)
+            else:
+                ours.pop(SUBMITTED, None)
         for i in plan(code).shown:
             code[i].metadata.setdefault("greenlab", {})[SUBMITTED] = outputs_as_text(code[i].get("outputs", []))
         return super().preprocess(nb, resources)
